@@ -1,0 +1,77 @@
+"""The machine as the plugin sees it: devices, compute capabilities, optional libraries."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from functools import cache
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device a compiled model can run on."""
+
+    name: str  # "cpu", "cuda:0"
+    type: str  # "cpu", "cuda"
+    description: str = ""
+    capability: tuple[int, int] | None = None  # CUDA compute capability
+
+    def __str__(self) -> str:
+        return self.name
+
+
+CPU = Device("cpu", "cpu", "CPU")
+
+
+def visible_devices() -> list[Device]:
+    """The CPU and every CUDA device torch can see."""
+    import torch
+
+    devices = [CPU]
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            devices.append(
+                Device(
+                    f"cuda:{index}",
+                    "cuda",
+                    torch.cuda.get_device_name(index),
+                    tuple(torch.cuda.get_device_capability(index)),  # type: ignore[arg-type]
+                )
+            )
+    return devices
+
+
+def cutlass_dir() -> str | None:
+    """The CUTLASS checkout Inductor is configured with (the key moved between releases)."""
+    from torch._inductor import config
+
+    for section in ("cutlass", "cuda"):
+        path = getattr(getattr(config, section, None), "cutlass_dir", None)
+        if isinstance(path, str):
+            return path
+    return os.environ.get("TORCHINDUCTOR_CUTLASS_DIR")
+
+
+def _cutlass_library_found() -> bool:
+    path = cutlass_dir()
+    if path and os.path.isdir(os.path.join(path, "python", "cutlass_library")):
+        return True
+    return importlib.util.find_spec("cutlass_library") is not None
+
+
+@cache
+def package_missing(name: str) -> str | None:
+    """Why the Python package ``name`` cannot be used here, or None when it can."""
+    if name == "cutlass_library":
+        if _cutlass_library_found():
+            return None
+        return (
+            "the CUTLASS Python library (cutlass_library) is not installed: not importable "
+            f"and not under {cutlass_dir()!r}/python (set TORCHINDUCTOR_CUTLASS_DIR)"
+        )
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        found = False
+    return None if found else f"the Python package {name!r} is not installed"

@@ -1,0 +1,78 @@
+"""Per-test isolation of compile state, and the log records Inductor and Dynamo leave."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+CUDAGRAPH_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
+CONVERT_FRAME_LOGGER = "torch._dynamo.convert_frame"
+_LIMIT_HIT = re.compile(r"hit config\.(\w+) \((\d+)\)")
+
+
+class CompileWatcher(logging.Handler):
+    """Collects CUDA-graph skip reasons and recompile-limit hits while attached."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.cudagraph_skips: list[str] = []
+        self.recompile_limit_hits: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.name == CUDAGRAPH_LOGGER:
+            self.cudagraph_skips.append(message.strip())
+        elif _LIMIT_HIT.search(message):
+            self.recompile_limit_hits.append(_summarize_limit_hit(message))
+
+    @contextmanager
+    def attached(self) -> Iterator[CompileWatcher]:
+        loggers = [logging.getLogger(CUDAGRAPH_LOGGER), logging.getLogger(CONVERT_FRAME_LOGGER)]
+        for logger in loggers:
+            logger.addHandler(self)
+        try:
+            yield self
+        finally:
+            for logger in loggers:
+                logger.removeHandler(self)
+
+
+def _summarize_limit_hit(message: str) -> str:
+    lines = [line.strip() for line in message.splitlines()]
+    match = _LIMIT_HIT.search(message)
+    assert match is not None
+    function = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("function:")), "?")
+    reason = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("last reason:")), "?")
+    return (
+        f"Dynamo hit torch._dynamo.config.{match[1]} ({match[2]}) for {function} and now runs it "
+        f"eagerly, uncompiled; last recompile reason: {reason}"
+    )
+
+
+def _restore(config: Any, before: dict[str, Any]) -> None:
+    for key, value in config.get_config_copy().items():
+        if key in before and value is not before[key] and value != before[key]:
+            setattr(config, key, before[key])
+
+
+@contextmanager
+def isolated_compile_state() -> Iterator[CompileWatcher]:
+    """Reset Dynamo before and after; restore the Inductor and Dynamo configs after."""
+    import torch._dynamo
+    import torch._dynamo.config as dynamo_config
+    import torch._inductor.config as inductor_config
+
+    inductor_before = inductor_config.get_config_copy()
+    dynamo_before = dynamo_config.get_config_copy()
+    torch._dynamo.reset()
+    watcher = CompileWatcher()
+    try:
+        with watcher.attached():
+            yield watcher
+    finally:
+        torch._dynamo.reset()
+        _restore(inductor_config, inductor_before)
+        _restore(dynamo_config, dynamo_before)

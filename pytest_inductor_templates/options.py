@@ -1,0 +1,120 @@
+"""Command-line options, their ini twins, and reading them with where each came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+GROUP = "inductor-templates"
+
+# (command-line flag, ini name, help). Every selection option has an ini twin.
+SELECTION_OPTIONS = (
+    ("--inductor-template", "inductor_template", "template to compile with (see --inductor-list-templates)"),
+    ("--inductor-mode", "inductor_mode", "torch.compile mode, e.g. reduce-overhead"),
+    ("--inductor-options", "inductor_options", "Inductor options as a JSON object, or @path/to/file.json"),
+)
+
+
+def register(parser: pytest.Parser) -> None:
+    """Declare the plugin's options and ini keys."""
+    group = parser.getgroup(GROUP, "torch.compile / Inductor templates")
+    for flag, ini, help_text in SELECTION_OPTIONS:
+        group.addoption(flag, dest=ini, metavar=ini.split("_", 1)[1].upper(), default=None, help=help_text)
+        parser.addini(ini, help_text + " (ini twin of " + flag + ")", default=None)
+    group.addoption(
+        "--inductor-backend",
+        dest="inductor_backend",
+        metavar="NAME",
+        default=None,
+        help="torch.compile backend (default: inductor)",
+    )
+    parser.addini("inductor_backend", "torch.compile backend (default: inductor)", default=None)
+    group.addoption(
+        "--inductor-fullgraph",
+        dest="inductor_fullgraph",
+        action="store_true",
+        default=None,
+        help="compile with fullgraph=True: a graph break fails the test",
+    )
+    parser.addini("inductor_fullgraph", "compile with fullgraph=True", type="bool", default=None)
+    group.addoption(
+        "--inductor-dynamic",
+        dest="inductor_dynamic",
+        nargs="?",
+        const="true",
+        default=None,
+        choices=("true", "false", "auto"),
+        help="torch.compile dynamic=: true, false or auto (default auto; bare flag means true)",
+    )
+    parser.addini("inductor_dynamic", "torch.compile dynamic=: true, false or auto", default=None)
+    group.addoption(
+        "--inductor-templates-file",
+        dest="inductor_templates_file",
+        metavar="TOML",
+        default=None,
+        help="TOML file with user templates ([templates.NAME] tables)",
+    )
+    parser.addini("inductor_templates_file", "TOML file with user templates", default=None)
+    group.addoption(
+        "--inductor-list-templates",
+        dest="inductor_list_templates",
+        action="store_true",
+        default=False,
+        help="list every template, its settings and availability, then exit",
+    )
+
+
+@dataclass(frozen=True)
+class Sourced(Generic[T]):
+    """A setting's value and where it came from, for error messages and the header."""
+
+    value: T
+    flag: str  # the command-line flag
+    ini: str  # the ini key
+    from_command_line: bool
+    inifile: Path | None
+
+    @property
+    def origin(self) -> str:
+        if self.from_command_line:
+            return f"{self.flag} (command line)"
+        where = self.inifile.name if self.inifile else "ini"
+        return f"{self.ini} ({where})"
+
+
+def _ini_value(config: pytest.Config, ini: str) -> Any:
+    value = config.getini(ini)
+    return None if value in (None, "", []) else value
+
+
+def read(config: pytest.Config, flag: str, ini: str) -> tuple[Sourced[Any] | None, Sourced[Any] | None]:
+    """The command-line value and the ini value of one option (each None when unset)."""
+    cli = config.getoption(ini)
+    ini_value = _ini_value(config, ini)
+    make = lambda value, cmd: Sourced(value, flag, ini, cmd, config.inipath)  # noqa: E731
+    return (
+        make(cli, True) if cli is not None else None,
+        make(ini_value, False) if ini_value is not None else None,
+    )
+
+
+def effective(config: pytest.Config, flag: str, ini: str) -> Sourced[Any] | None:
+    """The value in force: the command line overrides the ini file."""
+    cli, ini_value = read(config, flag, ini)
+    return cli or ini_value
+
+
+def any_selected(config: pytest.Config) -> bool:
+    """Whether the user set any of the plugin's options, on the command line or in ini."""
+    names = [ini for _, ini, _ in SELECTION_OPTIONS] + [
+        "inductor_backend",
+        "inductor_fullgraph",
+        "inductor_dynamic",
+        "inductor_templates_file",
+    ]
+    return any(config.getoption(n) is not None or _ini_value(config, n) is not None for n in names)

@@ -1,0 +1,182 @@
+"""One resolved compile selection: template, mode or options, plus backend, fullgraph, dynamic."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import inductor_config
+from .options import SELECTION_OPTIONS, Sourced, effective, read
+from .templates import Template, TemplateRegistry
+
+DEFAULT_BACKEND = "inductor"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What every compiled item of the session is compiled with."""
+
+    template: Template | None = None
+    mode: str | None = None
+    options: dict[str, Any] | None = None
+    backend: str = DEFAULT_BACKEND
+    fullgraph: bool = False
+    dynamic: bool | None = None
+    origin: str = "default"
+    overridden: tuple[str, ...] = ()  # ini settings the command line overrode
+    mode_options: dict[str, Any] = field(default_factory=dict)  # what the mode turns on
+
+    @property
+    def label(self) -> str:
+        if self.mode is not None:
+            return f"mode {self.mode}"
+        if self.options is not None:
+            return "options " + json.dumps(self.options, sort_keys=True)
+        return f"template {self.template.name if self.template else 'default'}"
+
+    @property
+    def compile_options(self) -> dict[str, Any] | None:
+        """``options=`` for torch.compile (None when nothing is passed)."""
+        if self.options is not None:
+            return dict(self.options)
+        if self.template is not None and self.template.compile_options:
+            return self.template.compile_options
+        return None
+
+    @property
+    def config_patches(self) -> dict[str, Any]:
+        """Settings applied as a scoped ``torch._inductor.config.patch``."""
+        return self.template.config_patches if self.template else {}
+
+    @property
+    def effective_settings(self) -> dict[str, Any]:
+        """Every Inductor setting this selection changes, however it is applied."""
+        if self.options is not None:
+            return dict(self.options)
+        if self.mode is not None:
+            return dict(self.mode_options)
+        return dict(self.template.settings) if self.template else {}
+
+    @property
+    def cudagraphs(self) -> bool:
+        """Whether CUDA graphs are on (for calls on a CUDA device)."""
+        return bool(self.effective_settings.get("triton.cudagraphs")) or self.backend == "cudagraphs"
+
+    @property
+    def inference_only(self) -> bool:
+        return bool(self.template and self.template.requires.inference_only)
+
+
+def _usage(origin: str, message: str) -> pytest.UsageError:
+    return pytest.UsageError(f"{origin}: {message}")
+
+
+def parse_options(raw: Sourced[str], rootdir: Path) -> dict[str, Any]:
+    """Inductor options from inline JSON or ``@file``, validated against the installed torch."""
+    text = str(raw.value).strip()
+    source = "the value"
+    if text.startswith("@"):
+        path = Path(text[1:]).expanduser()
+        path = path if path.is_absolute() else rootdir / path
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise _usage(raw.origin, f"cannot read {path}: {error.strerror}") from None
+        source = str(path)
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise _usage(
+            raw.origin,
+            f"{source} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno} (char {error.pos})",
+        ) from None
+    if not isinstance(options, dict):
+        raise _usage(raw.origin, f"expected a JSON object of Inductor options, got {type(options).__name__}")
+    known = inductor_config.inductor_config_values()
+    options = {k: inductor_config.coerce_setting(k, v, known) for k, v in options.items()}
+    for key, value in options.items():
+        problem = inductor_config.setting_problem(key, value, known)
+        if problem:
+            raise _usage(raw.origin, problem)
+    return options
+
+
+def _dynamic(raw: Sourced[Any] | None) -> bool | None:
+    if raw is None:
+        return None
+    value = str(raw.value).strip().lower()
+    if value not in ("true", "false", "auto"):
+        raise _usage(raw.origin, f"expected true, false or auto, got {raw.value!r}")
+    return None if value == "auto" else value == "true"
+
+
+def _choose_kind(config: pytest.Config) -> tuple[Sourced[Any] | None, tuple[str, ...]]:
+    """The one selection kind in force, and what on the ini level it overrode."""
+    levels: dict[bool, list[Sourced[Any]]] = {True: [], False: []}
+    for flag, ini, _ in SELECTION_OPTIONS:
+        for value in read(config, flag, ini):
+            if value is not None:
+                levels[value.from_command_line].append(value)
+    for chosen in levels.values():
+        if len(chosen) > 1:
+            names = " and ".join(v.origin for v in chosen)
+            raise pytest.UsageError(f"{names}: choose one of template, mode and options")
+    cli, ini = levels[True], levels[False]
+    if cli:
+        overridden = tuple(f"{v.origin} = {v.value!r}" for v in ini)
+        return cli[0], overridden
+    return (ini[0] if ini else None), ()
+
+
+def resolve(config: pytest.Config, registry: TemplateRegistry) -> Selection:
+    """The session's selection, or a one-line UsageError naming the bad setting."""
+    chosen, overridden = _choose_kind(config)
+    backend_raw = effective(config, "--inductor-backend", "inductor_backend")
+    backend = str(backend_raw.value) if backend_raw else DEFAULT_BACKEND
+    if backend_raw is not None:
+        known = inductor_config.backend_names()
+        if backend not in known:
+            near = inductor_config.closest(backend, known, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise _usage(
+                backend_raw.origin, f"unknown torch.compile backend {backend!r}{hint} Known: {', '.join(known)}"
+            )
+    fullgraph_raw = effective(config, "--inductor-fullgraph", "inductor_fullgraph")
+    common: dict[str, Any] = {
+        "backend": backend,
+        "fullgraph": bool(fullgraph_raw.value) if fullgraph_raw else False,
+        "dynamic": _dynamic(effective(config, "--inductor-dynamic", "inductor_dynamic")),
+        "origin": chosen.origin if chosen else "default",
+        "overridden": overridden,
+    }
+    if chosen is None:
+        return Selection(template=registry["default"], **common)
+    value = chosen.value
+    if chosen.ini == "inductor_template":
+        if value not in registry:
+            raise _usage(chosen.origin, registry.unknown_name_message(str(value)))
+        template = registry[value]
+        if template.settings and backend != DEFAULT_BACKEND:
+            raise _usage(
+                chosen.origin,
+                f"template {value!r} sets Inductor options, which backend "
+                f"{backend!r} cannot take; use --inductor-backend=inductor",
+            )
+        return Selection(template=template, **common)
+    what = "mode" if chosen.ini == "inductor_mode" else "options"
+    if not inductor_config.backend_accepts(backend, what):
+        raise _usage(chosen.origin, f"backend {backend!r} takes no {what}= argument")
+    if what == "mode":
+        modes = inductor_config.compile_modes()
+        if value not in modes:
+            near = inductor_config.closest(str(value), modes, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise _usage(
+                chosen.origin, f"unknown torch.compile mode {value!r}{hint} Modes of this torch: {', '.join(modes)}"
+            )
+        return Selection(mode=value, mode_options=modes[value], **common)
+    return Selection(options=parse_options(chosen, config.rootpath), **common)
