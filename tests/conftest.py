@@ -1,0 +1,30 @@
+"""Shared helpers for the plugin's own tests."""
+
+from __future__ import annotations
+
+import pytest
+
+# In-process pytester runs restore sys.modules afterwards; torch must already be imported
+# here, or the second inner run would import its C extension twice.
+import torch
+import torch._dynamo
+import torch._dynamo.backends.registry
+import torch._inductor.config
+
+no_cuda_machine = pytest.mark.skipif(torch.cuda.is_available(), reason="expects a machine without a CUDA device")
+
+
+def usage_error_line(result: pytest.RunResult) -> str:
+    """The single ``ERROR:`` line of a run that ended with a usage error (exit code 4)."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1, result.stderr.str()
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    return errors[0]
+
+
+@pytest.fixture
+def sentinel_test(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with one test that would fail loudly if it ever ran."""
+    pytester.makepyfile(test_sentinel="def test_must_not_run():\n    raise AssertionError('ran')\n")
+    return pytester

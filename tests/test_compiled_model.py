@@ -1,0 +1,144 @@
+"""compiled_model with real torch.compile, in fresh pytest processes (compile state must not leak)."""
+
+from __future__ import annotations
+
+import pytest
+
+STATS_TESTS = """
+import torch
+import torch._dynamo.config as dynamo_config
+import torch._inductor.config as inductor_config
+
+INDUCTOR_AT_IMPORT = inductor_config.get_config_copy()
+DYNAMO_AT_IMPORT = dynamo_config.get_config_copy()
+
+
+def shared(x):
+    return (x.sin() * 2).relu()
+
+
+def test_matches_eager_with_stats(compiled_model):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).eval()
+    compiled = compiled_model(model)
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(compiled(x), model(x))
+    stats = compiled.stats
+    assert (stats.graphs, stats.graph_breaks, stats.recompiles) == (1, 0, 0)
+    assert stats.compile_seconds > 0 and stats.cudagraph_skips == 0
+
+
+def test_graph_break_is_counted(compiled_model):
+    def broken(x):
+        y = x.cos()
+        torch._dynamo.graph_break()
+        return y + 1
+
+    compiled = compiled_model(broken)
+    compiled(torch.randn(3))
+    assert (compiled.stats.graphs, compiled.stats.graph_breaks) == (2, 1)
+    assert "graph_break" in compiled.stats.graph_break_reasons[0]
+
+
+def test_recompile_is_counted(compiled_model):
+    dynamo_config.automatic_dynamic_shapes = False   # restored by the plugin after this test
+    compiled = compiled_model(shared)
+    compiled(torch.randn(3))
+    compiled(torch.randn(5))
+    assert (compiled.stats.graphs, compiled.stats.recompiles) == (2, 1)
+
+
+def test_recompile_limit_warns(compiled_model):
+    dynamo_config.automatic_dynamic_shapes = False
+    dynamo_config.recompile_limit = 2
+    compiled = compiled_model(lambda x: x * 3)
+    for n in range(1, 5):
+        torch.testing.assert_close(compiled(torch.ones(n)), torch.full((n,), 3.0))
+    assert compiled.stats.graphs == 2
+
+
+def test_no_compiled_state_leaks_into_the_next_test(compiled_model):
+    compiled = compiled_model(shared)
+    compiled(torch.randn(3))
+    assert (compiled.stats.graphs, compiled.stats.recompiles) == (1, 0)
+
+
+def test_configs_are_back_to_what_they_were():
+    assert inductor_config.get_config_copy() == INDUCTOR_AT_IMPORT
+    assert dynamo_config.get_config_copy() == DYNAMO_AT_IMPORT
+"""
+
+
+def test_stats_isolation_and_recompile_warning(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_stats=STATS_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-W", "ignore::DeprecationWarning")
+    result.assert_outcomes(passed=6, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "test_stats.py::test_recompile_limit_warns",
+            "*RecompileLimitWarning: Dynamo hit torch._dynamo.config.recompile_limit (2) for '<lambda>'*"
+            "now runs it eagerly, uncompiled; last recompile reason: *size mismatch*",
+        ]
+    )
+
+
+FREEZING_TESTS = """
+import torch
+import torch._inductor.config as inductor_config
+
+
+def test_weight_update_after_first_call_is_not_seen(compiled_model):
+    model = torch.nn.Linear(16, 16).eval()
+    compiled = compiled_model(model)
+    x = torch.randn(4, 16)
+    first = compiled(x)          # no torch.no_grad() here: the template supplies it
+    assert first.grad_fn is None
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    assert not torch.allclose(model(x), first)    # eager sees the update
+    torch.testing.assert_close(compiled(x), first)  # the frozen compile does not
+
+
+def test_freezing_is_not_left_on():
+    assert inductor_config.freezing is False
+"""
+
+
+def test_freezing_folds_weights(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_freezing=FREEZING_TESTS)
+    result = pytester.runpytest_subprocess("--inductor-template=freezing", "-W", "ignore::DeprecationWarning")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*template freezing from --inductor-template (command line)*"])
+
+
+def test_without_freezing_the_same_probe_sees_the_update(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_freezing=FREEZING_TESTS)
+    result = pytester.runpytest_subprocess("--inductor-template=default", "-W", "ignore::DeprecationWarning")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_freezing.py::test_weight_update_after_first_call_is_not_seen*"])
+
+
+CUDAGRAPHS_ON_CPU = """
+import torch
+
+
+def test_cudagraph_skip_is_reported(compiled_model):
+    compiled = compiled_model(lambda x: x.exp() + 1)
+    x = torch.randn(5)
+    out = compiled(x)
+    torch.testing.assert_close(out, x.exp() + 1)
+    assert compiled.stats.cudagraph_skips == 1
+    assert compiled.stats.cudagraph_skip_reasons == ["graph runs on cpu: CUDA graphs need CUDA tensors"]
+    print(compiled.stats.summary())
+"""
+
+
+def test_reduce_overhead_on_cpu_reports_the_cudagraph_skip(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_cpu_graphs=CUDAGRAPHS_ON_CPU)
+    result = pytester.runpytest_subprocess("--inductor-mode=reduce-overhead", "-s", "-W", "ignore::DeprecationWarning")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*effective Inductor settings: triton.cudagraphs=True*",
+            "*1 graph(s), 0 graph break(s), 0 recompile(s), CUDA graphs skipped 1x (graph runs on cpu*",
+        ]
+    )

@@ -1,0 +1,92 @@
+"""The session header, and staying out of torch's import cost when the plugin is not used."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import no_cuda_machine
+
+TORCH_PROBE_CONFTEST = """
+import sys
+
+def pytest_unconfigure(config):
+    with open("torch_imported.txt", "w") as out:
+        out.write(str("torch" in sys.modules))
+"""
+
+
+def test_importing_the_plugin_does_not_import_torch() -> None:
+    code = "import sys, pytest_inductor_templates.plugin; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_pytest_help_does_not_import_torch(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pytest", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    assert "--inductor-template=TEMPLATE" in out.stdout
+    imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+    assert "pytest_inductor_templates.session" in imported  # the plugin was loaded
+    assert "torch" not in imported
+
+
+def test_run_without_plugin_options_does_not_import_torch(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(TORCH_PROBE_CONFTEST)
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["inductor-templates: template default (no --inductor-* option given)"])
+    assert pytester.path.joinpath("torch_imported.txt").read_text() == "False"
+
+
+def test_header_shows_torch_devices_selection_and_settings(pytester: pytest.Pytester) -> None:
+    import torch
+
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_inprocess(
+        "--inductor-template=max_autotune", "--inductor-fullgraph", "--inductor-dynamic"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            f"inductor-templates: torch {torch.__version__}; devices: cpu*",
+            "inductor-templates: template max_autotune from --inductor-template (command line); backend inductor, "
+            "fullgraph True, dynamic true",
+            "inductor-templates: effective Inductor settings: max_autotune=True, max_autotune_gemm=True, "
+            "coordinate_descent_tuning=True, epilogue_fusion=True",
+        ]
+    )
+
+
+def test_header_expands_a_mode_and_names_ini_source(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ninductor_mode = max-autotune\ninductor_dynamic = false\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_inprocess()
+    result.stdout.fnmatch_lines(
+        [
+            "inductor-templates: mode max-autotune from inductor_mode (tox.ini); backend inductor, fullgraph False, "
+            "dynamic false",
+            "inductor-templates: effective Inductor settings: max_autotune=True, triton.cudagraphs=True, "
+            "coordinate_descent_tuning=True",
+        ]
+    )
+
+
+@no_cuda_machine
+def test_header_says_when_the_template_cannot_run_here(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_inprocess("--inductor-template=cudagraphs")
+    result.stdout.fnmatch_lines(
+        [
+            "inductor-templates: template 'cudagraphs' is unavailable here: needs a cuda device; this machine has "
+            "only cpu; tests using compiled_model are skipped",
+        ]
+    )

@@ -1,0 +1,134 @@
+"""Every bad selection input ends in one UsageError line (exit code 4) before any test runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import usage_error_line
+
+BAD_COMMAND_LINES = [
+    (
+        ["--inductor-template=cudagraphs", "--inductor-mode=reduce-overhead"],
+        "--inductor-template (command line) and --inductor-mode (command line): choose one",
+    ),
+    (
+        ["--inductor-mode=default", '--inductor-options={"max_autotune": true}'],
+        "--inductor-mode (command line) and --inductor-options (command line): choose one",
+    ),
+    (
+        ["--inductor-template=cudagrahs"],
+        "unknown template 'cudagrahs'; did you mean 'cudagraphs'? Known: default, triton,",
+    ),
+    (
+        ["--inductor-mode=reduce_overhead"],
+        "unknown torch.compile mode 'reduce_overhead'; did you mean 'reduce-overhead'? Modes of this torch:",
+    ),
+    (
+        ["--inductor-options={bad json"],
+        "--inductor-options (command line): the value is not valid JSON: Expecting property name enclosed "
+        "in double quotes at line 1 column 2 (char 1)",
+    ),
+    (["--inductor-options=[1, 2]"], "expected a JSON object of Inductor options, got list"),
+    (
+        ['--inductor-options={"max_autotun": true}'],
+        "unknown Inductor option 'max_autotun' (did you mean 'max_autotune'",
+    ),
+    (['--inductor-options={"max_autotune": "yes"}'], "Inductor option 'max_autotune' takes bool, got str 'yes'"),
+    (["--inductor-options=@missing.json"], "cannot read"),
+    (["--inductor-backend=aot_eagr"], "unknown torch.compile backend 'aot_eagr'; did you mean 'aot_eager'?"),
+    (
+        ["--inductor-backend=eager", "--inductor-template=cudagraphs"],
+        "template 'cudagraphs' sets Inductor options, which backend 'eager' cannot take",
+    ),
+    (
+        ["--inductor-backend=eager", "--inductor-mode=reduce-overhead"],
+        "--inductor-mode (command line): backend 'eager' takes no mode= argument",
+    ),
+    (
+        ["--inductor-backend=aot_eager", '--inductor-options={"freezing": true}'],
+        "--inductor-options (command line): backend 'aot_eager' takes no options= argument",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), BAD_COMMAND_LINES, ids=lambda v: str(v)[:40])
+def test_bad_command_line_is_one_line(sentinel_test: pytest.Pytester, args: list[str], expected: str) -> None:
+    result = sentinel_test.runpytest_inprocess(*args)
+    assert expected in usage_error_line(result)
+    assert "test_must_not_run" not in result.stdout.str()
+
+
+def test_options_file_with_bad_json_names_the_file(sentinel_test: pytest.Pytester) -> None:
+    sentinel_test.path.joinpath("opts.json").write_text('{"max_autotune": true,}')
+    line = usage_error_line(sentinel_test.runpytest_inprocess("--inductor-options=@opts.json"))
+    assert "opts.json is not valid JSON" in line and "line 1 column 23" in line
+
+
+@pytest.mark.parametrize(
+    ("ini", "expected"),
+    [
+        (
+            "inductor_template = cudagraphs\ninductor_mode = max-autotune",
+            "inductor_template (tox.ini) and inductor_mode (tox.ini): choose one",
+        ),
+        ("inductor_template = fastest", "inductor_template (tox.ini): unknown template 'fastest'"),
+        ('inductor_options = {"freezing": 1}', "inductor_options (tox.ini): Inductor option 'freezing' takes bool"),
+        ("inductor_dynamic = sometimes", "inductor_dynamic (tox.ini): expected true, false or auto"),
+        ("inductor_backend = nope", "inductor_backend (tox.ini): unknown torch.compile backend 'nope'"),
+    ],
+)
+def test_bad_ini_names_the_ini_file(sentinel_test: pytest.Pytester, ini: str, expected: str) -> None:
+    sentinel_test.makeini(f"[pytest]\n{ini}\n")
+    assert expected in usage_error_line(sentinel_test.runpytest_inprocess())
+
+
+def test_pyproject_toml_is_named(sentinel_test: pytest.Pytester) -> None:
+    sentinel_test.makepyprojecttoml('[tool.pytest.ini_options]\ninductor_mode = "turbo"\n')
+    line = usage_error_line(sentinel_test.runpytest_inprocess())
+    assert "inductor_mode (pyproject.toml): unknown torch.compile mode 'turbo'" in line
+
+
+def test_command_line_overrides_ini_without_conflict(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ninductor_template = freezing\n")
+    pytester.makepyfile("def test_ok():\n    pass\n")
+    result = pytester.runpytest_inprocess("--inductor-mode=max-autotune-no-cudagraphs")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "inductor-templates: mode max-autotune-no-cudagraphs from --inductor-mode (command line)*",
+            "inductor-templates: overridden by the command line: inductor_template (tox.ini) = 'freezing'",
+        ]
+    )
+
+
+def test_two_kinds_on_different_levels_conflict_only_within_a_level(sentinel_test: pytest.Pytester) -> None:
+    sentinel_test.makeini("[pytest]\ninductor_mode = reduce-overhead\n")
+    line = usage_error_line(
+        sentinel_test.runpytest_inprocess("--inductor-template=default", '--inductor-options={"freezing": true}')
+    )
+    assert "--inductor-template (command line) and --inductor-options (command line)" in line
+
+
+def test_valid_options_file_is_used(pytester: pytest.Pytester) -> None:
+    pytester.path.joinpath("opts.json").write_text(json.dumps({"max_autotune": True, "epilogue_fusion": False}))
+    pytester.makepyfile("def test_ok():\n    pass\n")
+    result = pytester.runpytest_inprocess("--inductor-options=@opts.json")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*effective Inductor settings: max_autotune=True, epilogue_fusion=False*"])
+
+
+def test_backend_that_names_options_takes_them(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        from torch._dynamo import register_backend
+
+        @register_backend
+        def my_backend(gm, example_inputs, options=None):
+            return gm.forward
+        """
+    )
+    pytester.makepyfile("def test_ok():\n    pass\n")
+    result = pytester.runpytest_inprocess("--inductor-backend=my_backend", '--inductor-options={"freezing": true}')
+    assert result.ret == 0, result.stderr.str()
