@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The GPU checks, in one go, on a CUDA machine with torch already installed:
+#   bash benchmarks/run_gpu_checks.sh [what...]   (what: env tests suite probe examples; default all)
+# Logs go to $OUT (default /tmp/gpu-checks).
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/gpu-checks}
+mkdir -p "$OUT"
+what=${*:-env tests suite probe examples}
+if ! python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.txt" 2>&1; then
+  echo "pip install -e . failed (see install.txt); loading the plugin through PYTEST_PLUGINS"
+  export PYTHONPATH=$PWD PYTEST_PLUGINS=pytest_inductor_templates.plugin
+fi
+for step in $what; do
+  echo "===== $step ($(date -u +%H:%M:%S))"
+  case $step in
+    env) { nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
+           python3 -c "import torch, triton, pytest; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'pytest', pytest.__version__)"; } | tee "$OUT/env.txt" ;;
+    tests) python3 -m pytest tests -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning 2>&1 | tee "$OUT/gpu_tests.txt" | grep -E "RAW|compiled_model:|passed|failed|Error" ;;
+    suite) python3 -m pytest tests -q -n 8 -p no:cacheprovider 2>&1 | tee "$OUT/suite.txt" | tail -15 ;;
+    probe) python3 benchmarks/template_probe.py 2>&1 | grep -v Warning | tee "$OUT/probe.txt" ;;
+    examples) for t in default triton cudagraphs cpp_wrapper max_autotune freezing tma cutlass aten; do
+        echo "--- $t"
+        python3 -m pytest examples -q -s -rs -p no:cacheprovider -W ignore::DeprecationWarning --inductor-template=$t 2>&1 \
+          | tee "$OUT/examples_$t.txt" | grep -E "compiled in|passed|failed|skipped|SKIPPED|Error" ; done ;;
+  esac
+done
