@@ -142,3 +142,36 @@ def test_reduce_overhead_on_cpu_reports_the_cudagraph_skip(pytester: pytest.Pyte
             "*1 graph(s), 0 graph break(s), 0 recompile(s), CUDA graphs skipped 1x (graph runs on cpu*",
         ]
     )
+
+
+COMPILE_FLAGS_TESTS = """
+import torch
+import torch._dynamo.config as dynamo_config
+
+
+def test_graph_break_under_fullgraph(compiled_model):
+    def broken(x):
+        y = x.cos()
+        torch._dynamo.graph_break()
+        return y + 1
+
+    compiled_model(broken)(torch.randn(3))
+
+
+def test_dynamic_shapes_compile_once(compiled_model):
+    dynamo_config.automatic_dynamic_shapes = False
+    compiled = compiled_model(lambda x: x.sin() * 2)
+    for n in (3, 5, 7):
+        torch.testing.assert_close(compiled(torch.ones(n)), torch.ones(n).sin() * 2)
+    assert (compiled.stats.graphs, compiled.stats.recompiles) == (1, 0)
+"""
+
+
+def test_backend_fullgraph_and_dynamic_reach_torch_compile(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_flags=COMPILE_FLAGS_TESTS)
+    result = pytester.runpytest_subprocess(
+        "--inductor-backend=aot_eager", "--inductor-fullgraph", "--inductor-dynamic", "-W", "ignore::DeprecationWarning"
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*torch._dynamo.exc.Unsupported: Call to `torch._dynamo.graph_break()`*"])
+    result.stdout.fnmatch_lines(["FAILED test_flags.py::test_graph_break_under_fullgraph*"])
