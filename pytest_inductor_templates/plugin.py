@@ -24,11 +24,11 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return None
     import torch
 
+    from .environment import visible_devices
     from .listing import listing
     from .session import build_registry
 
-    session = InductorSession(build_registry(config), None)  # type: ignore[arg-type]
-    print(listing(session.registry, session.devices, torch.__version__))
+    print(listing(build_registry(config), visible_devices(), torch.__version__))
     return 0
 
 
@@ -42,6 +42,11 @@ def _session(config: pytest.Config) -> InductorSession:
     if SESSION_KEY not in config.stash:
         config.stash[SESSION_KEY] = InductorSession.from_config(config)
     return config.stash[SESSION_KEY]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if any("compiled_model" in getattr(item, "fixturenames", ()) for item in items):
+        _session(config)  # user templates from conftest are validated before any test runs
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -26,7 +26,7 @@ class Selection:
     backend: str = DEFAULT_BACKEND
     fullgraph: bool = False
     dynamic: bool | None = None
-    origin: str = "default"
+    origin: str = "nothing selected"
     overridden: tuple[str, ...] = ()  # ini settings the command line overrode
     mode_options: dict[str, Any] = field(default_factory=dict)  # what the mode turns on
 
@@ -150,7 +150,7 @@ def resolve(config: pytest.Config, registry: TemplateRegistry) -> Selection:
         "backend": backend,
         "fullgraph": bool(fullgraph_raw.value) if fullgraph_raw else False,
         "dynamic": _dynamic(effective(config, "--inductor-dynamic", "inductor_dynamic")),
-        "origin": chosen.origin if chosen else "default",
+        "origin": chosen.origin if chosen else "nothing selected",
         "overridden": overridden,
     }
     if chosen is None:

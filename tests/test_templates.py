@@ -172,3 +172,12 @@ def test_bad_conftest_template_is_one_line(sentinel_test: pytest.Pytester) -> No
     sentinel_test.makeconftest("def pytest_inductor_templates(config):\n    return [{'settings': {}}]\n")
     line = usage_error_line(sentinel_test.runpytest_inprocess("--inductor-template=default"))
     assert "must return Template objects or tables with a 'name'" in line
+
+
+def test_bad_conftest_template_is_caught_at_collection_without_options(sentinel_test: pytest.Pytester) -> None:
+    sentinel_test.makeconftest(
+        "def pytest_inductor_templates(config):\n    return [{'name': 'x', 'extends': 'nope'}]\n"
+    )
+    sentinel_test.makepyfile(test_uses="def test_uses(compiled_model):\n    raise AssertionError('ran')\n")
+    line = usage_error_line(sentinel_test.runpytest_inprocess())
+    assert "conftest: template 'x': extends unknown template 'nope'" in line
