@@ -194,3 +194,14 @@ class CompiledModel:
             later = self._backend.backend_seconds - self._first_call_backend_seconds
             self._stats.compile_seconds = self._first_call_seconds + later
         return self._stats
+
+
+class EagerModel:
+    """The eager pseudo-template's model: ``target`` called as it is, with empty compile stats."""
+
+    def __init__(self, target: Callable[..., Any]) -> None:
+        self.target = target
+        self.stats = CompileStats()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.target(*args, **kwargs)

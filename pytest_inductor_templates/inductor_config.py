@@ -8,11 +8,13 @@ from __future__ import annotations
 import difflib
 import inspect
 import typing
+from functools import cache
 from typing import Any
 
 
-def inductor_config_values() -> dict[str, Any]:
-    """Every Inductor config key of the installed torch, with its current value."""
+@cache
+def known_options() -> dict[str, Any]:
+    """Every Inductor config key of the installed torch, with its value when first asked (for its type)."""
     from torch._inductor import config
 
     return config.get_config_copy()
@@ -57,7 +59,7 @@ def coerce_setting(key: str, value: Any, known: dict[str, Any]) -> Any:
 
 def settings_problems(settings: dict[str, Any]) -> list[str]:
     """Every reason the installed torch would refuse these Inductor settings."""
-    known = inductor_config_values()
+    known = known_options()
     found = (setting_problem(k, v, known) for k, v in settings.items())
     return [p for p in found if p is not None]
 

@@ -14,7 +14,11 @@ GROUP = "inductor-templates"
 
 # (command-line flag, ini name, help). Every selection option has an ini twin.
 SELECTION_OPTIONS = (
-    ("--inductor-template", "inductor_template", "template to compile with (see --inductor-list-templates)"),
+    (
+        "--inductor-template",
+        "inductor_template",
+        "template(s) to compile with: a name, a comma list, or all (see --inductor-list-templates)",
+    ),
     ("--inductor-mode", "inductor_mode", "torch.compile mode, e.g. reduce-overhead"),
     ("--inductor-options", "inductor_options", "Inductor options as a JSON object, or @path/to/file.json"),
 )
@@ -60,6 +64,36 @@ def register(parser: pytest.Parser) -> None:
         help="TOML file with user templates ([templates.NAME] tables)",
     )
     parser.addini("inductor_templates_file", "TOML file with user templates", default=None)
+    group.addoption(
+        "--inductor-devices",
+        dest="inductor_devices",
+        metavar="DEVICES",
+        default=None,
+        help="devices of the matrix: cpu, cuda, cuda:N, a comma list, or all (default: every CUDA device, else cpu)",
+    )
+    parser.addini("inductor_devices", "devices of the matrix: cpu, cuda, cuda:N, a comma list, or all", default=None)
+    group.addoption(
+        "--inductor-samples",
+        dest="inductor_samples",
+        metavar="DIR",
+        action="append",
+        nargs="?",
+        const="builtin",
+        default=None,
+        help="run samples: the built-ins (bare flag or 'builtin') or every GraphNet-format sample under DIR; "
+        "repeatable",
+    )
+    parser.addini(
+        "inductor_samples", "sample roots ('builtin' for the built-ins), one a line", type="linelist", default=None
+    )
+    group.addoption(
+        "--inductor-sample-list",
+        dest="inductor_sample_list",
+        metavar="FILE",
+        default=None,
+        help="run only the samples whose paths (relative to their root) FILE lists, one a line",
+    )
+    parser.addini("inductor_sample_list", "file listing the samples to run, one relative path a line", default=None)
     group.addoption(
         "--inductor-list-templates",
         dest="inductor_list_templates",
@@ -116,5 +150,8 @@ def any_selected(config: pytest.Config) -> bool:
         "inductor_fullgraph",
         "inductor_dynamic",
         "inductor_templates_file",
+        "inductor_devices",
+        "inductor_samples",
+        "inductor_sample_list",
     ]
     return any(config.getoption(n) is not None or _ini_value(config, n) is not None for n in names)

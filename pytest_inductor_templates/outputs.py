@@ -43,3 +43,22 @@ def map_tensors(fn: Callable[[Any], Any], obj: Any) -> Any:
         return node
 
     return walk(obj)
+
+
+def leaves(obj: Any, path: str = "out") -> list[tuple[str, Any]]:
+    """Every leaf of a nested output with its path, e.g. ``out["logits"][1]`` or ``out.hidden``."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    if isinstance(obj, torch.Tensor):
+        return [(path, obj)]
+    if isinstance(obj, (list, tuple)):
+        return [leaf for i, v in enumerate(obj) for leaf in leaves(v, f"{path}[{i}]")]
+    if isinstance(obj, dict):
+        return [leaf for k, v in obj.items() for leaf in leaves(v, f"{path}[{k!r}]")]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [leaf for f in dataclasses.fields(obj) for leaf in leaves(getattr(obj, f.name), f"{path}.{f.name}")]
+    if type(obj) in pytree.SUPPORTED_NODES:
+        children, _ = pytree.tree_flatten(obj)
+        return [leaf for i, v in enumerate(children) for leaf in leaves(v, f"{path}<{i}>")]
+    return [(path, obj)]

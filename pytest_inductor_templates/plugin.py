@@ -1,13 +1,19 @@
-"""pytest hooks: options, validation, header, the template list and the compiled_model fixture."""
+"""pytest hooks: options, validation, header, the matrix, sample items and the fixtures."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from . import hookspec, options
-from .session import SESSION_KEY, CompiledModelFactory, InductorSession
+from .report import SampleGrid
+from .sample_items import CASE_KEY, SAMPLE_MARKER, collect_sample_items
+from .sample_runner import PreparedTriple
+from .session import SESSION_KEY, TEMPLATES_MARKER, CompiledModelFactory, InductorSession
+
+MATRIX_FIXTURES = ("compiled_model", "inductor_device", "inductor_selection")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,8 +40,16 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if options.any_selected(config):  # validate before any test runs
+    config.addinivalue_line("markers", f"{SAMPLE_MARKER}: an item of the sample x template x device matrix")
+    config.addinivalue_line(
+        "markers",
+        f"{TEMPLATES_MARKER}(*names, exclude=()): run this test under these templates only, or not under excluded",
+    )
+    user_templates = config.pluginmanager.hook.pytest_inductor_templates.get_hookimpls()
+    if options.any_selected(config) or user_templates:  # validate before any test runs
         config.stash[SESSION_KEY] = InductorSession.from_config(config)
+        if config.stash[SESSION_KEY].samples:
+            config.pluginmanager.register(SampleGrid(), "inductor-templates-grid")
 
 
 def _session(config: pytest.Config) -> InductorSession:
@@ -44,9 +58,27 @@ def _session(config: pytest.Config) -> InductorSession:
     return config.stash[SESSION_KEY]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if any("compiled_model" in getattr(item, "fixturenames", ()) for item in items):
-        _session(config)  # user templates from conftest are validated before any test runs
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if not any(name in metafunc.fixturenames for name in MATRIX_FIXTURES):
+        return
+    with_device = "inductor_device" in metafunc.fixturenames
+    params = _session(metafunc.config).test_params(metafunc.definition, with_device)
+    names = ("inductor_selection", "inductor_device") if with_device else ("inductor_selection",)
+    metafunc.parametrize(names, params)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if SESSION_KEY in config.stash and config.stash[SESSION_KEY].samples:
+        state = config.stash[SESSION_KEY]
+        items.extend(collect_sample_items(session, state.samples, state.sample_cases, state.visible))
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if CASE_KEY in item.stash:
+        following = nextitem.stash.get(CASE_KEY, None) if nextitem is not None else None
+        if following is None or following.key != item.stash[CASE_KEY].key:
+            _session(item.config).triples.release()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -56,10 +88,31 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 @pytest.fixture
-def compiled_model(request: pytest.FixtureRequest) -> Iterator[CompiledModelFactory]:
-    """A factory: ``compiled_model(module_or_function)`` compiles it with the session's selection.
+def inductor_selection(request: pytest.FixtureRequest) -> Any:
+    """The compile selection (template, mode or options) of this test's matrix column."""
+    return getattr(request, "param", _session(request.config).columns[0])
 
-    Skips when the selected template cannot run here. Dynamo is reset and the
+
+@pytest.fixture
+def inductor_device(request: pytest.FixtureRequest) -> Any:
+    """The ``torch.device`` of this test's matrix row (``--inductor-devices``)."""
+    import torch
+
+    return getattr(request, "param", torch.device(_session(request.config).devices[0].name))
+
+
+@pytest.fixture
+def compiled_model(request: pytest.FixtureRequest, inductor_selection: Any) -> Iterator[CompiledModelFactory]:
+    """A factory: ``compiled_model(module_or_function)`` compiles it with this test's template.
+
+    Skips when the template cannot run on the test's device. Dynamo is reset and the
     Inductor and Dynamo configs are restored around the test.
     """
-    yield from _session(request.config).compiled_models(request)
+    state = _session(request.config)
+    yield from state.compiled_models(request, inductor_selection, state.device_of(request))
+
+
+@pytest.fixture
+def inductor_sample(request: pytest.FixtureRequest) -> PreparedTriple:
+    """The prepared (sample, template, device) triple of a sample item, shared by the triple's items."""
+    return _session(request.config).triples.get(request.node.stash[CASE_KEY])

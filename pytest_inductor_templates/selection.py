@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from . import inductor_config
+from .environment import Device
 from .options import SELECTION_OPTIONS, Sourced, effective, read
 from .templates import Template, TemplateRegistry
 
@@ -32,11 +34,25 @@ class Selection:
 
     @property
     def label(self) -> str:
+        """The column name in test ids: the template, ``mode-MODE`` or ``options-HASH``."""
+        if self.mode is not None:
+            return f"mode-{self.mode}"
+        if self.options is not None:
+            digest = hashlib.sha1(json.dumps(self.options, sort_keys=True).encode()).hexdigest()
+            return f"options-{digest[:8]}"
+        return self.template.name if self.template else "default"
+
+    @property
+    def description(self) -> str:
         if self.mode is not None:
             return f"mode {self.mode}"
         if self.options is not None:
             return "options " + json.dumps(self.options, sort_keys=True)
-        return f"template {self.template.name if self.template else 'default'}"
+        return f"template {self.label}"
+
+    @property
+    def compiles(self) -> bool:
+        return self.template is None or self.template.compiles
 
     @property
     def compile_options(self) -> dict[str, Any] | None:
@@ -96,7 +112,7 @@ def parse_options(raw: Sourced[str], rootdir: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(options, dict):
         raise _usage(raw.origin, f"expected a JSON object of Inductor options, got {type(options).__name__}")
-    known = inductor_config.inductor_config_values()
+    known = inductor_config.known_options()
     options = {k: inductor_config.coerce_setting(k, v, known) for k, v in options.items()}
     for key, value in options.items():
         problem = inductor_config.setting_problem(key, value, known)
@@ -132,8 +148,20 @@ def _choose_kind(config: pytest.Config) -> tuple[Sourced[Any] | None, tuple[str,
     return (ini[0] if ini else None), ()
 
 
-def resolve(config: pytest.Config, registry: TemplateRegistry) -> Selection:
-    """The session's selection, or a one-line UsageError naming the bad setting."""
+def _templates(chosen: Sourced[Any], registry: TemplateRegistry, devices: list[Device]) -> list[Template]:
+    names = list(dict.fromkeys(n.strip() for n in str(chosen.value).split(",") if n.strip()))
+    if names == ["all"]:
+        return [t for t in registry if t.compiles and t.machine_problem(devices) is None]
+    if not names or "all" in names:
+        raise _usage(chosen.origin, "give one template, a comma list of templates, or all")
+    for name in names:
+        if name not in registry:
+            raise _usage(chosen.origin, registry.unknown_name_message(name))
+    return [registry[name] for name in names]
+
+
+def resolve(config: pytest.Config, registry: TemplateRegistry, devices: list[Device]) -> list[Selection]:
+    """The session's compiled columns (one per template, or one mode or options), or a UsageError."""
     chosen, overridden = _choose_kind(config)
     backend_raw = effective(config, "--inductor-backend", "inductor_backend")
     backend = str(backend_raw.value) if backend_raw else DEFAULT_BACKEND
@@ -154,19 +182,18 @@ def resolve(config: pytest.Config, registry: TemplateRegistry) -> Selection:
         "overridden": overridden,
     }
     if chosen is None:
-        return Selection(template=registry["default"], **common)
+        return [Selection(template=registry["default"], **common)]
     value = chosen.value
     if chosen.ini == "inductor_template":
-        if value not in registry:
-            raise _usage(chosen.origin, registry.unknown_name_message(str(value)))
-        template = registry[value]
-        if template.settings and backend != DEFAULT_BACKEND:
-            raise _usage(
-                chosen.origin,
-                f"template {value!r} sets Inductor options, which backend "
-                f"{backend!r} cannot take; use --inductor-backend=inductor",
-            )
-        return Selection(template=template, **common)
+        templates = _templates(chosen, registry, devices)
+        for template in templates:
+            if template.settings and backend != DEFAULT_BACKEND:
+                raise _usage(
+                    chosen.origin,
+                    f"template {template.name!r} sets Inductor options, which backend "
+                    f"{backend!r} cannot take; use --inductor-backend=inductor",
+                )
+        return [Selection(template=template, **common) for template in templates]
     what = "mode" if chosen.ini == "inductor_mode" else "options"
     if not inductor_config.backend_accepts(backend, what):
         raise _usage(chosen.origin, f"backend {backend!r} takes no {what}= argument")
@@ -178,5 +205,5 @@ def resolve(config: pytest.Config, registry: TemplateRegistry) -> Selection:
             raise _usage(
                 chosen.origin, f"unknown torch.compile mode {value!r}{hint} Modes of this torch: {', '.join(modes)}"
             )
-        return Selection(mode=value, mode_options=modes[value], **common)
-    return Selection(options=parse_options(chosen, config.rootpath), **common)
+        return [Selection(mode=value, mode_options=modes[value], **common)]
+    return [Selection(options=parse_options(chosen, config.rootpath), **common)]

@@ -1,4 +1,4 @@
-"""Session state: the registry, the resolved selection, the header, and the compiled_model fixture's work."""
+"""Session state: registry, matrix (columns x devices), samples, header, and the fixtures' work."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ from typing import Any
 import pytest
 
 from . import selection as selection_module
-from .compiled import CompiledModel
+from .compiled import CompiledModel, EagerModel
 from .environment import Device, visible_devices
 from .isolation import CompileWatcher, isolated_compile_state
+from .matrix import Case, select_devices
 from .options import effective
-from .templates import TemplateRegistry
+from .sample_runner import TripleCache
+from .samples.base import Sample
+from .samples.sources import select_samples
+from .templates import EAGER, TemplateRegistry
 from .user_templates import (
     TemplateDefinitionError,
     add_user_templates,
@@ -24,6 +28,7 @@ from .user_templates import (
 )
 
 SESSION_KEY = pytest.StashKey["InductorSession"]()
+TEMPLATES_MARKER = "inductor_templates"
 
 
 class RecompileLimitWarning(UserWarning):
@@ -53,70 +58,141 @@ def build_registry(config: pytest.Config) -> TemplateRegistry:
 class InductorSession:
     """What the plugin resolved for this pytest session."""
 
-    def __init__(self, registry: TemplateRegistry, selection: selection_module.Selection) -> None:
+    def __init__(
+        self,
+        registry: TemplateRegistry,
+        columns: list[selection_module.Selection],
+        devices: list[Device],
+        visible: list[Device],
+        samples: list[Sample],
+    ) -> None:
         self.registry = registry
-        self.selection = selection
+        self.columns = columns
+        self.devices = devices
+        self.visible = visible
+        self.samples = samples
+        self.triples = TripleCache()
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> InductorSession:
         registry = build_registry(config)
-        return cls(registry, selection_module.resolve(config, registry))
+        visible = visible_devices()
+        devices = select_devices(effective(config, "--inductor-devices", "inductor_devices"), visible)
+        columns = selection_module.resolve(config, registry, visible)
+        return cls(registry, columns, devices, visible, select_samples(config))
 
     @cached_property
-    def devices(self) -> list[Device]:
-        return visible_devices()
+    def sample_cases(self) -> list[Case]:
+        """The sample matrix: the eager row first, then every selected column, per device."""
+        eager = selection_module.Selection(template=self.registry[EAGER])
+        columns = [eager] + [c for c in self.columns if c.compiles]
+        return [Case(column, device) for device in self.devices for column in columns]
 
-    @cached_property
-    def skip_reason(self) -> str | None:
-        """Why the selected template cannot run on this machine, or None."""
-        template = self.selection.template
-        if template is None:
-            return None
-        problem = template.machine_problem(self.devices)
-        return f"template {template.name!r} is unavailable here: {problem}" if problem else None
-
-    @cached_property
-    def fallback_notes(self) -> list[str]:
-        template = self.selection.template
-        notes = (template.fallback_note(d) for d in self.devices) if template else ()
-        return [n for n in notes if n]
+    def test_params(self, node: pytest.Item, with_device: bool) -> list[Any]:
+        """``pytest.param``s of (selection[, device]) for a user test, honouring its marker."""
+        columns = [c for c in self.columns if c.compiles] or self.columns
+        marker = node.get_closest_marker(TEMPLATES_MARKER)
+        excluded: set[str] = set()
+        if marker is not None:
+            unknown = [n for n in [*marker.args, *marker.kwargs.get("exclude", ())] if n not in self.registry]
+            if unknown:
+                pytest.fail(
+                    f"@pytest.mark.{TEMPLATES_MARKER}: {self.registry.unknown_name_message(unknown[0])}",
+                    pytrace=False,
+                )
+            if marker.args:
+                base = columns[0]
+                columns = [
+                    selection_module.Selection(
+                        template=self.registry[name],
+                        backend=base.backend,
+                        fullgraph=base.fullgraph,
+                        dynamic=base.dynamic,
+                        origin=f"@pytest.mark.{TEMPLATES_MARKER}",
+                    )
+                    for name in marker.args
+                ]
+            excluded = set(marker.kwargs.get("exclude", ()))
+        params = []
+        for column in columns:
+            for device in self.devices if with_device else self.devices[:1]:
+                case = Case(column, device)
+                reason = case.problem(self.visible)
+                if column.label in excluded:
+                    reason = f"template {column.label!r} excluded by @pytest.mark.{TEMPLATES_MARKER}"
+                values = (column, _torch_device(device)) if with_device else (column,)
+                marks = [pytest.mark.skip(reason=reason)] if reason else []
+                params.append(pytest.param(*values, id=case.id if with_device else column.label, marks=marks))
+        return params
 
     def header_lines(self) -> list[str]:
         import torch
 
-        sel = self.selection
-        devices = ", ".join(
+        first = self.columns[0]
+        visible = ", ".join(
             d.name + (f" ({d.description}, sm {d.capability[0]}.{d.capability[1]})" if d.capability else "")
-            for d in self.devices
+            for d in self.visible
         )
-        dynamic = {None: "auto", True: "true", False: "false"}[sel.dynamic]
+        dynamic = {None: "auto", True: "true", False: "false"}[first.dynamic]
         lines = [
-            f"inductor-templates: torch {torch.__version__}; devices: {devices}",
-            f"inductor-templates: {sel.label} from {sel.origin}; backend {sel.backend}, "
-            f"fullgraph {sel.fullgraph}, dynamic {dynamic}",
+            f"inductor-templates: torch {torch.__version__}; visible devices: {visible}",
+            f"inductor-templates: {', '.join(c.description for c in self.columns)} from {first.origin}; "
+            f"backend {first.backend}, fullgraph {first.fullgraph}, dynamic {dynamic}",
+            f"inductor-templates: devices: {', '.join(d.name for d in self.devices)}",
         ]
-        lines += [f"inductor-templates: overridden by the command line: {o}" for o in sel.overridden]
-        settings = ", ".join(f"{k}={v!r}" for k, v in sel.effective_settings.items()) or "none (defaults)"
-        lines.append(f"inductor-templates: effective Inductor settings: {settings}")
-        if sel.config_patches:
-            lines.append("inductor-templates: applied as a scoped config patch: " + ", ".join(sel.config_patches))
-        if sel.inference_only:
-            lines.append("inductor-templates: inference only: compiled calls run under torch.no_grad()")
-        if self.skip_reason:
-            lines.append(f"inductor-templates: {self.skip_reason}; tests using compiled_model are skipped")
-        lines += [f"inductor-templates: fallback: {note}" for note in self.fallback_notes]
+        lines += [f"inductor-templates: overridden by the command line: {o}" for o in first.overridden]
+        for column in self.columns:
+            settings = ", ".join(f"{k}={v!r}" for k, v in column.effective_settings.items()) or "none (defaults)"
+            lines.append(f"inductor-templates: {column.label}: effective Inductor settings: {settings}")
+            if column.config_patches:
+                lines.append(
+                    f"inductor-templates: {column.label}: applied as a scoped config patch: "
+                    + ", ".join(column.config_patches)
+                )
+            if column.inference_only:
+                lines.append(
+                    f"inductor-templates: {column.label}: inference only: compiled calls run under torch.no_grad()"
+                )
+            for device in self.devices:
+                case = Case(column, device)
+                if problem := case.problem(self.visible):
+                    lines.append(f"inductor-templates: skipped: {problem}")
+                elif note := case.fallback_note:
+                    lines.append(f"inductor-templates: fallback: {note}")
+        if self.samples:
+            lines.append(
+                f"inductor-templates: {len(self.samples)} sample(s) x {len(self.sample_cases)} "
+                "case(s) (eager row included)"
+            )
         return lines
 
-    def compiled_models(self, request: pytest.FixtureRequest) -> Iterator[CompiledModelFactory]:
+    def compiled_models(
+        self, request: pytest.FixtureRequest, selection: selection_module.Selection, device: Device
+    ) -> Iterator[CompiledModelFactory]:
         """The compiled_model fixture: skip if unavailable, isolate, warn on recompile-limit hits."""
-        if self.skip_reason:
-            pytest.skip(self.skip_reason)
-        for note in self.fallback_notes:
+        case = Case(selection, device)
+        if reason := case.problem(self.visible):
+            pytest.skip(reason)
+        if note := case.fallback_note:
             request.node.user_properties.append(("inductor_fallback", note))
         with isolated_compile_state() as watcher:
-            yield CompiledModelFactory(self.selection, watcher)
+            yield CompiledModelFactory(selection, watcher)
         for hit in watcher.recompile_limit_hits:
             warnings.warn(RecompileLimitWarning(hit), stacklevel=1)
+
+    def device_of(self, request: pytest.FixtureRequest) -> Device:
+        """The matrix device of a user test (the first selected one when it takes no inductor_device)."""
+        callspec = getattr(request.node, "callspec", None)
+        chosen = callspec.params.get("inductor_device") if callspec else None
+        if chosen is None:
+            return self.devices[0]
+        return next(d for d in self.devices if d.name == str(chosen) or _torch_device(d) == chosen)
+
+
+def _torch_device(device: Device) -> Any:
+    import torch
+
+    return torch.device(device.name)
 
 
 class CompiledModelFactory:
@@ -126,5 +202,7 @@ class CompiledModelFactory:
         self.selection = selection
         self._watcher = watcher
 
-    def __call__(self, target: Any) -> CompiledModel:
+    def __call__(self, target: Any) -> CompiledModel | EagerModel:
+        if not self.selection.compiles:
+            return EagerModel(target)
         return CompiledModel(target, self.selection, self._watcher)

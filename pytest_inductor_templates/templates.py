@@ -50,6 +50,7 @@ class Template:
     scoped: frozenset[str] = frozenset()
     requires: Requirements = Requirements()
     origin: str = "built-in"
+    compiles: bool = True  # False only for the eager pseudo-template
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
@@ -97,11 +98,11 @@ class Template:
         """Why this template cannot run on ``device``, or None."""
         req = self.requires
         if device.type not in req.device_types:
-            return f"template {self.name!r} needs a {' or '.join(req.device_types)} device, not {device.type}"
+            return f"needs a {' or '.join(req.device_types)} device, not {device.type}"
         if req.min_capability and device.capability and device.capability < req.min_capability:
             if req.below_capability is None:
                 return (
-                    f"template {self.name!r} needs compute capability >= "
+                    "needs compute capability >= "
                     f"{'.'.join(map(str, req.min_capability))}; {device} has "
                     f"{'.'.join(map(str, device.capability))}"
                 )
@@ -133,7 +134,10 @@ class Template:
 
 _GEMM_AUTOTUNE = {"max_autotune_gemm": True}
 
+EAGER = "eager"
+
 BUILTIN_TEMPLATES: tuple[Template, ...] = (
+    Template(EAGER, "the model run uncompiled: the reference row of the matrix", compiles=False),
     Template("default", "plain torch.compile, no overrides"),
     Template(
         "triton",

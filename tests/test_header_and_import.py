@@ -53,15 +53,19 @@ def test_header_shows_torch_devices_selection_and_settings(pytester: pytest.Pyte
 
     pytester.makepyfile("def test_plain():\n    pass\n")
     result = pytester.runpytest_inprocess(
-        "--inductor-template=max_autotune", "--inductor-fullgraph", "--inductor-dynamic"
+        "--inductor-template=max_autotune,freezing", "--inductor-fullgraph", "--inductor-dynamic"
     )
     result.stdout.fnmatch_lines(
         [
-            f"inductor-templates: torch {torch.__version__}; devices: cpu*",
-            "inductor-templates: template max_autotune from --inductor-template (command line); backend inductor, "
-            "fullgraph True, dynamic true",
-            "inductor-templates: effective Inductor settings: max_autotune=True, max_autotune_gemm=True, "
-            "coordinate_descent_tuning=True, epilogue_fusion=True",
+            f"inductor-templates: torch {torch.__version__}; visible devices: cpu*",
+            "inductor-templates: template max_autotune, template freezing from --inductor-template (command line); "
+            "backend inductor, fullgraph True, dynamic true",
+            "inductor-templates: devices: cpu",
+            "inductor-templates: max_autotune: effective Inductor settings: max_autotune=True, "
+            "max_autotune_gemm=True, coordinate_descent_tuning=True, epilogue_fusion=True",
+            "inductor-templates: freezing: effective Inductor settings: freezing=True",
+            "inductor-templates: freezing: applied as a scoped config patch: freezing",
+            "inductor-templates: freezing: inference only: compiled calls run under torch.no_grad()",
         ]
     )
 
@@ -74,8 +78,9 @@ def test_header_expands_a_mode_and_names_ini_source(pytester: pytest.Pytester) -
         [
             "inductor-templates: mode max-autotune from inductor_mode (tox.ini); backend inductor, fullgraph False, "
             "dynamic false",
-            "inductor-templates: effective Inductor settings: max_autotune=True, triton.cudagraphs=True, "
-            "coordinate_descent_tuning=True",
+            "inductor-templates: devices: cpu",
+            "inductor-templates: mode-max-autotune: effective Inductor settings: max_autotune=True, "
+            "triton.cudagraphs=True, coordinate_descent_tuning=True",
         ]
     )
 
@@ -85,8 +90,5 @@ def test_header_says_when_the_template_cannot_run_here(pytester: pytest.Pytester
     pytester.makepyfile("def test_plain():\n    pass\n")
     result = pytester.runpytest_inprocess("--inductor-template=cudagraphs")
     result.stdout.fnmatch_lines(
-        [
-            "inductor-templates: template 'cudagraphs' is unavailable here: needs a cuda device; this machine has "
-            "only cpu; tests using compiled_model are skipped",
-        ]
+        ["inductor-templates: skipped: template 'cudagraphs' is unavailable on cpu: needs a cuda device, not cpu"]
     )

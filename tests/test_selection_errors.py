@@ -19,7 +19,7 @@ BAD_COMMAND_LINES = [
     ),
     (
         ["--inductor-template=cudagrahs"],
-        "unknown template 'cudagrahs'; did you mean 'cudagraphs'? Known: default, triton,",
+        "unknown template 'cudagrahs'; did you mean 'cudagraphs'? Known: eager, default, triton,",
     ),
     (
         ["--inductor-mode=reduce_overhead"],

@@ -34,7 +34,7 @@ def test_gemm_backend_templates_turn_gemm_autotuning_on() -> None:
 
 def test_device_requirements() -> None:
     registry = TemplateRegistry()
-    assert registry["cudagraphs"].device_problem(CPU) == "template 'cudagraphs' needs a cuda device, not cpu"
+    assert registry["cudagraphs"].device_problem(CPU) == "needs a cuda device, not cpu"
     assert registry["cudagraphs"].device_problem(A100) is None
     assert registry["default"].device_problem(CPU) is None
 
@@ -54,7 +54,7 @@ def test_capability_without_fallback_is_a_device_problem() -> None:
         "",
         requires=TemplateRegistry()["tma"].requires.__class__(device_types=("cuda",), min_capability=(9, 0)),
     )
-    assert hopper_only.device_problem(A100) == ("template 'hopper' needs compute capability >= 9.0; cuda:0 has 8.0")
+    assert hopper_only.device_problem(A100) == ("needs compute capability >= 9.0; cuda:0 has 8.0")
     assert hopper_only.machine_problem([CPU, A100]) == hopper_only.device_problem(A100)
     assert hopper_only.machine_problem([CPU, H200]) is None
 
@@ -135,7 +135,7 @@ def test_selected_unavailable_user_template_skips_with_reason(pytester: pytest.P
     )
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(
-        ["*template 'from_the_future' is unavailable here: unknown Inductor option 'triton.enable_warp_drive'*"]
+        ["*template 'from_the_future' is unavailable on cpu: unknown Inductor option 'triton.enable_warp_drive'*"]
     )
 
 

@@ -1,0 +1,81 @@
+"""GPU memory over a long matrix run: is it flat once each triple's compiled model is released?
+
+Runs the built-in samples plus one synthetic GraphNet sample under the given templates on CUDA
+(check and bench items, benchmarks disabled so each bench item runs once), and records
+``torch.cuda.memory_allocated()`` after every item and the peak within every triple.
+Usage (on a GPU machine): python benchmarks/memory_over_run.py [TEMPLATES] [extra pytest args]
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from graphnet_tree import write_sample
+
+MiB = 1024 * 1024
+
+
+class MemoryProbe:
+    def __init__(self) -> None:
+        self.after_release: list[tuple[str, float, float]] = []
+        self.items = 0
+        self.triple_peak = 0.0
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        self.items += 1
+        self.triple_peak = max(self.triple_peak, torch.cuda.max_memory_allocated() / MiB)
+        props = dict(item.user_properties)
+        following = dict(nextitem.user_properties) if nextitem else {}
+        key = (props.get("inductor_sample"), props.get("inductor_template"))
+        if key != (following.get("inductor_sample"), following.get("inductor_template")):
+            self.after_release.append((f"{key[0]}[{key[1]}]", torch.cuda.memory_allocated() / MiB, self.triple_peak))
+            torch.cuda.reset_peak_memory_stats()
+            self.triple_peak = 0.0
+
+
+def main(templates: str, extra: list[str]) -> int:
+    probe = MemoryProbe()
+    with tempfile.TemporaryDirectory() as tmp:
+        write_sample(Path(tmp) / "corpus" / "synthetic" / "tiny")
+        (Path(tmp) / "no_tests").mkdir()
+        code = pytest.main(
+            [
+                str(Path(tmp) / "no_tests"),
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--inductor-samples",
+                f"--inductor-samples={tmp}/corpus",
+                f"--inductor-template={templates}",
+                "--inductor-devices=cuda",
+                "--benchmark-disable",
+                "-W",
+                "ignore::DeprecationWarning",
+                "-c",
+                "/dev/null",
+                *extra,
+            ],
+            plugins=[probe],
+        )
+    rows = probe.after_release
+    print(f"\n{'triple':48} {'after release MiB':>18} {'peak in triple MiB':>19}")
+    for name, after, peak in rows:
+        print(f"{name:48} {after:18.1f} {peak:19.1f}")
+    after = [a for _, a, _ in rows]
+    print(
+        f"\n{probe.items} items, {len(rows)} triples; allocated after each release: min {min(after):.1f} MiB, "
+        f"max {max(after):.1f} MiB, last {after[-1]:.1f} MiB; highest peak within a triple "
+        f"{max(p for _, _, p in rows):.1f} MiB; reserved at the end {torch.cuda.memory_reserved() / MiB:.1f} MiB"
+    )
+    return int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "default,cudagraphs", sys.argv[2:]))

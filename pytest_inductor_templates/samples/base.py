@@ -1,0 +1,59 @@
+"""What every sample provides: a fresh model and seeded inputs for a device."""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class SampleError(Exception):
+    """A sample that cannot be built; the message says why, and fails that sample's items alone."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A sample's own comparison tolerance, where the dtype defaults do not fit it."""
+
+    rtol: float
+    atol: float
+
+
+@dataclass
+class Inputs:
+    """One call's arguments."""
+
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def stable_seed(sample_id: str) -> int:
+    """A seed derived from the sample id alone: the same on every machine, template and device."""
+    return zlib.crc32(sample_id.encode())
+
+
+class Sample(ABC):
+    """A model and its inputs, buildable on any device it suits."""
+
+    id: str
+    device_types: tuple[str, ...] = ("cpu", "cuda")
+    tolerance: Tolerance | None = None
+
+    @property
+    @abstractmethod
+    def dtype(self) -> str:
+        """The dtype its computation runs in, e.g. ``float32``."""
+
+    @abstractmethod
+    def make_model(self, device: Any) -> Any:
+        """A fresh model (or function) on ``device``; the same weights every time."""
+
+    @abstractmethod
+    def make_inputs(self, device: Any) -> list[Inputs]:
+        """Seeded inputs on ``device``: the first call's, then any further calls' (e.g. other batch sizes)."""
+
+    def device_problem(self, device_type: str) -> str | None:
+        if device_type in self.device_types:
+            return None
+        return f"sample {self.id} runs on {'/'.join(self.device_types)} only"

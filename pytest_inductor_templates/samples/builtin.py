@@ -1,0 +1,268 @@
+"""The built-in samples: small, deterministic models that exercise what the templates change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from .base import Inputs, Sample, Tolerance, stable_seed
+
+ModelFactory = Callable[[], Any]
+InputFactory = Callable[[Any, Any], list[Inputs]]  # (generator, dtype) -> inputs on the CPU
+
+
+@dataclass(frozen=True, eq=False)
+class BuiltinSample(Sample):
+    """A model class and an input factory; weights and inputs come from a seed fixed by the name."""
+
+    name: str
+    model_factory: ModelFactory
+    input_factory: InputFactory
+    dtype_name: str = "float32"
+    device_types: tuple[str, ...] = ("cpu", "cuda")
+    tolerance: Tolerance | None = None
+    description: str = ""
+
+    @property
+    def id(self) -> str:  # type: ignore[override]
+        return f"builtin/{self.name}"
+
+    @property
+    def dtype(self) -> str:
+        return self.dtype_name
+
+    def _torch_dtype(self) -> Any:
+        import torch
+
+        return getattr(torch, self.dtype_name)
+
+    def make_model(self, device: Any) -> Any:
+        import torch
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(stable_seed(self.id))
+            model = self.model_factory()
+        return model.to(device=device, dtype=self._torch_dtype()).eval()
+
+    def make_inputs(self, device: Any) -> list[Inputs]:
+        import torch
+
+        from ..outputs import map_tensors
+
+        generator = torch.Generator().manual_seed(stable_seed(self.id) + 1)
+        inputs = self.input_factory(generator, self._torch_dtype())
+        move = lambda t: t.to(device)  # noqa: E731
+        return [Inputs(map_tensors(move, i.args), map_tensors(move, i.kwargs)) for i in inputs]
+
+
+def _randn(generator: Any, dtype: Any, *shape: int) -> Any:
+    import torch
+
+    return torch.randn(*shape, generator=generator).to(dtype)
+
+
+def _one(generator: Any, dtype: Any, *shape: int) -> list[Inputs]:
+    return [Inputs((_randn(generator, dtype, *shape),)), Inputs((_randn(generator, dtype, *shape),))]
+
+
+@cache
+def _models() -> dict[str, Any]:
+    """The model classes (defined here so that importing this module does not import torch)."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    class LaunchBound(nn.Module):
+        """Forty tiny elementwise ops on a small tensor: kernel-launch bound, where CUDA graphs win."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = nn.Parameter(torch.linspace(0.5, 1.5, 64))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for step in range(10):
+                x = torch.sin(x * self.scale) + 0.1 * step
+                x = torch.tanh(x) * 1.5
+                x = x - x.mean()
+                x = torch.sigmoid(x) + x
+            return x
+
+    class GemmBlock(nn.Module):
+        """Two large linear layers around GELU: GEMM bound."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.up = nn.Linear(512, 1024)
+            self.down = nn.Linear(1024, 512)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.down(F.gelu(self.up(x)))
+
+    class ConvBN(nn.Module):
+        """Convolution, batch norm, ReLU: freezing folds the norm into the convolution."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(8, 16, 3, padding=1)
+            self.bn = nn.BatchNorm2d(16)
+            with torch.no_grad():
+                self.bn.running_mean.uniform_(-0.5, 0.5)
+                self.bn.running_var.uniform_(0.5, 2.0)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.relu(self.bn(self.conv(x)))
+
+    class Attention(nn.Module):
+        """Causal self-attention through scaled_dot_product_attention; returns a dict."""
+
+        def __init__(self, dim: int = 64, heads: int = 4) -> None:
+            super().__init__()
+            self.heads = heads
+            self.qkv = nn.Linear(dim, 3 * dim)
+            self.out = nn.Linear(dim, dim)
+
+        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+            b, t, d = x.shape
+            q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = self.out(y.transpose(1, 2).reshape(b, t, d))
+            return {"hidden": y, "norm": y.norm(dim=-1)}
+
+    class NormSoftmax(nn.Module):
+        """Layer norm and softmax reductions; returns a list."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = nn.LayerNorm(128)
+            self.proj = nn.Linear(128, 32)
+
+        def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+            h = self.norm(x)
+            return [h, torch.softmax(self.proj(h), dim=-1), torch.log_softmax(h, dim=1)]
+
+    class EmbeddingPool(nn.Module):
+        """Embedding lookup of integer token ids; returns a nested tuple."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(1000, 64)
+            self.head = nn.Linear(64, 10)
+
+        def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[tuple[torch.Tensor, torch.Tensor], Any]:
+            e = self.embed(ids) * mask.unsqueeze(-1)
+            pooled = e.sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+            return (pooled, F.normalize(pooled, dim=-1)), self.head(pooled)
+
+    @dataclass
+    class ClassifierOutput:
+        logits: torch.Tensor
+        hidden: torch.Tensor
+
+    class DataclassOutput(nn.Module):
+        """A small classifier returning a dataclass."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(32, 64), nn.SiLU(), nn.Linear(64, 64))
+            self.head = nn.Linear(64, 5)
+
+        def forward(self, x: torch.Tensor) -> ClassifierOutput:
+            hidden = self.body(x)
+            return ClassifierOutput(logits=self.head(hidden), hidden=hidden)
+
+    class BufferMutation(nn.Module):
+        """A forward that updates a running average buffer and a step counter in place."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(32, 32)
+            self.register_buffer("ema", torch.zeros(32))
+            self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.fc(x)
+            self.ema.mul_(0.9).add_(y.mean(0), alpha=0.1)
+            self.steps.add_(1)
+            return y + self.ema
+
+    class GraphBreak(nn.Module):
+        """Data-dependent Python control flow (``.item()``): Dynamo breaks the graph there."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(32, 32)
+            self.b = nn.Linear(32, 32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = torch.relu(self.a(x))
+            if h.mean().item() > 0.0:
+                h = h * 2
+            return self.b(h)
+
+    class DynamicBatch(nn.Module):
+        """A two-layer MLP called with several batch sizes."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(48, 96), nn.GELU(), nn.Linear(96, 48))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(x) + x
+
+    return {
+        cls.__name__: cls
+        for cls in (
+            LaunchBound,
+            GemmBlock,
+            ConvBN,
+            Attention,
+            NormSoftmax,
+            EmbeddingPool,
+            DataclassOutput,
+            BufferMutation,
+            GraphBreak,
+            DynamicBatch,
+        )
+    }
+
+
+def _model(name: str) -> ModelFactory:
+    return lambda: _models()[name]()
+
+
+def _token_inputs(generator: Any, dtype: Any) -> list[Inputs]:
+    import torch
+
+    calls = []
+    for _ in range(2):
+        ids = torch.randint(0, 1000, (8, 16), generator=generator)
+        mask = (torch.rand(8, 16, generator=generator) > 0.2).to(dtype)
+        calls.append(Inputs((ids, mask)))
+    return calls
+
+
+def _batches(generator: Any, dtype: Any) -> list[Inputs]:
+    return [Inputs((_randn(generator, dtype, batch, 48),)) for batch in (8, 5, 13)]
+
+
+def _shape(*shape: int) -> InputFactory:
+    return lambda generator, dtype: _one(generator, dtype, *shape)
+
+
+HALF_TOLERANCE = Tolerance(rtol=1e-2, atol=1e-2)
+
+BUILTIN_SAMPLES: tuple[BuiltinSample, ...] = (
+    BuiltinSample("launch_bound", _model("LaunchBound"), _shape(4, 64)),
+    BuiltinSample("gemm_fp16", _model("GemmBlock"), _shape(256, 512), "float16", tolerance=HALF_TOLERANCE),
+    BuiltinSample("gemm_bf16", _model("GemmBlock"), _shape(256, 512), "bfloat16", tolerance=HALF_TOLERANCE),
+    BuiltinSample("conv_bn", _model("ConvBN"), _shape(2, 8, 16, 16)),
+    BuiltinSample("attention", _model("Attention"), _shape(2, 32, 64)),
+    BuiltinSample("norm_softmax", _model("NormSoftmax"), _shape(16, 128)),
+    BuiltinSample("embedding", _model("EmbeddingPool"), _token_inputs),
+    BuiltinSample("dataclass_output", _model("DataclassOutput"), _shape(16, 32)),
+    BuiltinSample("buffer_mutation", _model("BufferMutation"), _shape(16, 32)),
+    BuiltinSample("graph_break", _model("GraphBreak"), _shape(16, 32)),
+    BuiltinSample("dynamic_batch", _model("DynamicBatch"), _batches),
+)

@@ -1,0 +1,176 @@
+"""GraphNet-format samples: discovered cheaply at collection, loaded only when an item runs.
+
+A sample root holds one directory per sample, anywhere below it, each with ``model.py``
+(``class GraphModule``) and ``weight_meta.py`` / ``input_meta.py`` tensor metadata. Sample
+roots are trusted code: ``model.py`` is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from .base import Inputs, Sample, SampleError, stable_seed
+from .graphnet_meta import TensorMeta, read_meta_file, rebuild, torch_dtype
+
+META_FILES = ("weight_meta.py", "input_meta.py")
+_DEVICE_STRING = re.compile(r"(cuda|cpu|xpu|mps)(:\d+)?")
+
+
+def discover(root: Path) -> list[str]:
+    """Relative paths (POSIX, sorted) of every directory under ``root`` that holds a ``model.py``."""
+    found = []
+    for directory, subdirs, files in os.walk(root):
+        subdirs.sort()
+        if "model.py" in files:
+            found.append(Path(directory).relative_to(root).as_posix())
+    return sorted(found)
+
+
+class _DeviceRewriter(ast.NodeTransformer):
+    """Points hard-coded device strings and ``device(...)`` calls at the item's device."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def _target(self, node: ast.AST) -> ast.expr:
+        call = ast.Call(
+            func=ast.Attribute(value=ast.Name("torch", ast.Load()), attr="device", ctx=ast.Load()),
+            args=[ast.Constant(self.device)],
+            keywords=[],
+        )
+        return ast.copy_location(call, node)
+
+    def _is_device_string(self, node: ast.AST) -> bool:
+        return (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and bool(_DEVICE_STRING.fullmatch(node.value))
+        )
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        is_device_ctor = (isinstance(func, ast.Name) and func.id == "device") or (
+            isinstance(func, ast.Attribute)
+            and func.attr == "device"
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "torch"
+        )
+        if is_device_ctor:
+            return self._target(node)
+        if isinstance(func, ast.Attribute) and func.attr == "cuda" and not node.args:
+            return ast.copy_location(
+                ast.Call(func=ast.Attribute(func.value, "to", ast.Load()), args=[self._target(node)], keywords=[]),
+                node,
+            )
+        if isinstance(func, ast.Attribute) and func.attr == "to":
+            node.args = [self._target(a) if self._is_device_string(a) else a for a in node.args]
+        for keyword in node.keywords:
+            if keyword.arg == "device" and self._is_device_string(keyword.value):
+                keyword.value = self._target(keyword.value)
+        return node
+
+
+def load_graph_module(path: Path, device: str) -> type:
+    """``GraphModule`` from ``path``, with device strings pointed at ``device``."""
+    import torch
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as error:
+        raise SampleError(f"model.py: syntax error at line {error.lineno}: {error.msg}") from None
+    except OSError as error:
+        raise SampleError(f"cannot read model.py: {error.strerror}") from None
+    tree = ast.fix_missing_locations(_DeviceRewriter(device).visit(tree))
+    namespace: dict[str, Any] = {
+        "__name__": f"inductor_sample_{stable_seed(str(path)):08x}",
+        "__file__": str(path),
+        "torch": torch,
+        "device": torch.device,
+        "inf": float("inf"),
+        "nan": float("nan"),
+    }
+    try:
+        exec(compile(tree, str(path), "exec"), namespace)
+    except Exception as error:
+        raise SampleError(f"model.py failed to import: {type(error).__name__}: {error}") from None
+    module_class = namespace.get("GraphModule")
+    if not isinstance(module_class, type):
+        raise SampleError("model.py defines no class GraphModule")
+    return module_class
+
+
+@dataclass(frozen=True, eq=False)
+class GraphNetSample(Sample):
+    """One sample directory of a GraphNet-format root."""
+
+    root: Path
+    relative: str
+
+    @property
+    def id(self) -> str:  # type: ignore[override]
+        return f"{self.root.name}/{self.relative}" if self.relative != "." else self.root.name
+
+    @property
+    def directory(self) -> Path:
+        return self.root / self.relative
+
+    @cached_property
+    def metas(self) -> list[TensorMeta]:
+        if not (self.directory / "weight_meta.py").is_file():
+            raise SampleError("missing weight_meta.py")
+        metas = []
+        for name in META_FILES:
+            if (self.directory / name).is_file():
+                metas += read_meta_file(self.directory / name)
+        for meta in metas:
+            torch_dtype(meta)
+        return metas
+
+    @property
+    def dtype(self) -> str:
+        floating = Counter(m.dtype.removeprefix("torch.") for m in self.metas if "float" in m.dtype)
+        return floating.most_common(1)[0][0] if floating else "none"
+
+    def _devices_required(self) -> int:
+        try:
+            info = json.loads((self.directory / "graph_net.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return 1
+        return int(info.get("num_devices_required", 1) or 1)
+
+    def make_model(self, device: Any) -> Any:
+        if self._devices_required() > 1:
+            raise SampleError(f"needs {self._devices_required()} devices (graph_net.json)")
+        module_class = load_graph_module(self.directory / "model.py", str(device))
+        forward = getattr(module_class, "forward", None)
+        if forward is None:
+            raise SampleError("GraphModule has no forward")
+        params = [p for p in inspect.signature(forward).parameters if p != "self"]
+        names = [m.name for m in self.metas]
+        missing = [p for p in params if p not in names]
+        extra = [n for n in names if n not in params]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"forward takes {', '.join(missing[:3])} with no tensor metadata")
+            if extra:
+                parts.append(f"metadata names {', '.join(extra[:3])}, which forward does not take")
+            raise SampleError("metadata does not match forward: " + "; ".join(parts))
+        return module_class().eval()
+
+    def make_inputs(self, device: Any) -> list[Inputs]:
+        import torch
+
+        generator = torch.Generator().manual_seed(stable_seed(self.id))
+        tensors = {meta.name: rebuild(meta, generator).to(device) for meta in self.metas}
+        return [Inputs(kwargs=tensors)]

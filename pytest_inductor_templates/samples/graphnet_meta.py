@@ -1,0 +1,107 @@
+"""GraphNet tensor metadata: read with ``ast`` (never executed) and rebuilt into seeded tensors."""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .base import SampleError
+
+FIELDS = ("name", "shape", "dtype", "device", "mean", "std", "data", "min_val", "max_val")
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """One tensor's metadata class."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    mean: float | None = None
+    std: float | None = None
+    data: tuple[Any, ...] | None = None
+    min_val: float | None = None
+    max_val: float | None = None
+
+
+def read_meta_file(path: Path) -> list[TensorMeta]:
+    """Every metadata class in ``path``, read as literals; a SampleError names what is wrong."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as error:
+        raise SampleError(f"{path.name}: syntax error at line {error.lineno}: {error.msg}") from None
+    except OSError as error:
+        raise SampleError(f"cannot read {path.name}: {error.strerror}") from None
+    metas = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        values: dict[str, Any] = {}
+        for statement in node.body:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                target = statement.targets[0]
+                if isinstance(target, ast.Name) and target.id in FIELDS:
+                    try:
+                        values[target.id] = ast.literal_eval(statement.value)
+                    except ValueError:
+                        raise SampleError(
+                            f"{path.name}: {node.name}.{target.id} at line {statement.lineno} is not a literal"
+                        ) from None
+        missing = [f for f in ("name", "shape", "dtype") if f not in values]
+        if missing:
+            raise SampleError(f"{path.name}: class {node.name} lacks {', '.join(missing)}")
+        data = values.get("data")
+        metas.append(
+            TensorMeta(
+                name=str(values["name"]),
+                shape=tuple(int(d) for d in values["shape"]),
+                dtype=str(values["dtype"]),
+                mean=values.get("mean"),
+                std=values.get("std"),
+                data=tuple(data) if data is not None else None,
+                min_val=values.get("min_val"),
+                max_val=values.get("max_val"),
+            )
+        )
+    return metas
+
+
+def torch_dtype(meta: TensorMeta) -> Any:
+    """The torch dtype a metadata string names, or a SampleError."""
+    import torch
+
+    name = meta.dtype.removeprefix("torch.")
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise SampleError(f"tensor {meta.name}: unknown dtype {meta.dtype!r}")
+    return dtype
+
+
+def rebuild(meta: TensorMeta, generator: Any) -> Any:
+    """A CPU tensor as GraphNet's reference tool rebuilds it, drawn from ``generator``."""
+    import torch
+
+    dtype = torch_dtype(meta)
+    shape = meta.shape
+    if meta.data is not None:
+        values = torch.tensor(meta.data, dtype=dtype)
+        if values.numel() != math.prod(shape):
+            raise SampleError(f"tensor {meta.name}: {values.numel()} literal values for shape {list(shape)}")
+        return values.reshape(shape)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator) < 0.5
+    if not dtype.is_floating_point and not dtype.is_complex:
+        if meta.min_val is not None and meta.max_val is not None:
+            return torch.randint(int(meta.min_val), int(meta.max_val) + 1, shape, generator=generator, dtype=dtype)
+    mean = 0.0 if meta.mean is None else float(meta.mean)
+    std = 0.1 if meta.std is None else float(meta.std)
+    values = torch.randn(shape, generator=generator, dtype=torch.float64) * std * 0.2 + mean
+    if meta.min_val is not None:
+        values = values.clamp(min=float(meta.min_val))
+    if meta.max_val is not None:
+        values = values.clamp(max=float(meta.max_val))
+    values = torch.nan_to_num(values, nan=mean, posinf=100.0, neginf=-100.0).clamp(-100.0, 100.0)
+    return values.to(dtype)

@@ -1,0 +1,184 @@
+"""Sample items through whole pytest runs: built-ins, GraphNet roots, broken samples, lists, ids, sharing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from graphnet_tree import BROKEN, write_tree
+
+from conftest import usage_error_line
+from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
+
+QUIET = ("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
+
+
+def collected_ids(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.stdout.lines if line.startswith("inductor-samples::")]
+
+
+def test_builtins_pass_under_every_template_available_on_cpu(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples", "--inductor-template=all", "--benchmark-skip", "--inductor-devices=cpu", *QUIET
+    )
+    columns = ["eager", "default", "cpp_wrapper", "max_autotune", "freezing", "aten"]
+    result.assert_outcomes(passed=len(BUILTIN_SAMPLES) * len(columns), skipped=len(BUILTIN_SAMPLES) * len(columns))
+    result.stdout.fnmatch_lines(
+        [
+            "*= inductor-templates: sample checks on cpu =*",
+            "sample * " + "  ".join(columns).replace("  ", "*"),
+            "builtin/launch_bound *pass*",
+            "; ".join(f"{c} {len(BUILTIN_SAMPLES)}/{len(BUILTIN_SAMPLES)} passed" for c in columns),
+        ]
+    )
+
+
+def test_ids_name_sample_kind_template_and_device(pytester: pytest.Pytester) -> None:
+    write_tree(pytester.path / "corpus", good=("vision/tiny",))
+    result = pytester.runpytest_inprocess(
+        "--inductor-samples=corpus",
+        "--inductor-samples",
+        "--inductor-template=default,freezing",
+        "--collect-only",
+        "-q",
+        "-k",
+        "vision or launch_bound",
+    )
+    assert collected_ids(result) == [
+        f"inductor-samples::{sample}::{kind}[{template}-cpu]"
+        for sample in ("corpus/vision/tiny", "builtin/launch_bound")
+        for template in ("eager", "default", "freezing")
+        for kind in ("check", "bench")
+    ]
+
+
+def test_ids_do_not_depend_on_where_the_root_lies(pytester: pytest.Pytester) -> None:
+    for parent in ("here", "elsewhere/deeper"):
+        write_tree(pytester.path / parent / "corpus")
+    runs = [
+        collected_ids(pytester.runpytest_inprocess(f"--inductor-samples={parent}/corpus", "--collect-only", "-q"))
+        for parent in ("here", "elsewhere/deeper")
+    ]
+    assert runs[0] == runs[1] and len(runs[0]) == 2 * 2 * (2 + len(BROKEN))
+
+
+def test_collection_is_lazy(pytester: pytest.Pytester) -> None:
+    root = write_tree(pytester.path / "corpus", good=("ok",))
+    (root / "ok" / "model.py").write_text("raise SystemExit('model.py was imported at collection')\n")
+    (root / "ok" / "weight_meta.py").write_text("this is not python (\n")
+    result = pytester.runpytest_inprocess("--inductor-samples=corpus", "--collect-only", "-q")
+    assert result.ret == 0
+    assert len(collected_ids(result)) == 2 * 2 * (1 + len(BROKEN))
+
+
+def test_graphnet_root_runs_and_broken_samples_fail_alone(pytester: pytest.Pytester) -> None:
+    write_tree(pytester.path / "corpus")
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples=corpus", "--inductor-template=default", "--benchmark-disable", *QUIET
+    )
+    good, items_per_sample = 2, 2 * 2  # (eager, default) x (check, bench)
+    result.assert_outcomes(passed=good * items_per_sample, failed=len(BROKEN) * items_per_sample)
+    for relative, (_, reason) in BROKEN.items():
+        result.stdout.fnmatch_lines([f"*sample corpus/{relative} is broken: {reason}*"])
+    result.stdout.fnmatch_lines(["corpus/broken/syntax_error *FAIL *FAIL", "corpus/vision/tiny *pass *pass"])
+
+
+def test_keyword_selects_samples_by_path(pytester: pytest.Pytester) -> None:
+    write_tree(pytester.path / "corpus")
+    result = pytester.runpytest_inprocess("--inductor-samples=corpus", "--collect-only", "-q", "-k", "nlp/tiny")
+    assert {i.split("::")[1] for i in collected_ids(result)} == {"corpus/nlp/tiny"}
+
+
+def test_sample_list_restricts_the_run(pytester: pytest.Pytester) -> None:
+    write_tree(pytester.path / "corpus")
+    pytester.path.joinpath("list.txt").write_text("# the two good ones\nvision/tiny\n\nnlp/tiny/\nbuiltin/embedding\n")
+    result = pytester.runpytest_inprocess(
+        "--inductor-samples=corpus", "--inductor-samples", "--inductor-sample-list=list.txt", "--collect-only", "-q"
+    )
+    assert {i.split("::")[1] for i in collected_ids(result)} == {
+        "corpus/vision/tiny",
+        "corpus/nlp/tiny",
+        "builtin/embedding",
+    }
+
+
+def test_sample_list_naming_unknown_samples_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    write_tree(pytester.path / "corpus")
+    pytester.path.joinpath("list.txt").write_text("vision/tiny\nvision/huge\n")
+    line = usage_error_line(
+        pytester.runpytest_inprocess("--inductor-samples=corpus", "--inductor-sample-list=list.txt")
+    )
+    assert "--inductor-sample-list (command line): list.txt lists 1 sample(s) found under no root: vision/huge" in line
+
+
+def test_missing_root_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    line = usage_error_line(pytester.runpytest_inprocess("--inductor-samples=nowhere"))
+    assert "--inductor-samples (command line): sample root 'nowhere' is not a directory" in line
+
+
+def test_ini_twins_and_relative_roots(pytester: pytest.Pytester) -> None:
+    write_tree(pytester.path / "corpus", good=("vision/tiny",))
+    pytester.path.joinpath("list.txt").write_text("vision/tiny\n")
+    pytester.makeini("[pytest]\ninductor_samples =\n    corpus\ninductor_sample_list = list.txt\n")
+    result = pytester.runpytest_inprocess("--collect-only", "-q")
+    assert {i.split("::")[1] for i in collected_ids(result)} == {"corpus/vision/tiny"}
+
+
+COMPILE_COUNTER = """
+import pytest
+from pytest_inductor_templates.compiled import RecordingBackend
+
+COMPILES = []
+_original = RecordingBackend.__call__
+
+
+def counting(self, *args, **kwargs):
+    COMPILES.append(1)
+    return _original(self, *args, **kwargs)
+
+
+RecordingBackend.__call__ = counting
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    before = len(COMPILES)
+    yield
+    print(f"COMPILES {item.nodeid} {len(COMPILES) - before}")
+"""
+
+
+def test_items_of_one_triple_share_one_compile(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(COMPILE_COUNTER)
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples", "--inductor-template=default", "--benchmark-disable", "-s", "-k", "conv_bn", *QUIET
+    )
+    result.assert_outcomes(passed=4)
+    counts = dict(re.findall(r"COMPILES (\S+) (\d+)", result.stdout.str()))
+    base = "inductor-samples::builtin/conv_bn::"
+    assert counts == {
+        f"{base}check[eager-cpu]": "0",
+        f"{base}bench[eager-cpu]": "0",
+        f"{base}check[default-cpu]": "1",
+        f"{base}bench[default-cpu]": "0",  # the bench item reuses the check item's compiled model
+    }
+
+
+def test_xdist_runs_every_item_once(pytester: pytest.Pytester) -> None:
+    write_tree(pytester.path / "corpus", good=("vision/tiny",))
+    result = pytester.runpytest_subprocess(
+        "-n",
+        "2",
+        "--inductor-samples=corpus",
+        "--inductor-samples",
+        "--inductor-template=default",
+        "-k",
+        "vision or broken or norm_softmax or embedding",
+        "--junitxml=out.xml",
+        *QUIET,
+    )
+    ids = re.findall(r'<testcase classname="([^"]*)" name="([^"]*)"', Path(pytester.path / "out.xml").read_text())
+    expected = (1 + len(BROKEN) + 2) * 2 * 2
+    assert len(ids) == len(set(ids)) == expected
+    result.assert_outcomes(passed=3 * 2 * 2, failed=len(BROKEN) * 2 * 2)
