@@ -1,6 +1,6 @@
 """GPU memory over a long matrix run: is it flat once each triple's compiled model is released?
 
-Runs the built-in samples plus one synthetic GraphNet sample under the given templates on CUDA
+Runs the built-in samples plus two synthetic GraphNet samples under the given templates on CUDA
 (check and bench items, benchmarks disabled so each bench item runs once), and records
 ``torch.cuda.memory_allocated()`` after every item and the peak within every triple.
 Usage (on a GPU machine): python benchmarks/memory_over_run.py [TEMPLATES] [extra pytest args]
@@ -43,7 +43,8 @@ class MemoryProbe:
 def main(templates: str, extra: list[str]) -> int:
     probe = MemoryProbe()
     with tempfile.TemporaryDirectory() as tmp:
-        write_sample(Path(tmp) / "corpus" / "synthetic" / "tiny")
+        for name in ("tiny", "tiny_copy"):
+            write_sample(Path(tmp) / "corpus" / "synthetic" / name)
         (Path(tmp) / "no_tests").mkdir()
         code = pytest.main(
             [

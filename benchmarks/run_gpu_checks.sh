@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The GPU checks, in one go, on a CUDA machine with torch already installed:
-#   bash benchmarks/run_gpu_checks.sh [what...]   (what: env tests suite probe examples; default all)
+#   bash benchmarks/run_gpu_checks.sh [what...]
+#   (what: env tests suite probe examples samples memory; default all)
 # Logs go to $OUT (default /tmp/gpu-checks).
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-checks}
 mkdir -p "$OUT"
-what=${*:-env tests suite probe examples}
+what=${*:-env tests suite probe examples samples memory}
 if ! python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.txt" 2>&1; then
   echo "pip install -e . failed (see install.txt); loading the plugin through PYTEST_PLUGINS"
   export PYTHONPATH=$PWD PYTEST_PLUGINS=pytest_inductor_templates.plugin
@@ -23,5 +24,10 @@ for step in $what; do
         echo "--- $t"
         python3 -m pytest examples -q -s -rs -p no:cacheprovider -W ignore::DeprecationWarning --inductor-template=$t 2>&1 \
           | tee "$OUT/examples_$t.txt" | grep -E "compiled in|passed|failed|skipped|SKIPPED|Error" ; done ;;
+    samples) python3 -m pytest --inductor-samples --inductor-template=all --inductor-devices=cuda --benchmark-skip \
+          -q -p no:cacheprovider -W ignore::DeprecationWarning -m inductor_sample examples 2>&1 | tee "$OUT/samples.txt" \
+          | sed -n '/sample checks on/,$p' ;;
+    memory) python3 benchmarks/memory_over_run.py default,triton,cudagraphs,cpp_wrapper,freezing,tma,aten \
+          2>&1 | tee "$OUT/memory.txt" | tail -25 ;;
   esac
 done

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from graphnet_tree import BROKEN, write_tree
 
-from conftest import usage_error_line
+from conftest import no_cuda_machine, usage_error_line
 from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
 
 QUIET = ("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
@@ -18,6 +18,7 @@ def collected_ids(result: pytest.RunResult) -> list[str]:
     return [line for line in result.stdout.lines if line.startswith("inductor-samples::")]
 
 
+@no_cuda_machine  # on a GPU machine, all adds GPU-only templates (run there by benchmarks/run_gpu_checks.sh)
 def test_builtins_pass_under_every_template_available_on_cpu(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess(
         "--inductor-samples", "--inductor-template=all", "--benchmark-skip", "--inductor-devices=cpu", *QUIET
@@ -152,7 +153,14 @@ def pytest_runtest_call(item):
 def test_items_of_one_triple_share_one_compile(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(COMPILE_COUNTER)
     result = pytester.runpytest_subprocess(
-        "--inductor-samples", "--inductor-template=default", "--benchmark-disable", "-s", "-k", "conv_bn", *QUIET
+        "--inductor-samples",
+        "--inductor-template=default",
+        "--inductor-devices=cpu",
+        "--benchmark-disable",
+        "-s",
+        "-k",
+        "conv_bn",
+        *QUIET,
     )
     result.assert_outcomes(passed=4)
     counts = dict(re.findall(r"COMPILES (\S+) (\d+)", result.stdout.str()))
