@@ -35,7 +35,9 @@ class MemoryProbe:
         following = dict(nextitem.user_properties) if nextitem else {}
         key = (props.get("inductor_sample"), props.get("inductor_template"))
         if key != (following.get("inductor_sample"), following.get("inductor_template")):
-            self.after_release.append((f"{key[0]}[{key[1]}]", torch.cuda.memory_allocated() / MiB, self.triple_peak))
+            row = (f"{key[0]}[{key[1]}]", torch.cuda.memory_allocated() / MiB, self.triple_peak)
+            self.after_release.append(row)
+            print(f"\nMEM item {self.items}: {row[0]} after release {row[1]:.1f} MiB, peak {row[2]:.1f} MiB", flush=True)
             torch.cuda.reset_peak_memory_stats()
             self.triple_peak = 0.0
 
