@@ -37,7 +37,9 @@ class MemoryProbe:
         if key != (following.get("inductor_sample"), following.get("inductor_template")):
             row = (f"{key[0]}[{key[1]}]", torch.cuda.memory_allocated() / MiB, self.triple_peak)
             self.after_release.append(row)
-            print(f"\nMEM item {self.items}: {row[0]} after release {row[1]:.1f} MiB, peak {row[2]:.1f} MiB", flush=True)
+            print(
+                f"\nMEM item {self.items}: {row[0]} after release {row[1]:.1f} MiB, peak {row[2]:.1f} MiB", flush=True
+            )
             torch.cuda.reset_peak_memory_stats()
             self.triple_peak = 0.0
 

@@ -6,16 +6,23 @@ from pathlib import Path
 
 import pytest
 
-from pytest_inductor_templates.listing import markdown_table
+from pytest_inductor_templates.listing import markdown_table, samples_table
 from pytest_inductor_templates.templates import TemplateRegistry
 
 README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
 
 
+def _between(marker: str) -> str:
+    start, end = f"<!-- {marker} -->\n", f"\n<!-- /{marker} -->"
+    return README[README.index(start) + len(start) : README.index(end)]
+
+
 def test_templates_table_matches_registry() -> None:
-    start, end = "<!-- templates-table -->\n", "\n<!-- /templates-table -->"
-    table = README[README.index(start) + len(start) : README.index(end)]
-    assert table == markdown_table(TemplateRegistry())
+    assert _between("templates-table") == markdown_table(TemplateRegistry())
+
+
+def test_samples_table_matches_the_builtins() -> None:
+    assert _between("samples-table") == samples_table()
 
 
 def test_every_option_and_ini_key_is_documented(pytestconfig: pytest.Config) -> None:
