@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Inputs, Sample, SampleError, stable_seed
-from .graphnet_meta import TensorMeta, read_meta_file, rebuild, torch_dtype
+from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, torch_dtype
 
 META_FILES = ("weight_meta.py", "input_meta.py")
 _DEVICE_STRING = re.compile(r"(cuda|cpu|xpu|mps)(:\d+)?")
@@ -84,13 +84,7 @@ def load_graph_module(path: Path, device: str) -> type:
     """``GraphModule`` from ``path``, with device strings pointed at ``device``."""
     import torch
 
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except SyntaxError as error:
-        raise SampleError(f"model.py: syntax error at line {error.lineno}: {error.msg}") from None
-    except OSError as error:
-        raise SampleError(f"cannot read model.py: {error.strerror}") from None
-    tree = ast.fix_missing_locations(_DeviceRewriter(device).visit(tree))
+    tree = ast.fix_missing_locations(_DeviceRewriter(device).visit(parse_file(path)))
     namespace: dict[str, Any] = {
         "__name__": f"inductor_sample_{stable_seed(str(path)):08x}",
         "__file__": str(path),

@@ -27,14 +27,19 @@ class TensorMeta:
     max_val: float | None = None
 
 
-def read_meta_file(path: Path) -> list[TensorMeta]:
-    """Every metadata class in ``path``, read as literals; a SampleError names what is wrong."""
+def parse_file(path: Path) -> ast.Module:
+    """The syntax tree of a sample file; a SampleError names a file that cannot be read or parsed."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except SyntaxError as error:
         raise SampleError(f"{path.name}: syntax error at line {error.lineno}: {error.msg}") from None
     except OSError as error:
         raise SampleError(f"cannot read {path.name}: {error.strerror}") from None
+
+
+def read_meta_file(path: Path) -> list[TensorMeta]:
+    """Every metadata class in ``path``, read as literals; a SampleError names what is wrong."""
+    tree = parse_file(path)
     metas = []
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
