@@ -102,6 +102,14 @@ class InductorSession:
                 )
             if marker.args:
                 base = columns[0]
+                if base.backend != selection_module.DEFAULT_BACKEND and any(
+                    self.registry[n].settings for n in marker.args
+                ):
+                    pytest.fail(
+                        f"@pytest.mark.{TEMPLATES_MARKER}: templates set Inductor options, which backend "
+                        f"{base.backend!r} cannot take",
+                        pytrace=False,
+                    )
                 columns = [
                     selection_module.Selection(
                         template=self.registry[name],
