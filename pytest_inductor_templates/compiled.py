@@ -24,6 +24,7 @@ class CompileStats:
     recompiles: int = 0
     cudagraph_skips: int = 0
     cudagraph_skip_reasons: list[str] = field(default_factory=list)
+    compile_failure: BaseException | None = None  # what the backend raised, if it failed
 
     def summary(self) -> str:
         text = (
@@ -97,8 +98,12 @@ class RecordingBackend:
             self.stats.graph_breaks += 1
             self.stats.graph_break_reasons.append(reason.reason.strip().splitlines()[0])
         start = time.perf_counter()
-        with self.skips.span(lambda: _unlogged_skip_reason(example_inputs)):
-            compiled = self.inner(graph_module, example_inputs, **kwargs)
+        try:
+            with self.skips.span(lambda: _unlogged_skip_reason(example_inputs)):
+                compiled = self.inner(graph_module, example_inputs, **kwargs)
+        except Exception as error:
+            self.stats.compile_failure = error
+            raise
         self.backend_seconds += time.perf_counter() - start
         return compiled
 

@@ -95,6 +95,14 @@ def register(parser: pytest.Parser) -> None:
     )
     parser.addini("inductor_sample_list", "file listing the samples to run, one relative path a line", default=None)
     group.addoption(
+        "--inductor-tolerance",
+        dest="inductor_tolerance",
+        metavar="RTOL,ATOL",
+        default=None,
+        help="compare every floating output with this rtol and atol instead of torch.testing's per-dtype defaults",
+    )
+    parser.addini("inductor_tolerance", "RTOL,ATOL for every floating output", default=None)
+    group.addoption(
         "--inductor-list-templates",
         dest="inductor_list_templates",
         action="store_true",
@@ -153,5 +161,6 @@ def any_selected(config: pytest.Config) -> bool:
         "inductor_devices",
         "inductor_samples",
         "inductor_sample_list",
+        "inductor_tolerance",
     ]
     return any(config.getoption(n) is not None or _ini_value(config, n) is not None for n in names)

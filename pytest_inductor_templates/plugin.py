@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from . import hookspec, options
-from .report import SampleGrid
+from . import fixtures, hookspec, options
+from .outcomes import CheckResult
+from .report import OutcomeReport
 from .sample_items import CASE_KEY, SAMPLE_MARKER, collect_sample_items
 from .sample_runner import PreparedTriple
-from .session import SESSION_KEY, TEMPLATES_MARKER, CompiledModelFactory, InductorSession
+from .session import SESSION_KEY, TEMPLATES_MARKER, InductorSession
 
-MATRIX_FIXTURES = ("compiled_model", "inductor_device", "inductor_selection")
+MATRIX_FIXTURES = ("compiled_model", "inductor_check", "inductor_device", "inductor_selection")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,11 +46,13 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{TEMPLATES_MARKER}(*names, exclude=()): run this test under these templates only, or not under excluded",
     )
+    config.addinivalue_line(
+        "markers", f"{fixtures.TOLERANCE_MARKER}(rtol, atol): the tolerance inductor_check uses in this test"
+    )
     user_templates = config.pluginmanager.hook.pytest_inductor_templates.get_hookimpls()
     if options.any_selected(config) or user_templates:  # validate before any test runs
         config.stash[SESSION_KEY] = InductorSession.from_config(config)
-        if config.stash[SESSION_KEY].samples:
-            config.pluginmanager.register(SampleGrid(), "inductor-templates-grid")
+    config.pluginmanager.register(OutcomeReport(), "inductor-templates-outcomes")
 
 
 def _session(config: pytest.Config) -> InductorSession:
@@ -72,6 +75,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if SESSION_KEY in config.stash and config.stash[SESSION_KEY].samples:
         state = config.stash[SESSION_KEY]
         items.extend(collect_sample_items(session, state.samples, state.sample_cases, state.visible))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if CASE_KEY in item.stash or "inductor_check" in getattr(item, "fixturenames", ()):
+        OutcomeReport.complete(report)
+    return report
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -102,14 +113,25 @@ def inductor_device(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
-def compiled_model(request: pytest.FixtureRequest, inductor_selection: Any) -> Iterator[CompiledModelFactory]:
+def compiled_model(request: pytest.FixtureRequest, inductor_selection: Any) -> Iterator[Any]:
     """A factory: ``compiled_model(module_or_function)`` compiles it with this test's template.
 
     Skips when the template cannot run on the test's device. Dynamo is reset and the
     Inductor and Dynamo configs are restored around the test.
     """
-    state = _session(request.config)
-    yield from state.compiled_models(request, inductor_selection, state.device_of(request))
+    yield from fixtures.compiled_models(_session(request.config), request, inductor_selection)
+
+
+@pytest.fixture
+def inductor_check(request: pytest.FixtureRequest, inductor_selection: Any) -> Iterator[Callable[..., CheckResult]]:
+    """``inductor_check(model, *args, **kwargs)``: compile with this test's template, compare with eager.
+
+    Eager runs twice (a disagreement skips the test as eager_nondeterministic); the compiled model
+    runs on the inputs and on a second input, and a mismatch fails the test with every differing
+    output named. Tolerances: ``@pytest.mark.inductor_tolerance``, else ``--inductor-tolerance``,
+    else torch.testing's per-dtype defaults.
+    """
+    yield from fixtures.checks(_session(request.config), request, inductor_selection)
 
 
 @pytest.fixture

@@ -9,24 +9,28 @@ import pytest
 
 from .environment import Device
 from .matrix import Case
+from .outcomes import Outcome, conclude
 from .sample_runner import PreparedTriple, SampleCase
 from .samples.base import Sample
 
 CASE_KEY = pytest.StashKey[SampleCase]()
+UNTIMEABLE = (Outcome.EAGER_FAIL, Outcome.COMPILE_FAIL, Outcome.RUNTIME_FAIL)
 ROOT_NODEID = "inductor-samples"
 SAMPLE_MARKER = "inductor_sample"
 
 
-def check(inductor_sample: PreparedTriple) -> None:
-    """The compiled sample matches eager on each of its input sets."""
-    inductor_sample.check()
+def check(inductor_sample: PreparedTriple, request: pytest.FixtureRequest) -> None:
+    """The sample's model under test matches eager on each of its input sets."""
+    conclude(inductor_sample.check(), request.node, request.config.option.tbstyle == "long")
 
 
-def bench(inductor_sample: PreparedTriple, benchmark: Any) -> None:
+def bench(inductor_sample: PreparedTriple, benchmark: Any, request: pytest.FixtureRequest) -> None:
     """Time one call of the sample's model (compiled, or eager for the eager row)."""
     import torch
 
-    inductor_sample.require()
+    failed = inductor_sample.broken() or inductor_sample.result
+    if failed is not None and failed.outcome in UNTIMEABLE:
+        conclude(failed, request.node, long_traceback=False)
     inputs = inductor_sample.inputs[0]
     model = inductor_sample.model
     synchronize = torch.cuda.synchronize if inductor_sample.case.device.type == "cuda" else None

@@ -7,11 +7,13 @@ import gc
 from dataclasses import dataclass, field
 from typing import Any
 
-from .checking import compare_outputs
-from .compiled import CompiledModel
+from .check_runner import CheckSubject, run_check
+from .compiled import CompiledModel, EagerModel
 from .isolation import isolated_compile_state
 from .matrix import Case
+from .outcomes import CheckResult, Outcome
 from .samples.base import Inputs, Sample, SampleError
+from .tolerances import Tolerance
 
 
 @dataclass(frozen=True)
@@ -29,41 +31,52 @@ class SampleCase:
 
 @dataclass
 class PreparedTriple:
-    """A triple's models and inputs, built on first use and shared by the triple's items."""
+    """A triple's model under test and inputs, built on first use and shared by the triple's items."""
 
     sample: Sample
     case: Case
-    error: str | None = None
-    model: Any = None  # the compiled model (or the eager one for the eager column)
+    tolerance: Tolerance | None = None
+    error: str | None = None  # why the sample could not be built
+    model: Any = None  # the compiled model, or the eager one for the eager row
     inputs: list[Inputs] = field(default_factory=list)
-    _reference_model: Any = None
+    result: CheckResult | None = None  # the check item's verdict, once it ran
 
-    def require(self) -> None:
-        """Fail the calling item alone when the sample could not be built."""
-        import pytest
+    def broken(self) -> CheckResult | None:
+        """The eager_fail verdict of a sample that could not be built, or None."""
+        if self.error is None:
+            return None
+        reason = f"sample {self.sample.id} is broken: {self.error}"
+        return CheckResult(Outcome.EAGER_FAIL, reason, reason)
 
-        if self.error:
-            pytest.fail(f"sample {self.sample.id} is broken: {self.error}", pytrace=False)
-
-    def call(self, model: Any, inputs: Inputs) -> Any:
+    @staticmethod
+    def call(model: Any, inputs: Inputs) -> Any:
         import torch
 
         with torch.no_grad():
             return model(*inputs.args, **inputs.kwargs)
 
-    def check(self) -> None:
-        """Compare the model with a fresh eager instance on every input set, in order."""
-        self.require()
-        for inputs in self.inputs:
-            expected = self.call(self._reference_model, inputs)
-            actual = self.call(self.model, inputs)
-            compare_outputs(actual, expected, self.sample.tolerance)
+    def check(self) -> CheckResult:
+        """The model under test against fresh eager instances, on every input set in order."""
+        import torch
+
+        device = torch.device(self.case.device.name)
+        subject = CheckSubject(
+            make_eager=lambda: self.sample.make_model(device),
+            model=self.model,
+            inputs=self.inputs,
+            tolerance=self.sample.tolerance or self.tolerance,
+            backend=self.case.selection.backend,
+            call=self.call,
+        )
+        self.result = self.broken() or run_check(subject)
+        return self.result
 
 
 class TripleCache:
     """Holds the current triple; builds the next one only when the key changes, releasing the last."""
 
-    def __init__(self) -> None:
+    def __init__(self, tolerance: Tolerance | None = None) -> None:
+        self.tolerance = tolerance
         self.current: PreparedTriple | None = None
         self._key: tuple[str, str] | None = None
         self._scope = contextlib.ExitStack()
@@ -80,20 +93,19 @@ class TripleCache:
         import torch
 
         sample, case = item_case.sample, item_case.case
-        prepared = PreparedTriple(sample, case)
+        prepared = PreparedTriple(sample, case, self.tolerance)
         watcher = self._scope.enter_context(isolated_compile_state())
         device = torch.device(case.device.name)
         try:
             prepared.inputs = sample.make_inputs(device)
             model = sample.make_model(device)
-            prepared._reference_model = sample.make_model(device)
         except SampleError as error:
             prepared.error = str(error)
             return prepared
         except Exception as error:  # a sample that cannot even be built fails its own items only
             prepared.error = f"building it raised {type(error).__name__}: {error}"
             return prepared
-        prepared.model = CompiledModel(model, case.selection, watcher) if case.selection.compiles else model
+        prepared.model = CompiledModel(model, case.selection, watcher) if case.selection.compiles else EagerModel(model)
         return prepared
 
     def release(self) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -11,15 +9,14 @@ from typing import Any
 import pytest
 
 from . import selection as selection_module
-from .compiled import CompiledModel, EagerModel
 from .environment import Device, visible_devices
-from .isolation import CompileWatcher, isolated_compile_state
 from .matrix import Case, select_devices
 from .options import effective
 from .sample_runner import TripleCache
 from .samples.base import Sample
 from .samples.sources import select_samples
 from .templates import EAGER, TemplateRegistry
+from .tolerances import Tolerance, parse_tolerance
 from .user_templates import (
     TemplateDefinitionError,
     add_user_templates,
@@ -29,10 +26,6 @@ from .user_templates import (
 
 SESSION_KEY = pytest.StashKey["InductorSession"]()
 TEMPLATES_MARKER = "inductor_templates"
-
-
-class RecompileLimitWarning(UserWarning):
-    """Dynamo hit its recompile limit and fell back to running the code eagerly."""
 
 
 def build_registry(config: pytest.Config) -> TemplateRegistry:
@@ -65,13 +58,15 @@ class InductorSession:
         devices: list[Device],
         visible: list[Device],
         samples: list[Sample],
+        tolerance: Tolerance | None = None,
     ) -> None:
         self.registry = registry
         self.columns = columns
         self.devices = devices
         self.visible = visible
         self.samples = samples
-        self.triples = TripleCache()
+        self.tolerance = tolerance
+        self.triples = TripleCache(tolerance)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> InductorSession:
@@ -79,7 +74,8 @@ class InductorSession:
         visible = visible_devices()
         devices = select_devices(effective(config, "--inductor-devices", "inductor_devices"), visible)
         columns = selection_module.resolve(config, registry, visible)
-        return cls(registry, columns, devices, visible, select_samples(config))
+        tolerance = parse_tolerance(effective(config, "--inductor-tolerance", "inductor_tolerance"))
+        return cls(registry, columns, devices, visible, select_samples(config), tolerance)
 
     @cached_property
     def sample_cases(self) -> list[Case]:
@@ -128,7 +124,7 @@ class InductorSession:
                 reason = case.problem(self.visible)
                 if column.label in excluded:
                     reason = f"template {column.label!r} excluded by @pytest.mark.{TEMPLATES_MARKER}"
-                values = (column, _torch_device(device)) if with_device else (column,)
+                values = (column, torch_device(device)) if with_device else (column,)
                 marks = [pytest.mark.skip(reason=reason)] if reason else []
                 params.append(pytest.param(*values, id=case.id if with_device else column.label, marks=marks))
         return params
@@ -174,43 +170,8 @@ class InductorSession:
             )
         return lines
 
-    def compiled_models(
-        self, request: pytest.FixtureRequest, selection: selection_module.Selection, device: Device
-    ) -> Iterator[CompiledModelFactory]:
-        """The compiled_model fixture: skip if unavailable, isolate, warn on recompile-limit hits."""
-        case = Case(selection, device)
-        if reason := case.problem(self.visible):
-            pytest.skip(reason)
-        if note := case.fallback_note:
-            request.node.user_properties.append(("inductor_fallback", note))
-        with isolated_compile_state() as watcher:
-            yield CompiledModelFactory(selection, watcher)
-        for hit in watcher.recompile_limit_hits:
-            warnings.warn(RecompileLimitWarning(hit), stacklevel=1)
 
-    def device_of(self, request: pytest.FixtureRequest) -> Device:
-        """The matrix device of a user test (the first selected one when it takes no inductor_device)."""
-        callspec = getattr(request.node, "callspec", None)
-        chosen = callspec.params.get("inductor_device") if callspec else None
-        if chosen is None:
-            return self.devices[0]
-        return next(d for d in self.devices if d.name == str(chosen) or _torch_device(d) == chosen)
-
-
-def _torch_device(device: Device) -> Any:
+def torch_device(device: Device) -> Any:
     import torch
 
     return torch.device(device.name)
-
-
-class CompiledModelFactory:
-    """``compiled_model(module_or_function)`` returns it compiled with the test's selection."""
-
-    def __init__(self, selection: selection_module.Selection, watcher: CompileWatcher) -> None:
-        self.selection = selection
-        self._watcher = watcher
-
-    def __call__(self, target: Any) -> CompiledModel | EagerModel:
-        if not self.selection.compiles:
-            return EagerModel(target)
-        return CompiledModel(target, self.selection, self._watcher)

@@ -7,17 +7,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..tolerances import Tolerance
+
+__all__ = ["Inputs", "Sample", "SampleError", "Tolerance", "stable_seed"]
+
 
 class SampleError(Exception):
     """A sample that cannot be built; the message says why, and fails that sample's items alone."""
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """A sample's own comparison tolerance, where the dtype defaults do not fit it."""
-
-    rtol: float
-    atol: float
 
 
 @dataclass

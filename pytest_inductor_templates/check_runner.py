@@ -1,0 +1,128 @@
+"""One check: eager twice, the compiled model on every input set, every output compared and explained."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from .checking import Comparison, Mismatch, compare
+from .outcomes import CheckResult, Outcome, compile_stage, first_line, innermost
+from .outputs import map_tensors
+from .samples.base import Inputs
+from .tolerances import Tolerance
+
+MAX_LEAVES_SHOWN = 8
+EXACT = Tolerance(0.0, 0.0)
+
+
+@dataclass
+class CheckSubject:
+    """What one check runs."""
+
+    make_eager: Callable[[], Any]  # a fresh eager model, in the state the compiled one started from
+    model: Any  # the model under test: a CompiledModel (or an EagerModel for the eager row), not yet called
+    inputs: list[Inputs]  # the first call's inputs, then later calls'
+    tolerance: Tolerance | None = None
+    backend: str = "inductor"
+    call: Callable[[Any, Inputs], Any] = lambda model, inputs: model(*inputs.args, **inputs.kwargs)
+
+
+def later_inputs(first: Inputs) -> Inputs:
+    """A second input of the same shapes and dtypes with other values: floating tensors rolled by one."""
+
+    def roll(t: Any) -> Any:
+        return t.reshape(-1).roll(1).reshape(t.shape) if t.is_floating_point() and t.numel() > 1 else t
+
+    return Inputs(map_tensors(roll, first.args), map_tensors(roll, first.kwargs))
+
+
+def _to_float64(inputs: Inputs) -> Inputs:
+    def widen(t: Any) -> Any:
+        import torch
+
+        return t.to(torch.float64) if t.is_floating_point() else t
+
+    return Inputs(map_tensors(widen, inputs.args), map_tensors(widen, inputs.kwargs))
+
+
+def _explain(what: str, mismatches: list[Mismatch]) -> str:
+    lines = [m.message for m in mismatches[:MAX_LEAVES_SHOWN]]
+    if len(mismatches) > MAX_LEAVES_SHOWN:
+        lines.append(f"... and {len(mismatches) - MAX_LEAVES_SHOWN} more")
+    return what + "\n" + "\n".join(lines)
+
+
+def _failure(subject: CheckSubject, error: Exception, call_number: int) -> CheckResult:
+    import torch._dynamo.exc
+
+    stats = getattr(subject.model, "stats", None)
+    backend_error = getattr(stats, "compile_failure", None)
+    if backend_error is not None:
+        reason = f"compile failed in {compile_stage(backend_error, subject.backend)}: {first_line(backend_error)}"
+        return CheckResult(Outcome.COMPILE_FAIL, reason, reason, error=error)
+    if isinstance(error, torch._dynamo.exc.TorchDynamoException):
+        reason = f"compile failed in Dynamo (tracing): {first_line(innermost(error))}"
+        return CheckResult(Outcome.COMPILE_FAIL, reason, reason, error=error)
+    reason = f"the compiled model raised on call {call_number}: {first_line(error)}"
+    return CheckResult(Outcome.RUNTIME_FAIL, reason, reason, error=error)
+
+
+def run_check(subject: CheckSubject) -> CheckResult:
+    """Run eager (twice) and the model under test on every input set in order, and judge the outputs."""
+    inputs = subject.inputs if len(subject.inputs) > 1 else [subject.inputs[0], later_inputs(subject.inputs[0])]
+    eager, eager_again = subject.make_eager(), subject.make_eager()
+    try:
+        expected = [subject.call(eager, x) for x in inputs]
+        repeat = subject.call(eager_again, inputs[0])
+    except Exception as error:
+        reason = f"eager raised: {first_line(error)}"
+        return CheckResult(Outcome.EAGER_FAIL, reason, reason, error=error)
+    self_check = compare(repeat, expected[0], subject.tolerance)
+    if not self_check.ok:
+        reason = f"eager disagrees with itself on the same input: {self_check.mismatches[0].message}"
+        return CheckResult(Outcome.EAGER_NONDETERMINISTIC, reason, _explain(reason, self_check.mismatches))
+
+    actual = []
+    for number, x in enumerate(inputs, start=1):
+        try:
+            actual.append(subject.call(subject.model, x))
+        except Exception as error:
+            return _failure(subject, error, number)
+        if number == 1:
+            first_copy = map_tensors(lambda t: t.detach().clone(), actual[0])
+
+    @cache
+    def reference64() -> list[Any] | None:
+        import torch
+
+        try:
+            model = subject.make_eager()
+            model = model.to(torch.float64) if isinstance(model, torch.nn.Module) else model
+            return [subject.call(model, _to_float64(x)) for x in inputs]
+        except Exception:  # no fp64 reference for this model: the dtype tolerance alone decides
+            return None
+
+    def reference_for(index: int) -> Callable[[], Any]:
+        return lambda: (reference64() or [None] * len(inputs))[index]
+
+    comparisons: list[tuple[str, Comparison]] = [
+        (f"call {n} of {len(inputs)}", compare(a, e, subject.tolerance, reference_for(n - 1)))
+        for n, (a, e) in enumerate(zip(actual, expected, strict=True), start=1)
+    ]
+    overwritten = compare(actual[0], first_copy, EXACT)
+    levels = [c.level for _, c in comparisons]
+    level = None if None in levels else max(levels)  # type: ignore[type-var]
+    for what, comparison in comparisons:
+        if not comparison.ok:
+            reason = f"{what}: {comparison.mismatches[0].message}"
+            details = _explain(f"compiled output differs from eager on {what}:", comparison.mismatches)
+            return CheckResult(Outcome.ACCURACY_FAIL, reason, details, level)
+    if not overwritten.ok:
+        mismatches = [Mismatch(m.path, "overwritten", m.message) for m in overwritten.mismatches]
+        what = "the first call's output changed after a later call (overwritten in place)"
+        return CheckResult(
+            Outcome.ACCURACY_FAIL, f"{what}: {mismatches[0].message}", _explain(what + ":", mismatches), level
+        )
+    return CheckResult(Outcome.PASS, level=level)

@@ -1,0 +1,111 @@
+"""The work behind the user-facing fixtures: compiled_model and inductor_check."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from .check_runner import CheckSubject, run_check
+from .compiled import CompiledModel, EagerModel
+from .environment import Device
+from .isolation import CompileWatcher, isolated_compile_state
+from .matrix import Case
+from .outcomes import CheckResult, conclude
+from .samples.base import Inputs
+from .selection import Selection
+from .session import InductorSession, torch_device
+from .tolerances import Tolerance
+
+TOLERANCE_MARKER = "inductor_tolerance"
+
+
+class RecompileLimitWarning(UserWarning):
+    """Dynamo hit its recompile limit and fell back to running the code eagerly."""
+
+
+class CompiledModelFactory:
+    """``compiled_model(module_or_function)`` returns it compiled with the test's selection."""
+
+    def __init__(self, selection: Selection, watcher: CompileWatcher) -> None:
+        self.selection = selection
+        self._watcher = watcher
+
+    def __call__(self, target: Any) -> CompiledModel | EagerModel:
+        if not self.selection.compiles:
+            return EagerModel(target)
+        return CompiledModel(target, self.selection, self._watcher)
+
+
+def device_of(state: InductorSession, request: pytest.FixtureRequest) -> Device:
+    """The matrix device of a user test (the first selected one when it takes no inductor_device)."""
+    callspec = getattr(request.node, "callspec", None)
+    chosen = callspec.params.get("inductor_device") if callspec else None
+    if chosen is None:
+        return state.devices[0]
+    return next(d for d in state.devices if torch_device(d) == chosen)
+
+
+def tolerance_of(state: InductorSession, request: pytest.FixtureRequest) -> Tolerance | None:
+    """The test's ``@pytest.mark.inductor_tolerance(rtol=, atol=)``, else the session's."""
+    marker = request.node.get_closest_marker(TOLERANCE_MARKER)
+    if marker is None:
+        return state.tolerance
+    try:
+        return Tolerance(float(marker.kwargs["rtol"]), float(marker.kwargs["atol"]))
+    except (KeyError, TypeError, ValueError):
+        pytest.fail(f"@pytest.mark.{TOLERANCE_MARKER} takes rtol= and atol= numbers", pytrace=False)
+
+
+@contextlib.contextmanager
+def compile_scope(
+    state: InductorSession, request: pytest.FixtureRequest, selection: Selection
+) -> Iterator[CompileWatcher]:
+    """Skip where the cell cannot run; isolate compile state; warn on recompile-limit hits."""
+    device = device_of(state, request)
+    case = Case(selection, device)
+    request.node.user_properties += [("inductor_template", selection.label), ("inductor_device", device.name)]
+    if reason := case.problem(state.visible):
+        pytest.skip(reason)
+    if note := case.fallback_note:
+        request.node.user_properties.append(("inductor_fallback", note))
+    with isolated_compile_state() as watcher:
+        yield watcher
+    for hit in watcher.recompile_limit_hits:
+        warnings.warn(RecompileLimitWarning(hit), stacklevel=1)
+
+
+def compiled_models(
+    state: InductorSession, request: pytest.FixtureRequest, selection: Selection
+) -> Iterator[CompiledModelFactory]:
+    with compile_scope(state, request, selection) as watcher:
+        yield CompiledModelFactory(selection, watcher)
+
+
+def checks(
+    state: InductorSession, request: pytest.FixtureRequest, selection: Selection
+) -> Iterator[Callable[..., CheckResult]]:
+    tolerance = tolerance_of(state, request)
+    long_traceback = request.config.option.tbstyle == "long"
+    with compile_scope(state, request, selection) as watcher:
+        factory = CompiledModelFactory(selection, watcher)
+
+        def inductor_check(model: Any, *args: Any, **kwargs: Any) -> CheckResult:
+            """Compile ``model`` with the test's template, run it and eager, compare, explain any mismatch."""
+            pristine = copy.deepcopy(model)
+
+            def make_eager() -> Any:
+                return copy.deepcopy(pristine)
+
+            subject = CheckSubject(
+                make_eager, factory(make_eager()), [Inputs(args, kwargs)], tolerance, selection.backend
+            )
+            result = run_check(subject)
+            conclude(result, request.node, long_traceback)
+            return result
+
+        yield inductor_check

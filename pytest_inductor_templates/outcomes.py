@@ -1,0 +1,82 @@
+"""Check outcomes, the one-line reasons, and how a result ends a pytest item."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import pytest
+
+
+class Outcome(str, Enum):
+    """How a checked item ended."""
+
+    PASS = "pass"
+    ACCURACY_FAIL = "accuracy_fail"
+    COMPILE_FAIL = "compile_fail"
+    RUNTIME_FAIL = "runtime_fail"
+    EAGER_FAIL = "eager_fail"
+    EAGER_NONDETERMINISTIC = "eager_nondeterministic"
+    SKIPPED = "skipped"
+
+
+@dataclass
+class CheckResult:
+    """The verdict of one check, with a one-line reason and the full explanation."""
+
+    outcome: Outcome
+    reason: str = ""
+    details: str = ""
+    level: int | None = None  # tightest GraphNet tolerance level at which the item passes
+    error: BaseException | None = None  # the exception behind a compile or runtime failure
+
+    def properties(self) -> list[tuple[str, Any]]:
+        """What goes on the test report (user_properties, so JUnit XML and JSON get it too)."""
+        props: list[tuple[str, Any]] = [("inductor_outcome", self.outcome.value)]
+        if self.reason:
+            props.append(("inductor_reason", self.reason))
+        if self.level is not None:
+            props.append(("inductor_tolerance_level", self.level))
+        return props
+
+
+def first_line(error: BaseException) -> str:
+    text = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+_STAGES = (
+    ("LoweringException", "lowering"),
+    ("CppCompileError", "C++ compilation"),
+    ("CompilationError", "Triton compilation"),
+    ("NoValidChoicesError", "autotuning"),
+)
+
+
+def compile_stage(error: BaseException, backend: str) -> str:
+    """Where compilation failed: Dynamo's tracing, or the backend (and the backend's step when known)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        for class_name, stage in _STAGES:
+            if type(seen).__name__ == class_name:
+                return f"backend {backend!r}, {stage}"
+        seen = seen.__cause__ or seen.__context__
+    return f"backend {backend!r}"
+
+
+def innermost(error: BaseException) -> BaseException:
+    """The backend's own exception inside Dynamo's BackendCompilerFailed wrapper."""
+    return getattr(error, "inner_exception", None) or error
+
+
+def conclude(result: CheckResult, item: pytest.Item, long_traceback: bool) -> None:
+    """Record the result on the item and end it: pass, fail with the explanation, or skip."""
+    item.user_properties.extend(result.properties())
+    if result.outcome is Outcome.PASS:
+        return
+    if result.outcome is Outcome.EAGER_NONDETERMINISTIC:
+        pytest.skip(f"eager_nondeterministic: {result.reason}")
+    if long_traceback and result.error is not None:
+        raise result.error
+    pytest.fail(f"{result.outcome.value}: {result.details or result.reason}", pytrace=False)
