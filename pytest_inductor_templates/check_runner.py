@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from .checking import Comparison, Mismatch, compare
+from .checking import Comparison, Mismatch, compare, tf32_enabled
 from .outcomes import CheckResult, Outcome, compile_stage, first_line, innermost
 from .outputs import map_tensors
 from .samples.base import Inputs
@@ -107,18 +107,21 @@ def run_check(subject: CheckSubject) -> CheckResult:
     def reference_for(index: int) -> Callable[[], Any]:
         return lambda: (reference64() or [None] * len(inputs))[index]
 
+    as_returned = [first_copy, *actual[1:]]  # the first output as it was before any later call
+    tf32 = tf32_enabled()
     comparisons: list[tuple[str, Comparison]] = [
-        (f"call {n} of {len(inputs)}", compare(a, e, subject.tolerance, reference_for(n - 1)))
-        for n, (a, e) in enumerate(zip(actual, expected, strict=True), start=1)
+        (f"call {n} of {len(inputs)}", compare(a, e, subject.tolerance, reference_for(n - 1), tf32))
+        for n, (a, e) in enumerate(zip(as_returned, expected, strict=True), start=1)
     ]
     overwritten = compare(actual[0], first_copy, EXACT)
     levels = [c.level for _, c in comparisons]
     level = None if None in levels else max(levels)  # type: ignore[type-var]
+    second_opinions = sorted({path for _, c in comparisons for path in c.second_opinions})
     for what, comparison in comparisons:
         if not comparison.ok:
             reason = f"{what}: {comparison.mismatches[0].message}"
             details = _explain(f"compiled output differs from eager on {what}:", comparison.mismatches)
-            return CheckResult(Outcome.ACCURACY_FAIL, reason, details, level)
+            return CheckResult(Outcome.ACCURACY_FAIL, reason, details, level, second_opinions=second_opinions)
     if not overwritten.ok:
         mismatches = [Mismatch(m.path, "overwritten", m.message) for m in overwritten.mismatches]
         what = "the first call's output changed after a later call (overwritten in place)"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 CUDAGRAPH_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
+TRACE_LOGGER = "torch.__trace"  # structured trace records, written only with TORCH_TRACE set
 CONVERT_FRAME_LOGGER = "torch._dynamo.convert_frame"
 _LIMIT_HIT = re.compile(r"hit config\.(\w+) \((\d+)\)")
 
@@ -40,6 +42,11 @@ class CompileWatcher(logging.Handler):
                 logger.removeHandler(self)
 
 
+class _DropRecords(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
 def _summarize_limit_hit(message: str) -> str:
     lines = [line.strip() for line in message.splitlines()]
     match = _LIMIT_HIT.search(message)
@@ -67,12 +74,20 @@ def isolated_compile_state() -> Iterator[CompileWatcher]:
 
     inductor_before = inductor_config.get_config_copy()
     dynamo_before = dynamo_config.get_config_copy()
+    # pytest >= 9 also captures non-propagating loggers, so every failing test would show hundreds of
+    # empty torch.__trace DEBUG records; drop them while compiling, unless the user asked for a trace.
+    trace_log = logging.getLogger(TRACE_LOGGER)
+    quiet = _DropRecords() if not (os.environ.get("TORCH_TRACE") or os.environ.get("TORCH_COMPILE_DEBUG")) else None
     torch._dynamo.reset()
     watcher = CompileWatcher()
     try:
+        if quiet:
+            trace_log.addFilter(quiet)
         with watcher.attached():
             yield watcher
     finally:
+        if quiet:
+            trace_log.removeFilter(quiet)
         torch._dynamo.reset()
         _restore(inductor_config, inductor_before)
         _restore(dynamo_config, dynamo_before)

@@ -95,6 +95,15 @@ def register(parser: pytest.Parser) -> None:
     )
     parser.addini("inductor_sample_list", "file listing the samples to run, one relative path a line", default=None)
     group.addoption(
+        "--inductor-sample-dtype",
+        dest="inductor_sample_dtype",
+        metavar="DTYPE",
+        default=None,
+        choices=("float16", "bfloat16", "float32", "float64"),
+        help="run every sample with its floating weights and inputs cast to DTYPE (ids gain @DTYPE)",
+    )
+    parser.addini("inductor_sample_dtype", "floating dtype every sample is cast to", default=None)
+    group.addoption(
         "--inductor-tolerance",
         dest="inductor_tolerance",
         metavar="RTOL,ATOL",
@@ -162,5 +171,6 @@ def any_selected(config: pytest.Config) -> bool:
         "inductor_samples",
         "inductor_sample_list",
         "inductor_tolerance",
+        "inductor_sample_dtype",
     ]
     return any(config.getoption(n) is not None or _ini_value(config, n) is not None for n in names)

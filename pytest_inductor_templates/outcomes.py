@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -30,6 +30,7 @@ class CheckResult:
     details: str = ""
     level: int | None = None  # tightest GraphNet tolerance level at which the item passes
     error: BaseException | None = None  # the exception behind a compile or runtime failure
+    second_opinions: list[str] = field(default_factory=list)  # leaves that passed on the fp64 reference
 
     def properties(self) -> list[tuple[str, Any]]:
         """What goes on the test report (user_properties, so JUnit XML and JSON get it too)."""
@@ -38,6 +39,8 @@ class CheckResult:
             props.append(("inductor_reason", self.reason))
         if self.level is not None:
             props.append(("inductor_tolerance_level", self.level))
+        if self.second_opinions:
+            props.append(("inductor_fp64_second_opinion", ", ".join(self.second_opinions)))
         return props
 
 
@@ -75,8 +78,8 @@ def conclude(result: CheckResult, item: pytest.Item, long_traceback: bool) -> No
     item.user_properties.extend(result.properties())
     if result.outcome is Outcome.PASS:
         return
-    if result.outcome is Outcome.EAGER_NONDETERMINISTIC:
-        pytest.skip(f"eager_nondeterministic: {result.reason}")
+    if result.outcome is Outcome.EAGER_NONDETERMINISTIC:  # not the compiler's fault: reported at the test
+        raise pytest.skip.Exception(f"eager_nondeterministic: {result.reason}", _use_item_location=True)
     if long_traceback and result.error is not None:
         raise result.error
     pytest.fail(f"{result.outcome.value}: {result.details or result.reason}", pytrace=False)

@@ -61,6 +61,7 @@ def _session(config: pytest.Config) -> InductorSession:
     return config.stash[SESSION_KEY]
 
 
+@pytest.hookimpl(trylast=True)  # after the test's own parametrize marks: ids read test[user-params-template]
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not any(name in metafunc.fixturenames for name in MATRIX_FIXTURES):
         return
@@ -81,7 +82,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
     if CASE_KEY in item.stash or "inductor_check" in getattr(item, "fixturenames", ()):
-        OutcomeReport.complete(report)
+        OutcomeReport.complete(item, report)
     return report
 
 

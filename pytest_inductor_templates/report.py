@@ -45,14 +45,19 @@ class OutcomeReport:
         self.records: list[Record] = []
 
     @staticmethod
-    def complete(report: pytest.TestReport) -> None:
-        """Give a checked item's report an outcome when no check recorded one (skips, errors, bench items)."""
+    def complete(item: pytest.Item, report: pytest.TestReport) -> None:
+        """Give a checked item an outcome when no check recorded one (skips, errors, bench items).
+
+        It goes on the item too, so the later reports (and JUnit XML, which writes the last) carry it.
+        """
         if "inductor_outcome" in dict(report.user_properties) or not _counts(report):
             return
         outcome = Outcome.PASS if report.passed else Outcome.SKIPPED if report.skipped else Outcome.RUNTIME_FAIL
-        report.user_properties.append(("inductor_outcome", outcome.value))
+        recorded = [("inductor_outcome", outcome.value)]
         if not report.passed:
-            report.user_properties.append(("inductor_reason", _first_line(report)))
+            recorded.append(("inductor_reason", _first_line(report)))
+        report.user_properties.extend(recorded)
+        item.user_properties.extend(recorded)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)

@@ -193,3 +193,42 @@ def test_xdist_runs_every_item_once(pytester: pytest.Pytester) -> None:
     expected = (1 + len(BROKEN) + 2) * 2 * 2
     assert len(ids) == len(set(ids)) == expected
     result.assert_outcomes(passed=3 * 2 * 2, failed=len(BROKEN) * 2 * 2)
+
+
+@no_cuda_machine
+def test_builtins_pass_in_bfloat16_under_every_template_available_on_cpu(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples",
+        "--inductor-template=all",
+        "--inductor-sample-dtype=bfloat16",
+        "--benchmark-skip",
+        "--junitxml=out.xml",
+        *QUIET,
+    )
+    columns = 6  # eager, default, cpp_wrapper, max_autotune, freezing, aten
+    result.assert_outcomes(passed=len(BUILTIN_SAMPLES) * columns, skipped=len(BUILTIN_SAMPLES) * columns)
+    result.stdout.fnmatch_lines(["builtin/gemm_fp16@bfloat16 *pass*", "aten * 11 * 11 * 0 * 0 * 0 * 0 * 0 * 0 * 100%"])
+    junit = (pytester.path / "out.xml").read_text()
+    assert (
+        'name="check[max_autotune-cpu]"' in junit and 'classname="inductor-samples.builtin/attention@bfloat16"' in junit
+    )
+
+
+def test_unavailable_cells_record_the_skipped_outcome(pytester: pytest.Pytester) -> None:
+    write_tree(pytester.path / "corpus", good=("vision/tiny",))
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples=corpus",
+        "--inductor-template=cudagraphs",
+        "--inductor-devices=cpu",
+        "-k",
+        "vision",
+        "--junitxml=out.xml",
+        *QUIET,
+    )
+    result.assert_outcomes(passed=2, skipped=2)
+    cells = re.findall(
+        r'name="(check\[[^"]+\])".*?name="inductor_outcome" value="([a-z_]+)"',
+        (pytester.path / "out.xml").read_text(),
+        re.S,
+    )
+    assert cells == [("check[eager-cpu]", "pass"), ("check[cudagraphs-cpu]", "skipped")]

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from ..options import Sourced
+from ..options import Sourced, effective
 from .base import Sample
 from .builtin import BUILTIN_SAMPLES
+from .cast import CastSample
 from .graphnet import GraphNetSample, discover
 
 BUILTIN = "builtin"
+DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def _roots(config: pytest.Config) -> list[Sourced[str]]:
@@ -44,7 +46,17 @@ def _sample_list(config: pytest.Config) -> tuple[Sourced[str], Path, list[str]] 
 
 
 def select_samples(config: pytest.Config) -> list[Sample]:
-    """The samples the options ask for, in a stable order; empty when none are asked for."""
+    """The samples the options ask for (cast to ``--inductor-sample-dtype``), in a stable order."""
+    samples = _listed_samples(config)
+    raw = effective(config, "--inductor-sample-dtype", "inductor_sample_dtype")
+    if raw is None:
+        return samples
+    if raw.value not in DTYPES:
+        raise pytest.UsageError(f"{raw.origin}: expected one of {', '.join(DTYPES)}, got {raw.value!r}")
+    return [CastSample(sample, raw.value) for sample in samples]
+
+
+def _listed_samples(config: pytest.Config) -> list[Sample]:
     samples: dict[str, Sample] = {}
     for value in _roots(config):
         if value.value == BUILTIN:

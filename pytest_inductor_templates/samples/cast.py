@@ -1,0 +1,50 @@
+"""A sample run in another floating dtype (``--inductor-sample-dtype``): weights and inputs cast."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..outputs import map_tensors
+from .base import Inputs, Sample
+
+
+@dataclass(frozen=True, eq=False)
+class CastSample(Sample):
+    """``inner`` with its floating weights and inputs in ``dtype_name``; its id says so (``id@bfloat16``)."""
+
+    inner: Sample
+    dtype_name: str
+
+    @property
+    def id(self) -> str:  # type: ignore[override]
+        return f"{self.inner.id}@{self.dtype_name}"
+
+    @property
+    def dtype(self) -> str:
+        return self.dtype_name
+
+    @property
+    def device_types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.inner.device_types
+
+    @property
+    def tolerance(self) -> Any:  # type: ignore[override]
+        return self.inner.tolerance
+
+    def _cast(self, t: Any) -> Any:
+        import torch
+
+        return t.to(getattr(torch, self.dtype_name)) if t.is_floating_point() else t
+
+    def make_model(self, device: Any) -> Any:
+        import torch
+
+        model = self.inner.make_model(device)
+        return model.to(getattr(torch, self.dtype_name)) if isinstance(model, torch.nn.Module) else model
+
+    def make_inputs(self, device: Any) -> list[Inputs]:
+        return [
+            Inputs(map_tensors(self._cast, i.args), map_tensors(self._cast, i.kwargs))
+            for i in self.inner.make_inputs(device)
+        ]

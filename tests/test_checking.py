@@ -1,0 +1,113 @@
+"""The comparison engine on its own: structure, dtype, shape, exact integers, non-finite values, levels."""
+
+from __future__ import annotations
+
+import copy
+from collections import namedtuple
+
+import pytest
+import torch
+
+from pytest_inductor_templates.checking import compare
+from pytest_inductor_templates.tolerances import Tolerance, default_tolerance, graphnet_tolerance
+
+Pair = namedtuple("Pair", ["left", "right"])
+
+
+def test_equal_outputs_pass_at_the_tightest_level() -> None:
+    out = {"x": torch.randn(3, 4), "ids": torch.arange(5), "rest": (torch.zeros(2), "tag")}
+    result = compare(copy.deepcopy(out), out)
+    assert result.ok and result.level == -10
+
+
+@pytest.mark.parametrize(
+    ("actual", "expected", "message"),
+    [
+        (
+            {"a": torch.ones(2)},
+            {"a": torch.ones(2), "b": torch.ones(2)},
+            "out: keys missing from the compiled output: ['b']",
+        ),
+        ({"a": torch.ones(2), "c": 1}, {"a": torch.ones(2)}, "out: keys only in the compiled output: ['c']"),
+        ([torch.ones(2)], (torch.ones(2),), "out: compiled gives list, eager tuple"),
+        ((torch.ones(2),), (torch.ones(2), torch.ones(2)), "out: compiled has 1 items, eager 2"),
+        (Pair(torch.ones(1), 2), Pair(torch.ones(1), 3), "out[1]: compiled 2, eager 3"),
+        (
+            {"a": torch.ones(2, dtype=torch.float64)},
+            {"a": torch.ones(2)},
+            "out['a']: dtype compiled torch.float64, eager torch.float32",
+        ),
+        ({"a": torch.ones(3)}, {"a": torch.ones(2)}, "out['a']: shape compiled (3,), eager (2,)"),
+    ],
+)
+def test_structure_dtype_and_shape_mismatches_say_what_differs(actual, expected, message) -> None:
+    result = compare(actual, expected)
+    assert not result.ok and result.level is None
+    assert result.mismatches[0].message == message
+
+
+def test_integers_and_bools_compare_exactly() -> None:
+    ids = torch.arange(10)
+    off_by_one = ids.clone()
+    off_by_one[7] += 1
+    result = compare(off_by_one, ids, Tolerance(1.0, 1.0))  # a tolerance does not loosen integers
+    assert result.mismatches[0].message == (
+        "out: int64 [10]: 1 of 10 elements (10.0%) differ (compared exactly); first at index (7,): compiled 8, eager 7"
+    )
+    assert not compare(torch.tensor([True, False]), torch.tensor([True, True])).ok
+
+
+def test_value_message_names_leaf_errors_and_the_worst_element() -> None:
+    expected = {"logits": [torch.zeros(4, 5), torch.ones(2, 3)]}
+    actual = copy.deepcopy(expected)
+    actual["logits"][1][1, 2] += 0.25
+    actual["logits"][1][0, 0] += 0.01
+    message = compare(actual, expected).mismatches[0].message
+    assert message == (
+        "out['logits'][1]: float32 [2, 3]: 2 of 6 elements (33.3%) differ beyond rtol 1.3e-06, atol 1e-05; "
+        "max abs error 0.25, max rel error 0.25; worst at index (1, 2): compiled 1.25, eager 1.0"
+    )
+
+
+def test_non_finite_values() -> None:
+    nan, inf = float("nan"), float("inf")
+    assert compare(torch.tensor([1.0, nan, inf, -inf]), torch.tensor([1.0, nan, inf, -inf])).ok
+    where_finite = compare(torch.tensor([nan, 1.0]), torch.tensor([2.0, 1.0]))
+    assert where_finite.mismatches[0].kind == "nonfinite" and where_finite.level is None
+    assert "(1 where only one side is NaN or Inf)" in where_finite.mismatches[0].message
+    assert not compare(torch.tensor([1.0]), torch.tensor([inf])).ok
+    assert not compare(torch.tensor([-inf]), torch.tensor([inf])).ok
+
+
+def test_default_tolerance_follows_torch_testing_and_level_minus_five_matches_it() -> None:
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        expected = torch.testing._comparison.default_tolerances(dtype)
+        ours = default_tolerance(dtype)
+        assert (ours.rtol, ours.atol) == pytest.approx(expected)
+        assert graphnet_tolerance(dtype, -5).atol == pytest.approx(ours.atol)
+        assert graphnet_tolerance(dtype, -5).rtol == pytest.approx(ours.rtol, rel=0.05)
+
+
+def test_level_is_the_tightest_passing_one() -> None:
+    expected = torch.ones(100)
+    assert compare(expected + 3e-5, expected).level == -4
+    assert compare(expected + 0.2, expected).level == 0
+
+
+def test_low_precision_second_opinion() -> None:
+    torch.manual_seed(0)
+    exact = torch.randn(1000, dtype=torch.float64)
+    eager = exact.to(torch.bfloat16)
+    # a correct low-precision result: rounded differently, as close to fp64 as eager is
+    correct = (exact + torch.randn(1000, dtype=torch.float64) * 0.004 * exact.abs()).to(torch.bfloat16)
+    assert not compare(correct, eager).ok  # beyond bf16's default tolerance on its own ...
+    verdict = compare(correct, eager, reference64=lambda: exact)
+    assert verdict.ok and verdict.second_opinions == ["out"]  # ... but the fp64 reference clears it
+    wrong = eager.clone()
+    wrong[10] += 1.0  # a real miscompile: one element far off
+    assert not compare(wrong, eager, reference64=lambda: exact).ok
+    big_exact = torch.randn(1_000_000, dtype=torch.float64)
+    big_eager = big_exact.to(torch.bfloat16)
+    one_bad = big_eager.clone()
+    one_bad[123_456] += 0.5  # too little for the RMSE of a million elements to notice
+    assert not compare(one_bad, big_eager, reference64=lambda: big_exact).ok
