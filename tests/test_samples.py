@@ -232,3 +232,25 @@ def test_unavailable_cells_record_the_skipped_outcome(pytester: pytest.Pytester)
         re.S,
     )
     assert cells == [("check[eager-cpu]", "pass"), ("check[cudagraphs-cpu]", "skipped")]
+
+
+def test_benchmark_json_carries_the_check_outcome(pytester: pytest.Pytester) -> None:
+    import json
+
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples",
+        "--inductor-template=default",
+        "--inductor-devices=cpu",
+        "-k",
+        "norm_softmax",
+        "--benchmark-json=run.json",
+        "--benchmark-max-time=0.05",
+        "--benchmark-min-rounds=3",
+        *QUIET,
+    )
+    result.assert_outcomes(passed=4)
+    entries = {b["name"]: b for b in json.loads((pytester.path / "run.json").read_text())["benchmarks"]}
+    info = entries["bench[default-cpu]"]["extra_info"]
+    assert info["sample"] == "builtin/norm_softmax" and info["template"] == "default" and info["device"] == "cpu"
+    assert info["inductor_outcome"] == "pass" and isinstance(info["inductor_tolerance_level"], int)
+    assert entries["bench[default-cpu]"]["group"] == "builtin/norm_softmax[cpu]"
