@@ -28,3 +28,10 @@ def sentinel_test(pytester: pytest.Pytester) -> pytest.Pytester:
     """A project with one test that would fail loudly if it ever ran."""
     pytester.makepyfile(test_sentinel="def test_must_not_run():\n    raise AssertionError('ran')\n")
     return pytester
+
+
+@pytest.fixture(autouse=True)
+def _inner_runs_are_standalone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner pytest runs must not think they are xdist workers (pytest-benchmark would switch itself off)."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
