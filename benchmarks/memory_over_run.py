@@ -3,11 +3,14 @@
 Runs the built-in samples plus two synthetic GraphNet samples under the given templates on CUDA
 (check and bench items, benchmarks disabled so each bench item runs once), and records
 ``torch.cuda.memory_allocated()`` after every item and the peak within every triple.
-Usage (on a GPU machine): python benchmarks/memory_over_run.py [TEMPLATES] [extra pytest args]
+Usage (on a GPU machine):
+    python benchmarks/memory_over_run.py [TEMPLATES] [--synthetic N] [extra pytest args]
+(N synthetic GraphNet samples beside the built-ins, default 2.)
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -44,11 +47,11 @@ class MemoryProbe:
             self.triple_peak = 0.0
 
 
-def main(templates: str, extra: list[str]) -> int:
+def main(templates: str, synthetic: int, extra: list[str]) -> int:
     probe = MemoryProbe()
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("tiny", "tiny_copy"):
-            write_sample(Path(tmp) / "corpus" / "synthetic" / name)
+        for index in range(synthetic):
+            write_sample(Path(tmp) / "corpus" / "synthetic" / f"tiny_{index}")
         (Path(tmp) / "no_tests").mkdir()
         code = pytest.main(
             [
@@ -83,4 +86,8 @@ def main(templates: str, extra: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "default,cudagraphs", sys.argv[2:]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("templates", nargs="?", default="default,cudagraphs")
+    parser.add_argument("--synthetic", type=int, default=2, help="synthetic GraphNet samples to add")
+    known, rest = parser.parse_known_args()
+    sys.exit(main(known.templates, known.synthetic, rest))

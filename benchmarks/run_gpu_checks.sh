@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The GPU checks, in one go, on a CUDA machine with torch already installed:
 #   bash benchmarks/run_gpu_checks.sh [what...]
-#   (what: env tests suite probe examples samples memory; default all)
+#   (what: env tests suite probe examples samples samples_bf16 memory; default all)
 # Logs go to $OUT (default /tmp/gpu-checks).
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-checks}
 mkdir -p "$OUT"
-what=${*:-env tests suite probe examples samples memory}
+what=${*:-env tests suite probe examples samples samples_bf16 memory}
 if ! python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.txt" 2>&1; then
   echo "pip install -e . failed (see install.txt); loading the plugin through PYTEST_PLUGINS"
   export PYTHONPATH=$PWD PYTEST_PLUGINS=pytest_inductor_templates.plugin
@@ -22,11 +22,13 @@ for step in $what; do
     probe) python3 benchmarks/template_probe.py 2>&1 | grep -v Warning | tee "$OUT/probe.txt" ;;
     examples) python3 -m pytest examples -q -s -rs -p no:cacheprovider -W ignore::DeprecationWarning \
           --inductor-template=all 2>&1 | tee "$OUT/examples.txt" | grep -E "compiled in|passed|failed|SKIPPED|Error" ;;
-    samples) # all templates over the built-ins: about 9 minutes on the H200 with cold caches (2026-11-29)
+    samples|samples_bf16) # every template over the built-ins, checks only, spread over $WORKERS xdist workers
+      dtype=float32; [ "$step" = samples_bf16 ] && dtype=bfloat16
       python3 -m pytest --inductor-samples --inductor-template=all --inductor-devices=cuda --benchmark-skip \
-          -q -p no:cacheprovider -W ignore::DeprecationWarning -m inductor_sample examples 2>&1 | tee "$OUT/samples.txt" \
-          | sed -n '/sample checks on/,$p' ;;
-    memory) python3 benchmarks/memory_over_run.py default,triton,cudagraphs,cpp_wrapper,freezing,tma,aten \
+          --inductor-sample-dtype=$dtype -n "${WORKERS:-8}" --dist loadgroup \
+          -q -p no:cacheprovider -W ignore::DeprecationWarning -m inductor_sample examples 2>&1 \
+          | tee "$OUT/$step.txt" | sed -n '/sample checks on/,$p' ;;
+    memory) python3 benchmarks/memory_over_run.py default,triton,cudagraphs,freezing,aten --synthetic 6 \
           2>&1 | tee "$OUT/memory.txt" | tail -25 ;;
   esac
 done
