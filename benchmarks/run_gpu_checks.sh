@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The GPU checks, in one go, on a CUDA machine with torch already installed:
 #   bash benchmarks/run_gpu_checks.sh [what...]
-#   (what: env tests suite probe examples samples samples_bf16 memory; default all)
+#   (what: env tests suite tf32 probe examples samples samples_bf16 memory; default all)
 # Logs go to $OUT (default /tmp/gpu-checks).
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-checks}
 mkdir -p "$OUT"
-what=${*:-env tests suite probe examples samples samples_bf16 memory}
+what=${*:-env tests suite tf32 probe examples samples samples_bf16 memory}
 if ! python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.txt" 2>&1; then
   echo "pip install -e . failed (see install.txt); loading the plugin through PYTEST_PLUGINS"
   export PYTHONPATH=$PWD PYTEST_PLUGINS=pytest_inductor_templates.plugin
@@ -19,6 +19,7 @@ for step in $what; do
            python3 -c "import torch, triton, pytest; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'pytest', pytest.__version__)"; } | tee "$OUT/env.txt" ;;
     tests) python3 -m pytest tests -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning 2>&1 | tee "$OUT/gpu_tests.txt" | grep -E "RAW|compiled_model:|passed|failed|Error" ;;
     suite) python3 -m pytest tests -q -n 8 -p no:cacheprovider 2>&1 | tee "$OUT/suite.txt" | tail -15 ;;
+    tf32) python3 benchmarks/tf32_probe.py 2>&1 | grep -v Warning | tee "$OUT/tf32.txt" ;;
     probe) python3 benchmarks/template_probe.py 2>&1 | grep -v Warning | tee "$OUT/probe.txt" ;;
     examples) python3 -m pytest examples -q -s -rs -p no:cacheprovider -W ignore::DeprecationWarning \
           --inductor-template=all 2>&1 | tee "$OUT/examples.txt" | grep -E "compiled in|passed|failed|SKIPPED|Error" ;;

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from .checking import Comparison, Mismatch, compare, tf32_enabled
+from .checking import Comparison, Mismatch, compare, round_to_tf32, tf32_enabled
 from .outcomes import CheckResult, Outcome, compile_stage, first_line, innermost
-from .outputs import map_tensors
+from .outputs import leaves, map_tensors
 from .samples.base import Inputs
 from .tolerances import Tolerance
 
@@ -38,13 +38,32 @@ def later_inputs(first: Inputs) -> Inputs:
     return Inputs(map_tensors(roll, first.args), map_tensors(roll, first.kwargs))
 
 
-def _to_float64(inputs: Inputs) -> Inputs:
+def _to_float64(inputs: Inputs, tf32: bool = False) -> Inputs:
     def widen(t: Any) -> Any:
         import torch
 
-        return t.to(torch.float64) if t.is_floating_point() else t
+        if not t.is_floating_point():
+            return t
+        wide = t.to(torch.float64)
+        return round_to_tf32(wide) if tf32 else wide
 
     return Inputs(map_tensors(widen, inputs.args), map_tensors(widen, inputs.kwargs))
+
+
+def _float64_model(subject: CheckSubject, tf32: bool) -> Any:
+    """The eager model in float64; with ``tf32`` its floating parameters and buffers rounded to TF32 first."""
+    import torch
+
+    model = subject.make_eager()
+    if not isinstance(model, torch.nn.Module):
+        return model
+    model = model.to(torch.float64)
+    if tf32:
+        with torch.no_grad():
+            for tensor in [*model.parameters(), *model.buffers()]:
+                if tensor.is_floating_point():
+                    tensor.copy_(round_to_tf32(tensor))
+    return model
 
 
 def _explain(what: str, mismatches: list[Mismatch]) -> str:
@@ -94,23 +113,24 @@ def run_check(subject: CheckSubject) -> CheckResult:
             first_copy = map_tensors(lambda t: t.detach().clone(), actual[0])
 
     @cache
-    def reference64() -> list[Any] | None:
-        import torch
-
+    def reference64(tf32: bool) -> list[Any] | None:
         try:
-            model = subject.make_eager()
-            model = model.to(torch.float64) if isinstance(model, torch.nn.Module) else model
-            return [subject.call(model, _to_float64(x)) for x in inputs]
+            model = _float64_model(subject, tf32)
+            return [subject.call(model, _to_float64(x, tf32)) for x in inputs]
         except Exception:  # no fp64 reference for this model: the dtype tolerance alone decides
             return None
 
-    def reference_for(index: int) -> Callable[[], Any]:
-        return lambda: (reference64() or [None] * len(inputs))[index]
+    def reference_for(index: int, tf32: bool = False) -> Callable[[], Any]:
+        return lambda: (reference64(tf32) or [None] * len(inputs))[index]
 
     as_returned = [first_copy, *actual[1:]]  # the first output as it was before any later call
-    tf32 = tf32_enabled()
+    on_cuda = any(getattr(leaf, "is_cuda", False) for _, leaf in leaves(expected[0]))
+    tf32 = tf32_enabled() and on_cuda
     comparisons: list[tuple[str, Comparison]] = [
-        (f"call {n} of {len(inputs)}", compare(a, e, subject.tolerance, reference_for(n - 1), tf32))
+        (
+            f"call {n} of {len(inputs)}",
+            compare(a, e, subject.tolerance, reference_for(n - 1), reference_for(n - 1, True) if tf32 else None),
+        )
         for n, (a, e) in enumerate(zip(as_returned, expected, strict=True), start=1)
     ]
     overwritten = compare(actual[0], first_copy, EXACT)

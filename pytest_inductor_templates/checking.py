@@ -118,8 +118,12 @@ def _error_vs(a: Any, ref: Any) -> tuple[float, float]:
     return (float(diff.pow(2).mean().sqrt()), float(diff.max())) if diff.numel() else (0.0, 0.0)
 
 
-def _within_second_opinion(a: Any, e: Any, ref: Any, tolerance: Tolerance) -> bool:
+def _within_second_opinion(a: Any, e: Any, ref: Any, tolerance: Tolerance, tf32_ref: Any = None) -> bool:
+    """Compiled's error against fp64 within a small multiple of eager's (or of TF32 rounding's, under TF32)."""
     (compiled_rmse, compiled_max), (eager_rmse, eager_max) = _error_vs(a, ref), _error_vs(e, ref)
+    if tf32_ref is not None:
+        tf32_rmse, tf32_max = _error_vs(tf32_ref, ref)
+        eager_rmse, eager_max = max(eager_rmse, tf32_rmse), max(eager_max, tf32_max)
     floor = tolerance.atol / 10
     return (
         compiled_rmse <= SECOND_OPINION_FACTOR * eager_rmse + floor
@@ -147,10 +151,18 @@ def _values_message(path: str, a: Any, e: Any, errors: _LeafErrors, tolerance: T
 
 
 def tf32_enabled() -> bool:
-    """Whether CUDA runs float32 matmuls or convolutions in TF32 (10-bit mantissa) right now."""
+    """Whether CUDA may run float32 matmuls or convolutions in TF32 (10-bit mantissa) right now."""
     import torch
 
     return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+
+
+def round_to_tf32(t: Any) -> Any:
+    """``t`` (float64) rounded to TF32's precision: 10 explicit mantissa bits, round to nearest."""
+    import torch
+
+    mantissa, exponent = torch.frexp(t)  # mantissa in [0.5, 1): 11 significant bits are TF32's 1 + 10
+    return torch.ldexp(torch.round(mantissa * 2048) / 2048, exponent)
 
 
 def compare(
@@ -158,13 +170,15 @@ def compare(
     expected: Any,
     tolerance: Tolerance | None = None,
     reference64: Callable[[], Any] | None = None,
-    tf32: bool = False,
+    reference_tf32: Callable[[], Any] | None = None,
 ) -> Comparison:
     """Compare compiled ``actual`` with eager ``expected``; ``reference64`` gives fp64 outputs on demand.
 
     Integer and bool leaves compare exactly; floating leaves within ``tolerance`` (else torch.testing's
-    default for their dtype). A low-precision leaf beyond it (fp16, bf16, and fp32 on CUDA when ``tf32``)
-    passes when its error against the fp64 reference is within a small multiple of eager's own.
+    default for their dtype). A low-precision leaf beyond it (fp16, bf16) passes when its error against
+    the fp64 reference is within a small multiple of eager's own. ``reference_tf32`` (given when fp32 ran
+    where TF32 is allowed) gives the fp64 outputs from TF32-rounded inputs and parameters: an fp32 leaf may
+    then be as far from fp64 as a small multiple of that rounding's effect.
     """
     import torch
 
@@ -174,6 +188,7 @@ def compare(
         result.level = None
         return result
     reference_leaves: dict[str, Any] | None = None
+    tf32_leaves: dict[str, Any] | None = None
     for (path, a), (_, e) in zip(leaves(actual), leaves(expected), strict=True):
         if not isinstance(e, torch.Tensor):
             if a != e:
@@ -196,12 +211,18 @@ def compare(
             result.level = None if level is None or result.level is None else max(result.level, level)
             if not bool(errors.bad.any()):
                 continue
-            low_precision = dtype_name(e.dtype) in LOW_PRECISION or (tf32 and e.dtype == torch.float32 and e.is_cuda)
+            under_tf32 = reference_tf32 is not None and e.dtype == torch.float32
+            low_precision = dtype_name(e.dtype) in LOW_PRECISION or under_tf32
             if low_precision and not errors.nonfinite and reference64 is not None:
                 if reference_leaves is None:
                     reference_leaves = dict(leaves(reference64()))
+                if under_tf32 and tf32_leaves is None:
+                    tf32_leaves = dict(leaves(reference_tf32()))  # type: ignore[misc]
                 ref = reference_leaves.get(path)
-                if ref is not None and _within_second_opinion(a_cpu, e_cpu, ref.cpu(), leaf_tolerance):
+                tf32_ref = (tf32_leaves or {}).get(path) if under_tf32 else None
+                if ref is not None and _within_second_opinion(
+                    a_cpu, e_cpu, ref.cpu(), leaf_tolerance, None if tf32_ref is None else tf32_ref.cpu()
+                ):
                     result.second_opinions.append(path)
                     continue
             kind = "nonfinite" if errors.nonfinite else "values"

@@ -8,7 +8,7 @@ from collections import namedtuple
 import pytest
 import torch
 
-from pytest_inductor_templates.checking import compare
+from pytest_inductor_templates.checking import compare, round_to_tf32
 from pytest_inductor_templates.tolerances import Tolerance, default_tolerance, graphnet_tolerance
 
 Pair = namedtuple("Pair", ["left", "right"])
@@ -111,3 +111,26 @@ def test_low_precision_second_opinion() -> None:
     one_bad = big_eager.clone()
     one_bad[123_456] += 0.5  # too little for the RMSE of a million elements to notice
     assert not compare(one_bad, big_eager, reference64=lambda: big_exact).ok
+
+
+def test_round_to_tf32_keeps_ten_mantissa_bits() -> None:
+    values = torch.tensor([1.0, 1.0 + 2**-10, 1.0 + 2**-12, -3.0 - 2**-9, 0.0], dtype=torch.float64)
+    assert round_to_tf32(values).tolist() == [1.0, 1.0 + 2**-10, 1.0, -3.0 - 2**-9, 0.0]
+    x = torch.randn(10_000, dtype=torch.float64)
+    assert float(((round_to_tf32(x) - x).abs() / x.abs()).max()) <= 2**-11
+
+
+def test_fp32_under_tf32_is_judged_against_tf32_rounding() -> None:
+    torch.manual_seed(0)
+    weight, x = torch.randn(256, 256), torch.randn(32, 256)
+    eager = x @ weight.T  # full fp32, as eager's kernel happened to run
+    exact = x.double() @ weight.double().T
+    tf32_exact = round_to_tf32(x.double()) @ round_to_tf32(weight.double()).T
+    compiled = round_to_tf32(x.double()).float() @ round_to_tf32(weight.double()).float().T  # a TF32 kernel
+    assert not compare(compiled, eager).ok
+    assert not compare(compiled, eager, reference64=lambda: exact).ok  # eager's own error is far smaller
+    verdict = compare(compiled, eager, reference64=lambda: exact, reference_tf32=lambda: tf32_exact)
+    assert verdict.ok and verdict.second_opinions == ["out"]
+    wrong = compiled.clone()
+    wrong[3, 7] += 1.0  # a miscompiled element (values are ~16, TF32 noise ~0.005) stays caught
+    assert not compare(wrong, eager, reference64=lambda: exact, reference_tf32=lambda: tf32_exact).ok

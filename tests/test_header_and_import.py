@@ -53,7 +53,10 @@ def test_header_shows_torch_devices_selection_and_settings(pytester: pytest.Pyte
 
     pytester.makepyfile("def test_plain():\n    pass\n")
     result = pytester.runpytest_inprocess(
-        "--inductor-template=max_autotune,freezing", "--inductor-fullgraph", "--inductor-dynamic"
+        "--inductor-template=max_autotune,freezing",
+        "--inductor-fullgraph",
+        "--inductor-dynamic",
+        "--inductor-devices=cpu",
     )
     result.stdout.fnmatch_lines(
         [
@@ -71,7 +74,7 @@ def test_header_shows_torch_devices_selection_and_settings(pytester: pytest.Pyte
 
 
 def test_header_expands_a_mode_and_names_ini_source(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\ninductor_mode = max-autotune\ninductor_dynamic = false\n")
+    pytester.makeini("[pytest]\ninductor_mode = max-autotune\ninductor_dynamic = false\ninductor_devices = cpu\n")
     pytester.makepyfile("def test_plain():\n    pass\n")
     result = pytester.runpytest_inprocess()
     result.stdout.fnmatch_lines(

@@ -44,6 +44,7 @@ def test_ids_name_sample_kind_template_and_device(pytester: pytest.Pytester) -> 
         "--inductor-samples=corpus",
         "--inductor-samples",
         "--inductor-template=default,freezing",
+        "--inductor-devices=cpu",
         "--collect-only",
         "-q",
         "-k",

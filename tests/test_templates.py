@@ -131,7 +131,10 @@ def test_selected_unavailable_user_template_skips_with_reason(pytester: pytest.P
     pytester.path.joinpath("templates.toml").write_text(TOML_TEMPLATES)
     pytester.makepyfile("def test_uses(compiled_model):\n    pass\n\ndef test_plain():\n    pass\n")
     result = pytester.runpytest_inprocess(
-        "--inductor-templates-file=templates.toml", "--inductor-template=from_the_future", "-rs"
+        "--inductor-templates-file=templates.toml",
+        "--inductor-template=from_the_future",
+        "--inductor-devices=cpu",
+        "-rs",
     )
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(
