@@ -85,10 +85,16 @@ class RecordingBackend:
         self.stats = stats
         self.skips = skips
         self.backend_seconds = 0.0
+        self.steady = False  # set once the model is timed: compiling then would lack the scoped settings
 
     def __call__(self, graph_module: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
         from torch._guards import CompileContext
 
+        if self.steady:
+            raise RecompiledWhileTimed(
+                "the model recompiled while being timed (a guard failed on the timed inputs); "
+                "its steady state was not reached in warm-up"
+            )
         compile_id = CompileContext.current_compile_id()
         reason = getattr(graph_module, "compile_subgraph_reason", None)
         self.stats.graphs += 1
@@ -114,6 +120,10 @@ class RecordingBackend:
     def get_compiler_config(self) -> Any:
         getter = getattr(self.inner, "get_compiler_config", None)
         return getter() if getter else None
+
+
+class RecompiledWhileTimed(RuntimeError):
+    """The compiled model compiled again during timing, where scoped settings are no longer applied."""
 
 
 def _unlogged_skip_reason(example_inputs: list[Any]) -> str:
@@ -192,6 +202,26 @@ class CompiledModel:
         self._first_call_backend_seconds = self._backend.backend_seconds
         return out
 
+    def steady(self) -> Callable[..., Any]:
+        """The compiled callable as timing calls it, once compiled: what ``torch.compile`` returned, under
+        ``no_grad`` for inference-only templates, without the per-call scoped patches and output clones.
+
+        Nothing compiles in steady state; should anything recompile from then on, it raises
+        ``RecompiledWhileTimed`` rather than compile without the template's scoped settings.
+        """
+        import torch
+
+        self._backend.steady = True
+        compiled = self._compiled
+        if not self.selection.inference_only:
+            return compiled
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with torch.no_grad():
+                return compiled(*args, **kwargs)
+
+        return call
+
     @property
     def stats(self) -> CompileStats:
         """Compile wall time, graphs, graph breaks, recompiles and CUDA-graph skips so far."""
@@ -210,3 +240,7 @@ class EagerModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.target(*args, **kwargs)
+
+    def steady(self) -> Callable[..., Any]:
+        """The callable as timing calls it: the target itself."""
+        return self.target

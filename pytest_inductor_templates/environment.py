@@ -75,3 +75,46 @@ def package_missing(name: str) -> str | None:
     except (ImportError, ValueError):
         found = False
     return None if found else f"the Python package {name!r} is not installed"
+
+
+def _nvidia_driver() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+def _version(distribution: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@cache
+def machine_info() -> dict[str, object]:
+    """What a timing depends on beyond the CPU: GPU, compute capability, driver, CUDA, torch, Triton."""
+    import torch
+
+    gpus = [d for d in visible_devices() if d.type == "cuda"]
+    names = sorted({d.description for d in gpus})
+    capabilities = sorted({f"{d.capability[0]}.{d.capability[1]}" for d in gpus if d.capability})
+    return {
+        "gpu": ", ".join(names) or None,
+        "gpu_count": len(gpus),
+        "gpu_compute_capability": ", ".join(capabilities) or None,
+        "gpu_driver": _nvidia_driver() if gpus else None,
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "triton": _version("triton") or _version("pytorch-triton"),
+    }

@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
+from .bench_runner import fail_untimed, median_of, stats_info, time_model
 from .check_runner import CheckSubject, run_check
 from .compiled import CompiledModel, EagerModel
 from .environment import Device
 from .isolation import CompileWatcher, isolated_compile_state
 from .matrix import Case
-from .outcomes import CheckResult, conclude
+from .outcomes import UNTIMEABLE, CheckResult, conclude
+from .results import speedup_of
 from .samples.base import Inputs
 from .selection import Selection
 from .session import InductorSession, torch_device
@@ -109,3 +111,68 @@ def checks(
             return result
 
         yield inductor_check
+
+
+def benchmark_name(node: pytest.Item, selection: Selection) -> str:
+    """The test's node id without the matrix's part of its parameters: the same for every template."""
+    callspec = getattr(node, "callspec", None)
+    if callspec is None:
+        return node.nodeid
+    device = callspec.params.get("inductor_device")
+    matrix_id = f"{selection.label}-{device}" if device is not None else selection.label
+    rest = callspec.id.removesuffix(matrix_id).rstrip("-") if callspec.id.endswith(matrix_id) else callspec.id
+    base = node.nodeid[: node.nodeid.index("[")] if "[" in node.nodeid else node.nodeid
+    return f"{base}[{rest}]" if rest else base
+
+
+def benchmarks(
+    state: InductorSession, request: pytest.FixtureRequest, selection: Selection, benchmark: Any
+) -> Iterator[Callable[..., CheckResult]]:
+    tolerance = tolerance_of(state, request)
+    device = device_of(state, request)
+    long_traceback = request.config.option.tbstyle == "long"
+    node = request.node
+    with compile_scope(state, request, selection) as watcher:
+        factory = CompiledModelFactory(selection, watcher)
+        calls = 0
+
+        def inductor_benchmark(model: Any, *args: Any, **kwargs: Any) -> CheckResult:
+            """Check ``model`` compiled against eager, then time both; the compiled one through pytest-benchmark."""
+            nonlocal calls
+            calls += 1
+            if calls > 1:
+                pytest.fail("inductor_benchmark times one model per test, as pytest-benchmark does", pytrace=False)
+            pristine = copy.deepcopy(model)
+
+            def make_eager() -> Any:
+                return copy.deepcopy(pristine)
+
+            compiled = factory(make_eager())
+            result = run_check(CheckSubject(make_eager, compiled, [Inputs(args, kwargs)], tolerance, selection.backend))
+            name = benchmark_name(node, selection)
+            node.user_properties += [("inductor_sample", name), ("inductor_kind", "bench")]
+            if result.outcome in UNTIMEABLE:
+                fail_untimed(node, lambda: conclude(result, node, long_traceback))
+            eager = make_eager()
+            if benchmark.group is None:
+                benchmark.group = f"{name}[{device.name}]"
+            benchmark.extra_info.update(
+                sample=name,
+                template=selection.label,
+                device=device.name,
+                gpu=device.description if device.type == "cuda" else None,
+                settings=dict(selection.effective_settings),
+                **result.json_info(),
+            )
+            steady = compiled.steady()  # compiled by the check; timed without per-call scaffolding
+            timing = time_model(
+                benchmark, node, lambda: steady(*args, **kwargs), device.type, lambda: eager(*args, **kwargs)
+            )
+            benchmark.extra_info.update(stats_info(compiled.stats), **timing)
+            median, eager_median = median_of(benchmark), timing.get("eager_median")
+            benchmark.extra_info["speedup"] = speedup_of(eager_median, median, result.outcome.value)
+            node.user_properties += [("inductor_median_s", median), ("inductor_eager_median_s", eager_median)]
+            conclude(result, node, long_traceback)
+            return result
+
+        yield inductor_benchmark

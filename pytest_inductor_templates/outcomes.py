@@ -21,6 +21,9 @@ class Outcome(str, Enum):
     SKIPPED = "skipped"
 
 
+UNTIMEABLE = (Outcome.EAGER_FAIL, Outcome.COMPILE_FAIL, Outcome.RUNTIME_FAIL)  # nothing that ran to time
+
+
 @dataclass
 class CheckResult:
     """The verdict of one check, with a one-line reason and the full explanation."""
@@ -42,6 +45,10 @@ class CheckResult:
         if self.second_opinions:
             props.append(("inductor_fp64_second_opinion", ", ".join(self.second_opinions)))
         return props
+
+    def json_info(self) -> dict[str, Any]:
+        """The outcome as benchmark extra_info (plain keys)."""
+        return {key.removeprefix("inductor_"): value for key, value in self.properties()}
 
 
 def first_line(error: BaseException) -> str:

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from . import fixtures, hookspec, options
+from .bench_runner import quiet_unused_fixture, use_synchronizing_timer
+from .benchmark_integration import BenchmarkIntegration
 from .outcomes import CheckResult
 from .report import OutcomeReport
 from .sample_items import CASE_KEY, SAMPLE_MARKER, collect_sample_items
 from .sample_runner import PreparedTriple
 from .session import SESSION_KEY, TEMPLATES_MARKER, InductorSession
+from .speedup_report import SpeedupReport
 
-MATRIX_FIXTURES = ("compiled_model", "inductor_check", "inductor_device", "inductor_selection")
+MATRIX_FIXTURES = ("compiled_model", "inductor_check", "inductor_benchmark", "inductor_device", "inductor_selection")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,7 +56,13 @@ def pytest_configure(config: pytest.Config) -> None:
     user_templates = config.pluginmanager.hook.pytest_inductor_templates.get_hookimpls()
     if options.any_selected(config) or user_templates:  # validate before any test runs
         config.stash[SESSION_KEY] = InductorSession.from_config(config)
-    config.pluginmanager.register(OutcomeReport(), "inductor-templates-outcomes")
+    outcomes = OutcomeReport()
+    config.pluginmanager.register(outcomes, "inductor-templates-outcomes")
+    if config.pluginmanager.hasplugin("benchmark"):
+        xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
+        speedups = SpeedupReport(xdist_active)
+        config.pluginmanager.register(speedups, "inductor-templates-speedups")
+        config.pluginmanager.register(BenchmarkIntegration(outcomes, speedups), "inductor-templates-benchmark")
 
 
 def _session(config: pytest.Config) -> InductorSession:
@@ -76,13 +86,19 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if SESSION_KEY in config.stash and config.stash[SESSION_KEY].samples:
         state = config.stash[SESSION_KEY]
         items.extend(collect_sample_items(session, state.samples, state.sample_cases, state.visible))
+    for item in items:
+        if "inductor_benchmark" in getattr(item, "fixturenames", ()):
+            callspec = getattr(item, "callspec", None)
+            device = callspec.params.get("inductor_device") if callspec else None
+            use_synchronizing_timer(item, device.type if device is not None else _session(config).devices[0].type)
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: runs after pytest-benchmark's makereport
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
     if CASE_KEY in item.stash or "inductor_check" in getattr(item, "fixturenames", ()):
         OutcomeReport.complete(item, report)
+    quiet_unused_fixture(item)
     return report
 
 
@@ -133,6 +149,20 @@ def inductor_check(request: pytest.FixtureRequest, inductor_selection: Any) -> I
     else torch.testing's per-dtype defaults.
     """
     yield from fixtures.checks(_session(request.config), request, inductor_selection)
+
+
+@pytest.fixture
+def inductor_benchmark(
+    request: pytest.FixtureRequest, inductor_selection: Any, benchmark: Any
+) -> Iterator[Callable[..., CheckResult]]:
+    """``inductor_benchmark(model, *args, **kwargs)``: check it compiled against eager, then time both.
+
+    The compiled model is timed through pytest-benchmark's ``benchmark`` fixture (so its JSON, storage
+    and comparison options apply), after an untimed warm-up; on CUDA with a synchronizing timer, and
+    device time from CUDA events in extra_info. Eager is timed the same way in the same test; the
+    speedup (eager median / compiled median) goes into extra_info. A failed check fails the test.
+    """
+    yield from fixtures.benchmarks(_session(request.config), request, inductor_selection, benchmark)
 
 
 @pytest.fixture

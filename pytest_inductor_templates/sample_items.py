@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
+from .bench_runner import fail_untimed, median_of, stats_info, time_model, use_synchronizing_timer
 from .environment import Device
 from .matrix import Case
-from .outcomes import Outcome, conclude
+from .outcomes import UNTIMEABLE, conclude
 from .sample_runner import PreparedTriple, SampleCase
 from .samples.base import Sample
 
 CASE_KEY = pytest.StashKey[SampleCase]()
-UNTIMEABLE = (Outcome.EAGER_FAIL, Outcome.COMPILE_FAIL, Outcome.RUNTIME_FAIL)
 ROOT_NODEID = "inductor-samples"
 SAMPLE_MARKER = "inductor_sample"
 
@@ -25,33 +25,29 @@ def check(inductor_sample: PreparedTriple, request: pytest.FixtureRequest) -> No
 
 
 def bench(inductor_sample: PreparedTriple, benchmark: Any, request: pytest.FixtureRequest) -> None:
-    """Time one call of the sample's model (compiled, or eager for the eager row)."""
-    import torch
-
-    failed = inductor_sample.broken() or inductor_sample.result
-    if failed is not None and failed.outcome in UNTIMEABLE:
-        conclude(failed, request.node, long_traceback=False)
-    inputs = inductor_sample.inputs[0]
-    model = inductor_sample.model
-    synchronize = torch.cuda.synchronize if inductor_sample.case.device.type == "cuda" else None
-
-    def run() -> Any:
-        out = inductor_sample.call(model, inputs)
-        if synchronize is not None:
-            synchronize()
-        return out
-
-    for _ in range(3):  # compile, autotune, record CUDA graphs: never timed
-        run()
-    benchmark.group = f"{inductor_sample.sample.id}[{inductor_sample.case.device.name}]"
+    """Time one call of the sample's model (compiled, or eager for the eager row) through pytest-benchmark."""
+    triple, item = inductor_sample, request.node
+    result = triple.broken() or triple.result or triple.check()  # the check item ran first, unless deselected
+    if result.outcome in UNTIMEABLE:
+        fail_untimed(item, lambda: conclude(result, item, long_traceback=False))
+    item.user_properties.extend(result.properties())
+    inputs, model, device = triple.inputs[0], triple.model, triple.case.device
+    selection = triple.case.selection
+    benchmark.group = f"{triple.sample.id}[{device.name}]"
     benchmark.extra_info.update(
-        sample=inductor_sample.sample.id,
-        template=inductor_sample.case.selection.label,
-        device=inductor_sample.case.device.name,
+        sample=triple.sample.id,
+        template=selection.label,
+        device=device.name,
+        gpu=device.description if device.type == "cuda" else None,
+        settings=dict(selection.effective_settings),
+        **result.json_info(),
     )
-    if inductor_sample.result is not None:  # the check item of this triple ran first
-        benchmark.extra_info.update(dict(inductor_sample.result.properties()))
-    benchmark(run)
+    steady = model.steady()  # compiled by the check; timed without per-call scaffolding
+    timing = time_model(benchmark, item, lambda: triple.call(steady, inputs), device.type)
+    if selection.compiles:
+        benchmark.extra_info.update(stats_info(model.stats))
+    benchmark.extra_info.update(timing)
+    item.user_properties.append(("inductor_median_s", median_of(benchmark)))
 
 
 KINDS = (("check", check), ("bench", bench))
@@ -83,6 +79,8 @@ class SampleCollector(pytest.Collector):
                     item.add_marker(pytest.mark.xdist_group(f"{self.sample.id}[{case.id}]"))
                 if problem:
                     item.add_marker(pytest.mark.skip(reason=problem))
+                elif kind == "bench":
+                    use_synchronizing_timer(item, case.device.type)
                 item.user_properties += [
                     ("inductor_sample", self.sample.id),
                     ("inductor_template", case.selection.label),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 # In-process pytester runs restore sys.modules afterwards; torch must already be imported
@@ -30,8 +32,16 @@ def sentinel_test(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
+XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
+def standalone_environment() -> dict[str, str]:
+    """This process's environment without the xdist worker variables, for inner pytest subprocesses."""
+    return {k: v for k, v in os.environ.items() if k not in XDIST_WORKER_VARIABLES}
+
+
 @pytest.fixture(autouse=True)
 def _inner_runs_are_standalone(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner pytest runs must not think they are xdist workers (pytest-benchmark would switch itself off)."""
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+    for name in XDIST_WORKER_VARIABLES:
         monkeypatch.delenv(name, raising=False)

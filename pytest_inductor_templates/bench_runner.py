@@ -1,0 +1,128 @@
+"""Timing one model through pytest-benchmark: warm-up, the timed rounds, device time, the eager baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .compiled import CompileStats
+from .timing import cuda_synchronized_perf_counter, device_time_ms, median_per_call, warm_up
+
+BENCHMARK_MARKER = "benchmark"  # pytest-benchmark's own marker
+UNTIMED_KEY = pytest.StashKey[bool]()
+
+
+def fail_untimed(item: pytest.Item, end: Callable[[], None]) -> None:
+    """End a benchmark item that has nothing to time (its model failed) through ``end``, and tell
+    pytest-benchmark that its fixture went unused on purpose (see ``quiet_unused_fixture``)."""
+    item.stash[UNTIMED_KEY] = True
+    end()
+
+
+def quiet_unused_fixture(item: pytest.Item) -> None:
+    """After pytest-benchmark's makereport: an untimed item's fixture counts as skipped, so pytest-benchmark
+    does not warn that it was "not used at all"; the item keeps its own outcome."""
+    if item.stash.get(UNTIMED_KEY, False):
+        fixture = getattr(item, "funcargs", {}).get("benchmark")
+        if fixture is not None:
+            fixture.skipped = True
+
+
+def user_chose_timer(config: pytest.Config) -> bool:
+    """Whether ``--benchmark-timer`` names a timer other than pytest-benchmark's default."""
+    from pytest_benchmark.timers import default_timer
+    from pytest_benchmark.utils import NameWrapper
+
+    return config.getoption("benchmark_timer", None) not in (None, str(NameWrapper(default_timer)))
+
+
+def use_synchronizing_timer(item: pytest.Item, device_type: str) -> None:
+    """Give a CUDA item the synchronizing timer through pytest-benchmark's marker, keeping its other settings.
+
+    A timer the user chose (the marker's ``timer``, or ``--benchmark-timer``) is left alone.
+    """
+    if device_type != "cuda" or user_chose_timer(item.config):
+        return
+    marker = item.get_closest_marker(BENCHMARK_MARKER)
+    settings = dict(marker.kwargs) if marker else {}
+    if "timer" in settings:
+        return
+    settings["timer"] = cuda_synchronized_perf_counter
+    item.add_marker(getattr(pytest.mark, BENCHMARK_MARKER)(**settings), append=False)
+
+
+def _setting(item: pytest.Item, name: str) -> Any:
+    """A pytest-benchmark setting as the item's ``benchmark`` fixture sees it: its marker, else the option."""
+    marker = item.get_closest_marker(BENCHMARK_MARKER)
+    if marker is not None and name in marker.kwargs:
+        return marker.kwargs[name]
+    value = item.config.getoption(f"benchmark_{name}")
+    if name == "timer":
+        from pytest_benchmark.utils import load_timer
+
+        return load_timer(value).target
+    return value
+
+
+def timer_name(timer: Callable[[], float]) -> str:
+    return f"{getattr(timer, '__module__', '?')}.{getattr(timer, '__qualname__', '?')}"
+
+
+def stats_info(stats: CompileStats) -> dict[str, Any]:
+    """The compile figures that go beside a compiled entry's timing."""
+    return {
+        "compile_seconds": round(stats.compile_seconds, 4),
+        "graphs": stats.graphs,
+        "graph_breaks": stats.graph_breaks,
+        "recompiles": stats.recompiles,
+        "cudagraph_skips": stats.cudagraph_skips,
+    }
+
+
+def time_model(
+    benchmark: Any,
+    item: pytest.Item,
+    run: Callable[[], Any],
+    device_type: str,
+    eager_run: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """Time ``run`` through pytest-benchmark after an untimed warm-up; return what goes into extra_info.
+
+    On CUDA, device time from CUDA events goes beside pytest-benchmark's (synchronized) wall time.
+    ``eager_run``, when given, is warmed up and timed the same way in the same test: its median is the
+    baseline of the speedup. With benchmarks disabled (``--benchmark-disable``, pytest-xdist), ``run``
+    is called once and nothing is timed.
+    """
+    if benchmark.disabled:
+        benchmark(run)
+        return {}
+    import torch
+
+    synchronize = torch.cuda.synchronize if device_type == "cuda" else None
+    info: dict[str, Any] = {"warmup_calls": warm_up(run, synchronize)}
+    benchmark(run)
+    timer = _setting(item, "timer")
+    info["timer"] = timer_name(timer)
+    if synchronize is not None:
+        info["device_time_ms"] = device_time_ms(run)
+    if eager_run is not None:
+        warm_up(eager_run, synchronize)
+        median, rounds = median_per_call(
+            eager_run,
+            timer,
+            float(_setting(item, "min_time")),
+            float(_setting(item, "max_time")),
+            int(_setting(item, "min_rounds")),
+        )
+        info.update(eager_median=median, eager_rounds=rounds, eager_baseline="timed in this test")
+        if synchronize is not None:
+            info["eager_device_time_ms"] = device_time_ms(eager_run)
+    return info
+
+
+def median_of(benchmark: Any) -> float | None:
+    """pytest-benchmark's median seconds per call, once it timed."""
+    stats = getattr(benchmark, "stats", None)
+    return getattr(getattr(stats, "stats", None), "median", None)

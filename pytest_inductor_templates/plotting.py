@@ -1,0 +1,53 @@
+"""A PNG chart of a run's speedups over eager: one group of bars per sample, one bar per template."""
+
+from __future__ import annotations
+
+from .results import EAGER, fill_speedups, geomean
+from .runs import Run, RunError
+
+
+def plot_speedups(run: Run, output: str) -> None:
+    """Bars of speedup per (sample, device) and template, a geomean group, a line at 1x; failures marked."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise RunError("plot needs matplotlib: pip install 'pytest-inductor-templates[plot]'") from None
+    entries = [e for e in fill_speedups(run.entries.values()) if e.template != EAGER]
+    if not entries:
+        raise RunError(f"{run.path}: no compiled entries to plot")
+    templates = list(dict.fromkeys(e.template for e in entries))
+    groups = list(dict.fromkeys(f"{e.sample} [{e.device}]" for e in entries))
+    cells = {(f"{e.sample} [{e.device}]", e.template): e for e in entries}
+    labels = [*groups, "geomean"]
+    width = 0.8 / len(templates)
+    figure, axes = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) * max(1, len(templates)) ** 0.5 + 2), 4.8))
+    for index, template in enumerate(templates):
+        speedups = [cells[(g, template)].speedup if (g, template) in cells else None for g in groups]
+        speedups.append(geomean(s for s in speedups if s is not None))
+        positions = [i + (index - (len(templates) - 1) / 2) * width for i in range(len(labels))]
+        heights = [s or 0.0 for s in speedups]
+        axes.bar(positions, heights, width, label=template)
+        for position, group in zip(positions, groups, strict=False):  # the last position is the geomean
+            entry = cells.get((group, template))
+            if entry is not None and entry.failed:
+                axes.annotate(
+                    "x " + str(entry.outcome),
+                    (position, 1.0),
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    color="firebrick",
+                )
+    axes.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
+    axes.set_ylabel("speedup over eager (eager median / median)")
+    gpu = run.data.get("machine_info", {}).get("gpu") or "CPU"
+    axes.set_title(f"pytest-inductor-templates: {run.path.rsplit('/', 1)[-1]} ({gpu})", fontsize=10)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(output, dpi=120)
+    plt.close(figure)
