@@ -13,6 +13,7 @@ def plot_speedups(run: Run, output: str) -> None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         raise RunError("plot needs matplotlib: pip install 'pytest-inductor-templates[plot]'") from None
     entries = [e for e in fill_speedups(run.entries.values()) if e.template != EAGER]
@@ -28,8 +29,9 @@ def plot_speedups(run: Run, output: str) -> None:
         speedups = [cells[(g, template)].speedup if (g, template) in cells else None for g in groups]
         speedups.append(geomean(s for s in speedups if s is not None))
         positions = [i + (index - (len(templates) - 1) / 2) * width for i in range(len(labels))]
-        heights = [s or 0.0 for s in speedups]
-        axes.bar(positions, heights, width, label=template)
+        heights = [s if s is not None else float("nan") for s in speedups]
+        bars = axes.bar(positions, heights, width, label=template)
+        axes.bar_label(bars, labels=[f"{s:.2f}" if s is not None else "" for s in speedups], fontsize=6, padding=1)
         for position, group in zip(positions, groups, strict=False):  # the last position is the geomean
             entry = cells.get((group, template))
             if entry is not None and entry.failed:
@@ -43,6 +45,10 @@ def plot_speedups(run: Run, output: str) -> None:
                     color="firebrick",
                 )
     axes.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    axes.set_yscale("log")  # speedups are ratios: 2x and 0.5x lie as far from 1x
+    as_times = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}x")
+    axes.yaxis.set_major_formatter(as_times)
+    axes.yaxis.set_minor_formatter(as_times)
     axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
     axes.set_ylabel("speedup over eager (eager median / median)")
     gpu = run.data.get("machine_info", {}).get("gpu") or "CPU"

@@ -1,0 +1,189 @@
+"""The pytest-inductor-templates command on real runs: compare (with --fail-on), merge and plot."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import standalone_environment
+
+FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider")
+SAMPLES = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore")
+
+# A backend that compiles with Inductor and adds 0.5 to the first output element of the embedding sample:
+# a real, planted miscompile in a real run.
+PLANTED_FAULT = """
+import torch
+
+
+def shifted(gm, example_inputs):
+    compiled = torch._inductor.compile(gm, example_inputs)
+    if not any(t.dtype == torch.int64 for t in example_inputs if isinstance(t, torch.Tensor)):
+        return compiled
+
+    def run(*args):
+        out = list(compiled(*args))
+        out[0] = out[0] + 0.5
+        return out
+
+    return run
+
+
+torch._dynamo.register_backend(name="shifted")(shifted)
+"""
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_inductor_templates.cli", *args], capture_output=True, text=True, check=False
+    )
+
+
+def pytest_run(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pytest", *args], cwd=cwd, capture_output=True, check=False, env=standalone_environment()
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real runs: a base, a rerun, a run with a planted miscompile, and two shards."""
+    root = tmp_path_factory.mktemp("runs")
+    (root / "conftest.py").write_text(PLANTED_FAULT)
+    k = ("-k", "launch_bound or embedding")
+    pytest_run(root, *SAMPLES, *k, "--benchmark-json=base.json", *FAST)
+    pytest_run(root, *SAMPLES, *k, "--benchmark-json=rerun.json", *FAST)
+    pytest_run(root, *SAMPLES, *k, "--inductor-backend=shifted", "--benchmark-json=failing.json", *FAST)
+    pytest_run(root, *SAMPLES, "-k", "launch_bound", "--benchmark-json=shard1.json", *FAST)
+    pytest_run(root, *SAMPLES, "-k", "embedding", "--benchmark-json=shard2.json", *FAST)
+    return {name: root / f"{name}.json" for name in ("base", "rerun", "failing", "shard1", "shard2")}
+
+
+def _slowed(base: Path, factor: float, sample: str) -> Path:
+    """A copy of a real run with one compiled entry's times multiplied by ``factor``."""
+    data = json.loads(base.read_text())
+    for entry in data["benchmarks"]:
+        info = entry["extra_info"]
+        if info["template"] == "default" and info["sample"] == sample:
+            entry["stats"] = {
+                k: v * factor if k in ("min", "max", "mean", "median") else v for k, v in entry["stats"].items()
+            }
+            info["speedup"] = info["eager_median"] / entry["stats"]["median"]
+    path = base.with_name(f"slowed-{factor}.json")
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_an_unchanged_run_passes(runs) -> None:
+    same = cli("compare", str(runs["base"]), str(runs["base"]), "--fail-on", "speedup:5%", "--fail-on", "correctness")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "template default: geomean speedup" in same.stdout and "+0.0%" in same.stdout
+    rerun = cli("compare", str(runs["base"]), str(runs["rerun"]), "--fail-on", "correctness")
+    assert rerun.returncode == 0, rerun.stdout  # timing noise aside, nothing newly fails
+
+
+def test_a_planted_20_percent_slowdown_fails_the_speedup_gate(runs) -> None:
+    slowed = _slowed(runs["base"], 1.25, "builtin/launch_bound")  # 1/1.25: the speedup falls 20%
+    result = cli("compare", str(runs["base"]), str(slowed), "--fail-on", "speedup:5%")
+    assert result.returncode == 1
+    assert "- default: speedup on builtin/launch_bound [cpu] fell 20.0%" in result.stdout
+    assert "- default: geomean speedup fell 10.6%" in result.stdout  # sqrt(1.25): one of two samples
+    assert cli("compare", str(runs["base"]), str(slowed), "--fail-on", "speedup:25%").returncode == 0
+    table = cli("compare", str(runs["base"]), str(slowed)).stdout
+    row = next(line for line in table.splitlines() if line.startswith("builtin/launch_bound [cpu]"))
+    assert row.split()[4:5] == ["-20.0%"] and "+25.0%" in row  # speedup change, then time change
+
+
+def test_a_planted_new_failure_fails_the_correctness_gate(runs) -> None:
+    result = cli("compare", str(runs["base"]), str(runs["failing"]), "--fail-on", "correctness")
+    assert result.returncode == 1, result.stdout
+    assert "newly failing: builtin/embedding/default/cpu (pass -> accuracy_fail)" in result.stdout
+    assert "- builtin/embedding/default/cpu: newly failing (pass -> accuracy_fail)" in result.stdout
+    reverse = cli("compare", str(runs["failing"]), str(runs["base"]), "--fail-on", "correctness")
+    assert reverse.returncode == 0 and "newly passing: builtin/embedding/default/cpu" in reverse.stdout
+
+
+def test_markdown_and_json_formats(runs) -> None:
+    markdown = cli("compare", str(runs["base"]), str(runs["failing"]), "--format", "markdown").stdout
+    assert markdown.startswith("## pytest-inductor-templates compare")
+    assert "| sample [device] | base speedup | new speedup | change |" in markdown
+    data = json.loads(cli("compare", str(runs["base"]), str(runs["failing"]), "--format", "json").stdout)
+    assert data["newly_failing"] == [
+        {"key": ["builtin/embedding", "default", "cpu"], "base": "pass", "new": "accuracy_fail"}
+    ]
+    rows = {r["sample"]: r for r in data["templates"]["default"]["rows"]}
+    assert rows["builtin/embedding"]["new_speedup"] is None  # a failed item has no speedup
+    assert rows["builtin/launch_bound"]["speedup_change"] is not None
+
+
+def test_merge_joins_shards_and_refuses_overlaps(runs, tmp_path: Path) -> None:
+    out = tmp_path / "merged.json"
+    merged = cli("merge", str(runs["shard1"]), str(runs["shard2"]), "-o", str(out))
+    assert merged.returncode == 0, merged.stderr
+    data = json.loads(out.read_text())
+    samples = {(b["extra_info"]["sample"], b["extra_info"]["template"]) for b in data["benchmarks"]}
+    assert samples == {(s, t) for s in ("builtin/launch_bound", "builtin/embedding") for t in ("eager", "default")}
+    assert all(b["extra_info"]["speedup"] > 0 for b in data["benchmarks"] if b["extra_info"]["template"] != "eager")
+    assert len(data["inductor_templates"]["outcomes"]) == 4
+    assert cli("compare", str(runs["base"]), str(out), "--fail-on", "correctness").returncode == 0
+    overlap = cli("merge", str(runs["shard1"]), str(runs["shard1"]), "-o", str(tmp_path / "x.json"))
+    assert overlap.returncode == 2
+    assert overlap.stderr.startswith("pytest-inductor-templates merge: error: inductor-samples::builtin/launch_bound")
+
+
+def test_merge_computes_speedups_across_shards(runs, tmp_path: Path) -> None:
+    data: dict[str, Any] = json.loads(runs["shard1"].read_text())
+    eager_only, compiled_only = copy.deepcopy(data), copy.deepcopy(data)
+    eager_only["benchmarks"] = [b for b in data["benchmarks"] if b["extra_info"]["template"] == "eager"]
+    compiled_only["benchmarks"] = [b for b in data["benchmarks"] if b["extra_info"]["template"] != "eager"]
+    for entry in compiled_only["benchmarks"]:
+        entry["extra_info"].update(speedup=None, eager_median=None)  # as a shard without the eager row writes it
+    compiled_only["inductor_templates"]["outcomes"] = []
+    (tmp_path / "a.json").write_text(json.dumps(eager_only))
+    (tmp_path / "b.json").write_text(json.dumps(compiled_only))
+    assert (
+        cli("merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-o", str(tmp_path / "m.json")).returncode == 0
+    )
+    merged = json.loads((tmp_path / "m.json").read_text())
+    eager = next(b for b in merged["benchmarks"] if b["extra_info"]["template"] == "eager")
+    compiled = next(b for b in merged["benchmarks"] if b["extra_info"]["template"] == "default")
+    assert compiled["extra_info"]["speedup"] == pytest.approx(eager["stats"]["median"] / compiled["stats"]["median"])
+
+
+def test_plot_writes_a_png(runs, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "speedups.png"
+    result = cli("plot", str(runs["failing"]), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["compare", "missing.json", "missing.json"],
+            "pytest-inductor-templates compare: error: missing.json: cannot read",
+        ),
+        (
+            ["compare", "a.json", "b.json", "--fail-on", "speed:5"],
+            "expected speedup:N% (e.g. speedup:5%) or correctness",
+        ),
+        (["compare", "plain.json", "plain.json"], "plain.json: no entries written by pytest-inductor-templates"),
+        (["compare", "notjson.json", "notjson.json"], "notjson.json: not JSON"),
+        (["merge", "a.json"], "the following arguments are required: -o/--output"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args, message) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plain.json").write_text(json.dumps({"benchmarks": [{"fullname": "t", "extra_info": {}}]}))
+    (tmp_path / "notjson.json").write_text("{")
+    result = cli(*args)
+    assert result.returncode == 2 and message in result.stderr
+    assert "Traceback" not in result.stderr
