@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The GPU checks, in one go, on a CUDA machine with torch already installed:
 #   bash benchmarks/run_gpu_checks.sh [what...]
-#   (what: env tests suite tf32 probe examples samples samples_bf16 memory; default all)
-# Logs go to $OUT (default /tmp/gpu-checks).
+#   (what: env tests suite fidelity tf32 probe examples samples samples_bf16 memory; default all)
+# Logs go to $OUT (default /tmp/gpu-checks). WORKERS: xdist workers of the samples steps (default 8);
+# SAMPLES_K: a -k expression to run only some samples.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-checks}
 mkdir -p "$OUT"
-what=${*:-env tests suite tf32 probe examples samples samples_bf16 memory}
+what=${*:-env tests suite fidelity tf32 probe examples samples samples_bf16 memory}
 if ! python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.txt" 2>&1; then
   echo "pip install -e . failed (see install.txt); loading the plugin through PYTEST_PLUGINS"
   export PYTHONPATH=$PWD PYTEST_PLUGINS=pytest_inductor_templates.plugin
@@ -17,8 +18,9 @@ for step in $what; do
   case $step in
     env) { nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
            python3 -c "import torch, triton, pytest; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'pytest', pytest.__version__)"; } | tee "$OUT/env.txt" ;;
-    tests) python3 -m pytest tests -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning 2>&1 | tee "$OUT/gpu_tests.txt" | grep -E "RAW|compiled_model:|passed|failed|Error" ;;
+    tests) python3 -m pytest tests -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning 2>&1 | tee "$OUT/gpu_tests.txt" | grep -E "RAW|compiled_model:|median wall|passed|failed|Error" ;;
     suite) python3 -m pytest tests -q -n 8 -p no:cacheprovider 2>&1 | tee "$OUT/suite.txt" | tail -15 ;;
+    fidelity) python3 benchmarks/timing_fidelity.py 2>&1 | grep -v Warning | tee "$OUT/fidelity.txt" | tail -8 ;;
     tf32) python3 benchmarks/tf32_probe.py 2>&1 | grep -v Warning | tee "$OUT/tf32.txt" ;;
     probe) python3 benchmarks/template_probe.py 2>&1 | grep -v Warning | tee "$OUT/probe.txt" ;;
     examples) python3 -m pytest examples -q -s -rs -p no:cacheprovider -W ignore::DeprecationWarning \
@@ -26,7 +28,7 @@ for step in $what; do
     samples|samples_bf16) # every template over the built-ins, checks only, spread over $WORKERS xdist workers
       dtype=float32; [ "$step" = samples_bf16 ] && dtype=bfloat16
       python3 -m pytest --inductor-samples --inductor-template=all --inductor-devices=cuda --benchmark-skip \
-          --inductor-sample-dtype=$dtype -n "${WORKERS:-8}" --dist loadgroup \
+          --inductor-sample-dtype=$dtype -n "${WORKERS:-8}" --dist loadgroup ${SAMPLES_K:+-k "$SAMPLES_K"} \
           -q -p no:cacheprovider -W ignore::DeprecationWarning -m inductor_sample examples 2>&1 \
           | tee "$OUT/$step.txt" | sed -n '/sample checks on/,$p' ;;
     memory) python3 benchmarks/memory_over_run.py default,triton,cudagraphs,freezing,aten --synthetic 6 \
