@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from .compiled import CompileStats
-from .timing import cuda_synchronized_perf_counter, device_time_ms, median_per_call, warm_up
+from .timing import CUDA_MIN_ROUND_SECONDS, cuda_synchronized_perf_counter, device_time_ms, median_per_call, warm_up
 
 BENCHMARK_MARKER = "benchmark"  # pytest-benchmark's own marker
 UNTIMED_KEY = pytest.StashKey[bool]()
+PYTEST_BENCHMARK_MIN_TIME = 0.000005  # --benchmark-min-time's default
 
 
 def fail_untimed(item: pytest.Item, end: Callable[[], None]) -> None:
@@ -38,19 +39,29 @@ def user_chose_timer(config: pytest.Config) -> bool:
     return config.getoption("benchmark_timer", None) not in (None, str(NameWrapper(default_timer)))
 
 
-def use_synchronizing_timer(item: pytest.Item, device_type: str) -> None:
-    """Give a CUDA item the synchronizing timer through pytest-benchmark's marker, keeping its other settings.
+def user_chose_min_time(config: pytest.Config) -> bool:
+    """Whether ``--benchmark-min-time`` differs from pytest-benchmark's default (5 us)."""
+    return float(config.getoption("benchmark_min_time", PYTEST_BENCHMARK_MIN_TIME)) != PYTEST_BENCHMARK_MIN_TIME
 
-    A timer the user chose (the marker's ``timer``, or ``--benchmark-timer``) is left alone.
+
+def use_synchronizing_timer(item: pytest.Item, device_type: str) -> None:
+    """On CUDA, give the item the synchronizing timer and rounds of at least 5 ms through pytest-benchmark's
+    marker, keeping its other settings.
+
+    Rounds of many calls (as ``torch.utils.benchmark.Timer`` times blocks) amortize the synchronization at
+    their ends and let the CPU queue launches ahead of the GPU. A timer or minimum round time the user
+    chose (on the marker, or with ``--benchmark-timer`` / ``--benchmark-min-time``) is left alone.
     """
-    if device_type != "cuda" or user_chose_timer(item.config):
+    if device_type != "cuda":
         return
     marker = item.get_closest_marker(BENCHMARK_MARKER)
     settings = dict(marker.kwargs) if marker else {}
-    if "timer" in settings:
-        return
-    settings["timer"] = cuda_synchronized_perf_counter
-    item.add_marker(getattr(pytest.mark, BENCHMARK_MARKER)(**settings), append=False)
+    if "timer" not in settings and not user_chose_timer(item.config):
+        settings["timer"] = cuda_synchronized_perf_counter
+    if "min_time" not in settings and not user_chose_min_time(item.config):
+        settings["min_time"] = CUDA_MIN_ROUND_SECONDS
+    if settings != (dict(marker.kwargs) if marker else {}):
+        item.add_marker(getattr(pytest.mark, BENCHMARK_MARKER)(**settings), append=False)
 
 
 def _setting(item: pytest.Item, name: str) -> Any:

@@ -12,6 +12,7 @@ WARMUP_MIN_CALLS = 5
 WARMUP_MIN_SECONDS = 0.1
 WARMUP_MAX_SECONDS = 10.0
 DEVICE_TIME_SECONDS = 0.2  # how long CUDA-event sampling runs, at least DEVICE_TIME_MIN_CALLS calls
+CUDA_MIN_ROUND_SECONDS = 0.005  # a timed round on CUDA lasts this long at least: the syncs at its ends amortize
 DEVICE_TIME_MIN_CALLS = 10
 DEVICE_TIME_MAX_CALLS = 1000
 
@@ -48,21 +49,26 @@ def warm_up(run: Callable[[], Any], synchronize: Callable[[], None] | None) -> i
 def device_time_ms(run: Callable[[], Any]) -> float:
     """Median GPU time of one call in milliseconds, from a CUDA event pair around each call.
 
-    Kernels only: the CPU's launch cost shows only where the GPU waits for launches between kernels.
+    Like ``triton.testing.do_bench``: the calls are queued back to back and synchronized once at the
+    end, so the GPU is not left idle waiting for each launch. For a launch-bound model the gaps in
+    which the GPU waits for the CPU still count: that is the model's time on the device.
     """
     import torch
 
-    times: list[float] = []
     torch.cuda.synchronize()
-    deadline = time.perf_counter() + DEVICE_TIME_SECONDS
-    while len(times) < DEVICE_TIME_MAX_CALLS and (len(times) < DEVICE_TIME_MIN_CALLS or time.perf_counter() < deadline):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+    start = time.perf_counter()
+    run()
+    torch.cuda.synchronize()
+    one_call = max(time.perf_counter() - start, 1e-6)
+    calls = min(DEVICE_TIME_MAX_CALLS, max(DEVICE_TIME_MIN_CALLS, int(DEVICE_TIME_SECONDS / one_call)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+    for begin, end in zip(starts, ends, strict=True):
+        begin.record()
         run()
         end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    torch.cuda.synchronize()
+    return statistics.median(begin.elapsed_time(end) for begin, end in zip(starts, ends, strict=True))
 
 
 def median_per_call(

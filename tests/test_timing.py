@@ -206,3 +206,60 @@ def test_cross_gpu_compare_is_refused(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(
         ["ERROR: --benchmark-compare: the saved run was timed on NVIDIA A100-SXM4-80GB (sm 8.0), this one runs on *"]
     )
+
+
+CUDA_MARKER_CONFTEST = """
+import pytest
+from pytest_inductor_templates.bench_runner import use_synchronizing_timer
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        use_synchronizing_timer(item, "cuda")
+"""
+CUDA_MARKER_TESTS = """
+import pytest
+
+
+def settings(request):
+    return dict(request.node.get_closest_marker("benchmark").kwargs)
+
+
+def test_plain(request):
+    print("PLAIN", sorted((k, getattr(v, "__name__", v)) for k, v in settings(request).items()))
+
+
+@pytest.mark.benchmark(min_time=0.1, group="mine")
+def test_own_settings(request):
+    print("OWN", sorted((k, getattr(v, "__name__", v)) for k, v in settings(request).items()))
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "plain", "own"),
+    [
+        (
+            (),
+            "PLAIN [('min_time', 0.005), ('timer', 'cuda_synchronized_perf_counter')]",
+            "OWN [('group', 'mine'), ('min_time', 0.1), ('timer', 'cuda_synchronized_perf_counter')]",
+        ),
+        (
+            ("--benchmark-timer=time.process_time",),
+            "PLAIN [('min_time', 0.005)]",
+            "OWN [('group', 'mine'), ('min_time', 0.1)]",
+        ),
+        (
+            ("--benchmark-min-time=0.002",),
+            "PLAIN [('timer', 'cuda_synchronized_perf_counter')]",
+            "OWN [('group', 'mine'), ('min_time', 0.1), ('timer', 'cuda_synchronized_perf_counter')]",
+        ),
+    ],
+)
+def test_cuda_items_get_the_synchronizing_timer_and_long_rounds_unless_chosen(
+    pytester: pytest.Pytester, args: tuple[str, ...], plain: str, own: str
+) -> None:
+    pytester.makeconftest(CUDA_MARKER_CONFTEST)
+    pytester.makepyfile(CUDA_MARKER_TESTS)
+    result = pytester.runpytest_inprocess("-s", *args)
+    result.assert_outcomes(passed=2)
+    assert plain in result.stdout.str() and own in result.stdout.str()
