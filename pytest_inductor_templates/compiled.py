@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .evidence import CompileEvidence, gather
 from .isolation import CompileWatcher
 from .outputs import map_tensors
 from .selection import Selection
@@ -85,6 +86,7 @@ class RecordingBackend:
         self.stats = stats
         self.skips = skips
         self.backend_seconds = 0.0
+        self.evidence = CompileEvidence()
         self.steady = False  # set once the model is timed: compiling then would lack the scoped settings
 
     def __call__(self, graph_module: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
@@ -105,7 +107,7 @@ class RecordingBackend:
             self.stats.graph_break_reasons.append(reason.reason.strip().splitlines()[0])
         start = time.perf_counter()
         try:
-            with self.skips.span(lambda: _unlogged_skip_reason(example_inputs)):
+            with self.skips.span(lambda: _unlogged_skip_reason(example_inputs)), gather(self.evidence):
                 compiled = self.inner(graph_module, example_inputs, **kwargs)
         except Exception as error:
             self.stats.compile_failure = error
@@ -201,6 +203,11 @@ class CompiledModel:
         self._first_call_seconds = time.perf_counter() - start
         self._first_call_backend_seconds = self._backend.backend_seconds
         return out
+
+    @property
+    def evidence(self) -> CompileEvidence:
+        """What Inductor produced while compiling: output code, autotuning, cache hits."""
+        return self._backend.evidence
 
     def steady(self) -> Callable[..., Any]:
         """The compiled callable as timing calls it, once compiled: what ``torch.compile`` returned, under

@@ -13,10 +13,12 @@ import pytest
 from .bench_runner import fail_untimed, median_of, stats_info, time_model
 from .check_runner import CheckSubject, run_check
 from .compiled import CompiledModel, EagerModel
+from .effect_report import default_code_of, effect_info, effects_of, record_effects
+from .effects import Effect
 from .environment import Device
 from .isolation import CompileWatcher, isolated_compile_state
 from .matrix import Case
-from .outcomes import UNTIMEABLE, CheckResult, conclude
+from .outcomes import UNTIMEABLE, CheckResult, Outcome, conclude
 from .results import speedup_of
 from .samples.base import Inputs
 from .selection import Selection
@@ -81,6 +83,27 @@ def compile_scope(
         warnings.warn(RecompileLimitWarning(hit), stacklevel=1)
 
 
+def judged(
+    state: InductorSession,
+    node: pytest.Item,
+    selection: Selection,
+    watcher: CompileWatcher,
+    compiled: Any,
+    make_eager: Callable[[], Any],
+    inputs: Inputs,
+    device: Device,
+    result: CheckResult,
+) -> tuple[CheckResult, list[Effect]]:
+    """Whether the template took effect on a user test's model that compiled and ran, recorded on the
+    item; the check's result, or a no_effect failure where ``--inductor-require-effect`` asks for one."""
+    if result.outcome not in (Outcome.PASS, Outcome.ACCURACY_FAIL):
+        return result, []
+    call = lambda model: model(*inputs.args, **inputs.kwargs)  # noqa: E731
+    effects = effects_of(compiled, selection, device, default_code_of(selection, make_eager, call, watcher))
+    no_effect = record_effects(node, effects, selection.label, state.require_effect)
+    return (no_effect if no_effect is not None and result.outcome is Outcome.PASS else result), effects
+
+
 def compiled_models(
     state: InductorSession, request: pytest.FixtureRequest, selection: Selection
 ) -> Iterator[CompiledModelFactory]:
@@ -92,6 +115,7 @@ def checks(
     state: InductorSession, request: pytest.FixtureRequest, selection: Selection
 ) -> Iterator[Callable[..., CheckResult]]:
     tolerance = tolerance_of(state, request)
+    device = device_of(state, request)
     long_traceback = request.config.option.tbstyle == "long"
     with compile_scope(state, request, selection) as watcher:
         factory = CompiledModelFactory(selection, watcher)
@@ -103,10 +127,10 @@ def checks(
             def make_eager() -> Any:
                 return copy.deepcopy(pristine)
 
-            subject = CheckSubject(
-                make_eager, factory(make_eager()), [Inputs(args, kwargs)], tolerance, selection.backend
-            )
-            result = run_check(subject)
+            compiled = factory(make_eager())
+            inputs = Inputs(args, kwargs)
+            result = run_check(CheckSubject(make_eager, compiled, [inputs], tolerance, selection.backend))
+            result, _ = judged(state, request.node, selection, watcher, compiled, make_eager, inputs, device, result)
             conclude(result, request.node, long_traceback)
             return result
 
@@ -148,7 +172,9 @@ def benchmarks(
                 return copy.deepcopy(pristine)
 
             compiled = factory(make_eager())
-            result = run_check(CheckSubject(make_eager, compiled, [Inputs(args, kwargs)], tolerance, selection.backend))
+            inputs = Inputs(args, kwargs)
+            result = run_check(CheckSubject(make_eager, compiled, [inputs], tolerance, selection.backend))
+            result, effects = judged(state, node, selection, watcher, compiled, make_eager, inputs, device, result)
             name = benchmark_name(node, selection)
             node.user_properties += [("inductor_sample", name), ("inductor_kind", "bench")]
             if result.outcome in UNTIMEABLE:
@@ -163,6 +189,7 @@ def benchmarks(
                 gpu=device.description if device.type == "cuda" else None,
                 settings=dict(selection.effective_settings),
                 **result.json_info(),
+                **effect_info(effects),
             )
             steady = compiled.steady()  # compiled by the check; timed without per-call scaffolding
             timing = time_model(

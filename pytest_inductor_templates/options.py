@@ -112,6 +112,17 @@ def register(parser: pytest.Parser) -> None:
     )
     parser.addini("inductor_tolerance", "RTOL,ATOL for every floating output", default=None)
     group.addoption(
+        "--inductor-require-effect",
+        dest="inductor_require_effect",
+        action="store_const",
+        const=True,
+        default=None,
+        help="fail a compiled item whose template had no effect (default: warn, and mark it in the summary)",
+    )
+    parser.addini(
+        "inductor_require_effect", "fail a compiled item whose template had no effect", type="bool", default=None
+    )
+    group.addoption(
         "--inductor-list-templates",
         dest="inductor_list_templates",
         action="store_true",
@@ -172,5 +183,6 @@ def any_selected(config: pytest.Config) -> bool:
         "inductor_sample_list",
         "inductor_tolerance",
         "inductor_sample_dtype",
+        "inductor_require_effect",
     ]
     return any(config.getoption(n) is not None or _ini_value(config, n) is not None for n in names)

@@ -18,6 +18,7 @@ class Outcome(str, Enum):
     RUNTIME_FAIL = "runtime_fail"
     EAGER_FAIL = "eager_fail"
     EAGER_NONDETERMINISTIC = "eager_nondeterministic"
+    NO_EFFECT = "no_effect"  # only with --inductor-require-effect: the template changed nothing
     SKIPPED = "skipped"
 
 

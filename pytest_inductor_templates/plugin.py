@@ -11,6 +11,7 @@ import pytest
 from . import fixtures, hookspec, options
 from .bench_runner import quiet_unused_fixture, use_synchronizing_timer
 from .benchmark_integration import BenchmarkIntegration
+from .effect_report import EffectReport
 from .outcomes import CheckResult
 from .report import OutcomeReport
 from .sample_items import CASE_KEY, SAMPLE_MARKER, collect_sample_items
@@ -58,6 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SESSION_KEY] = InductorSession.from_config(config)
     outcomes = OutcomeReport()
     config.pluginmanager.register(outcomes, "inductor-templates-outcomes")
+    config.pluginmanager.register(EffectReport(), "inductor-templates-effects")
     if config.pluginmanager.hasplugin("benchmark"):
         xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
         speedups = SpeedupReport(xdist_active)

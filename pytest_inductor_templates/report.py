@@ -16,9 +16,10 @@ SHORT = {
     Outcome.RUNTIME_FAIL: "RUNTIME",
     Outcome.EAGER_FAIL: "EAGER",
     Outcome.EAGER_NONDETERMINISTIC: "nondet",
+    Outcome.NO_EFFECT: "NO-EFFECT",
     Outcome.SKIPPED: "skip",
 }
-FAILURES = (Outcome.ACCURACY_FAIL, Outcome.COMPILE_FAIL, Outcome.RUNTIME_FAIL, Outcome.EAGER_FAIL)
+FAILURES = (Outcome.ACCURACY_FAIL, Outcome.COMPILE_FAIL, Outcome.RUNTIME_FAIL, Outcome.EAGER_FAIL, Outcome.NO_EFFECT)
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,7 @@ SHORT_OUTCOME = {
     "runtime_fail": "RUNTIME",
     "eager_fail": "EAGER",
     "eager_nondeterministic": "nondet",
+    "no_effect": "NO-EFFECT",
     "skipped": "skip",
 }
 

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from .bench_runner import fail_untimed, median_of, stats_info, time_model, use_synchronizing_timer
+from .effect_report import effect_info, record_effects
 from .environment import Device
 from .matrix import Case
-from .outcomes import UNTIMEABLE, conclude
+from .outcomes import UNTIMEABLE, Outcome, conclude
 from .sample_runner import PreparedTriple, SampleCase
 from .samples.base import Sample
 
@@ -20,8 +21,13 @@ SAMPLE_MARKER = "inductor_sample"
 
 
 def check(inductor_sample: PreparedTriple, request: pytest.FixtureRequest) -> None:
-    """The sample's model under test matches eager on each of its input sets."""
-    conclude(inductor_sample.check(), request.node, request.config.option.tbstyle == "long")
+    """The sample's model under test matches eager on each of its input sets (and its template took effect)."""
+    result = inductor_sample.check()
+    selection = inductor_sample.case.selection
+    no_effect = record_effects(request.node, inductor_sample.effects, selection.label, inductor_sample.require_effect)
+    if no_effect is not None and result.outcome is Outcome.PASS:
+        result = no_effect
+    conclude(result, request.node, request.config.option.tbstyle == "long")
 
 
 def bench(inductor_sample: PreparedTriple, benchmark: Any, request: pytest.FixtureRequest) -> None:
@@ -41,6 +47,7 @@ def bench(inductor_sample: PreparedTriple, benchmark: Any, request: pytest.Fixtu
         gpu=device.description if device.type == "cuda" else None,
         settings=dict(selection.effective_settings),
         **result.json_info(),
+        **effect_info(triple.effects),
     )
     steady = model.steady()  # compiled by the check; timed without per-call scaffolding
     timing = time_model(benchmark, item, lambda: triple.call(steady, inputs), device.type)

@@ -9,7 +9,9 @@ from typing import Any
 
 from .check_runner import CheckSubject, run_check
 from .compiled import CompiledModel, EagerModel
-from .isolation import isolated_compile_state
+from .effect_report import default_code_of, effects_of
+from .effects import Effect
+from .isolation import CompileWatcher, isolated_compile_state
 from .matrix import Case
 from .outcomes import CheckResult, Outcome
 from .samples.base import Inputs, Sample, SampleError
@@ -36,10 +38,13 @@ class PreparedTriple:
     sample: Sample
     case: Case
     tolerance: Tolerance | None = None
+    require_effect: bool = False  # --inductor-require-effect
     error: str | None = None  # why the sample could not be built
     model: Any = None  # the compiled model, or the eager one for the eager row
     inputs: list[Inputs] = field(default_factory=list)
     result: CheckResult | None = None  # the check item's verdict, once it ran
+    effects: list[Effect] = field(default_factory=list)  # whether the template took effect, once checked
+    watcher: CompileWatcher | None = None
 
     def broken(self) -> CheckResult | None:
         """The eager_fail verdict of a sample that could not be built, or None."""
@@ -69,14 +74,27 @@ class PreparedTriple:
             call=self.call,
         )
         self.result = self.broken() or run_check(subject)
+        if self.result.outcome in (Outcome.PASS, Outcome.ACCURACY_FAIL):
+            self.effects = effects_of(
+                self.model,
+                self.case.selection,
+                self.case.device,
+                default_code_of(
+                    self.case.selection,
+                    lambda: self.sample.make_model(device),
+                    lambda model: self.call(model, self.inputs[0]),
+                    self.watcher,
+                ),
+            )
         return self.result
 
 
 class TripleCache:
     """Holds the current triple; builds the next one only when the key changes, releasing the last."""
 
-    def __init__(self, tolerance: Tolerance | None = None) -> None:
+    def __init__(self, tolerance: Tolerance | None = None, require_effect: bool = False) -> None:
         self.tolerance = tolerance
+        self.require_effect = require_effect
         self.current: PreparedTriple | None = None
         self._key: tuple[str, str] | None = None
         self._scope = contextlib.ExitStack()
@@ -93,8 +111,9 @@ class TripleCache:
         import torch
 
         sample, case = item_case.sample, item_case.case
-        prepared = PreparedTriple(sample, case, self.tolerance)
+        prepared = PreparedTriple(sample, case, self.tolerance, self.require_effect)
         watcher = self._scope.enter_context(isolated_compile_state())
+        prepared.watcher = watcher
         device = torch.device(case.device.name)
         try:
             prepared.inputs = sample.make_inputs(device)

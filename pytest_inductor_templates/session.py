@@ -59,6 +59,7 @@ class InductorSession:
         visible: list[Device],
         samples: list[Sample],
         tolerance: Tolerance | None = None,
+        require_effect: bool = False,
     ) -> None:
         self.registry = registry
         self.columns = columns
@@ -66,7 +67,8 @@ class InductorSession:
         self.visible = visible
         self.samples = samples
         self.tolerance = tolerance
-        self.triples = TripleCache(tolerance)
+        self.require_effect = require_effect
+        self.triples = TripleCache(tolerance, require_effect)
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> InductorSession:
@@ -75,7 +77,10 @@ class InductorSession:
         devices = select_devices(effective(config, "--inductor-devices", "inductor_devices"), visible)
         columns = selection_module.resolve(config, registry, visible)
         tolerance = parse_tolerance(effective(config, "--inductor-tolerance", "inductor_tolerance"))
-        return cls(registry, columns, devices, visible, select_samples(config), tolerance)
+        require = effective(config, "--inductor-require-effect", "inductor_require_effect")
+        return cls(
+            registry, columns, devices, visible, select_samples(config), tolerance, bool(require and require.value)
+        )
 
     @cached_property
     def sample_cases(self) -> list[Case]:

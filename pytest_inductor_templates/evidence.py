@@ -1,0 +1,72 @@
+"""Evidence gathered while a model compiles: Inductor's output code, autotuning, FX-graph-cache hits.
+
+The output code is collected on a fresh compile and on an FX-graph-cache hit alike: both pass through
+``GraphLowering.save_output_code`` (what ``torch._inductor.utils.run_and_get_code`` uses).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CompileEvidence:
+    """What Inductor produced while one model compiled (all its graphs and recompiles)."""
+
+    codes: list[str] = field(default_factory=list)
+    autotuned: int = 0  # selections (GEMMs, convolutions) benchmarked by autotuning
+    choices: int = 0  # choices those benchmarks timed, where this torch reports them
+    cache_hits: int = 0  # graphs served from the FX graph cache
+
+    @property
+    def code(self) -> str:
+        return "\n".join(self.codes)
+
+
+@contextlib.contextmanager
+def gather(evidence: CompileEvidence) -> Iterator[None]:
+    """Collect the output code, autotuning and cache hits of the compile inside (and pass the code on to
+    any ``save_output_code`` already installed, such as ``run_and_get_code``'s)."""
+    from torch._dynamo.utils import counters
+    from torch._inductor.graph import GraphLowering
+
+    previous = GraphLowering.save_output_code
+
+    def save_output_code(code: str) -> None:
+        evidence.codes.append(code)
+        if previous is not None:
+            previous(code)
+
+    autotuned, hits = counters["inductor"]["select_algorithm_autotune"], counters["inductor"]["fxgraph_cache_hit"]
+    GraphLowering.save_output_code = save_output_code  # type: ignore[assignment]
+    remove_saver = _count_choices(evidence)
+    try:
+        yield
+    finally:
+        GraphLowering.save_output_code = previous  # type: ignore[assignment]
+        remove_saver()
+        evidence.autotuned += counters["inductor"]["select_algorithm_autotune"] - autotuned
+        evidence.cache_hits += counters["inductor"]["fxgraph_cache_hit"] - hits
+
+
+def _count_choices(evidence: CompileEvidence) -> Callable[[], None]:
+    """Count the choices autotuning timed, through Inductor's feedback savers where this torch has them."""
+    try:
+        from torch._inductor.select_algorithm import add_feedback_saver, get_algorithm_selector_cache
+    except ImportError:
+        return lambda: None
+
+    def saver(timings: Any, *rest: Any) -> None:
+        evidence.choices += len(timings)
+
+    add_feedback_saver(saver)
+
+    def remove() -> None:
+        savers = getattr(get_algorithm_selector_cache(), "feedback_saver_fns", [])
+        if saver in savers:
+            savers.remove(saver)
+
+    return remove

@@ -1,0 +1,186 @@
+"""Did the template take effect: evidence per compiled item, the warning, --inductor-require-effect."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_inductor_templates.compiled import CompileStats
+from pytest_inductor_templates.effects import judge, normalized, verdict
+from pytest_inductor_templates.evidence import CompileEvidence
+from pytest_inductor_templates.selection import Selection
+from pytest_inductor_templates.templates import TemplateRegistry
+
+FRESH = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}  # every compile fresh: every effect observed
+QUIET = ("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", "--inductor-devices=cpu")
+USER_TEMPLATES = """
+[templates.scalar]
+description = "no SIMD in CPU kernels"
+settings = { "cpp.simdlen" = 1 }
+
+[templates.descent]
+description = "coordinate descent tuning alone: Triton only"
+settings = { coordinate_descent_tuning = true }
+"""
+
+
+def _properties(junit: Path) -> dict[str, dict[str, str]]:
+    found = {}
+    for block in re.split(r"<testcase ", junit.read_text())[1:]:
+        name = re.search(r'\bname="([^"]*)"', block).group(1)  # type: ignore[union-attr]
+        classname = re.search(r'classname="([^"]*)"', block).group(1)  # type: ignore[union-attr]
+        found[f"{classname}::{name}"] = dict(re.findall(r'<property name="([^"]+)" value="([^"]*)"', block))
+    return found
+
+
+@pytest.fixture
+def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in FRESH.items():
+        monkeypatch.setenv(name, value)
+
+
+def run_samples(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, dict[str, str]]]:
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples", "-k", "launch_bound or conv_bn", "--benchmark-json=run.json",
+        "--benchmark-max-time=0.02", "--benchmark-min-rounds=1", "--junitxml=out.xml", "-o", "junit_family=xunit1",
+        *QUIET, *args,
+    )  # fmt: skip
+    return result, _properties(pytester.path / "out.xml")
+
+
+def test_each_cpu_template_reports_its_effect(pytester: pytest.Pytester, fresh: None) -> None:
+    result, props = run_samples(pytester, "--inductor-template=freezing,cpp_wrapper,aten,max_autotune")
+    check = "inductor-samples.builtin/conv_bn::check[{}-cpu]"
+    assert props[check.format("freezing")]["inductor_effect"] == "effect"
+    assert re.fullmatch(
+        r"freezing: \d+ parameter\(s\) frozen into constants",
+        props[check.format("freezing")]["inductor_effect_evidence"],
+    )
+    assert props[check.format("cpp_wrapper")]["inductor_effect_evidence"] == "cpp_wrapper: the wrapper is C++"
+    launch = "inductor-samples.builtin/launch_bound::check[{}-cpu]"
+    assert props[launch.format("aten")]["inductor_effect"] == "no effect"
+    assert props[launch.format("aten")]["inductor_effect_evidence"] == "aten: no GEMM in the graph"
+    assert props[launch.format("max_autotune")]["inductor_effect_evidence"] == (
+        "max_autotune: nothing to autotune: no GEMM or convolution in the graph"
+    )
+    assert "inductor_effect" not in props["inductor-samples.builtin/conv_bn::check[eager-cpu]"]
+    result.assert_outcomes(passed=20)  # no effect warns by default; it does not fail
+    assert "NoEffectWarning: template 'aten' had no effect: aten: no GEMM in the graph" in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*inductor-templates: did each template take effect*",
+            "template*effect  no effect  not observed",
+            "freezing*2          0             0",
+            "*no effect*",
+            "inductor-samples::builtin/launch_bound::check[[]aten-cpu[]]: aten: no GEMM in the graph",
+        ]
+    )
+    entries = {
+        b["fullname"]: b["extra_info"] for b in json.loads((pytester.path / "run.json").read_text())["benchmarks"]
+    }
+    info = entries["inductor-samples::builtin/launch_bound::bench[aten-cpu]"]
+    assert info["effect"] == "no effect" and info["effect_evidence"] == "aten: no GEMM in the graph"
+
+
+def test_require_effect_fails_the_items_without_effect(pytester: pytest.Pytester, fresh: None) -> None:
+    pytester.makeini("[pytest]\ninductor_require_effect = true\n")
+    result, props = run_samples(pytester, "--inductor-template=aten", "--benchmark-skip")
+    result.assert_outcomes(passed=2, failed=2, skipped=4)  # neither sample has a GEMM (conv_bn's is a convolution)
+    result.stdout.fnmatch_lines(["*no_effect: template 'aten' had no effect: aten: no GEMM in the graph*"])
+    failed = props["inductor-samples.builtin/launch_bound::check[aten-cpu]"]
+    assert failed["inductor_outcome"] == "no_effect"
+    assert props["inductor-samples.builtin/launch_bound::check[eager-cpu]"]["inductor_outcome"] == "pass"
+
+
+def test_cuda_graphs_on_cpu_are_no_effect_with_the_reason(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        "import torch\n\n"
+        "def test_block(inductor_check):\n"
+        "    inductor_check(torch.nn.Linear(8, 8).eval(), torch.randn(2, 8))\n"
+    )
+    result = pytester.runpytest_subprocess(
+        '--inductor-options={"triton.cudagraphs": true}', "--inductor-require-effect", *QUIET
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*no_effect: template 'options-*' had no effect: cudagraphs: CUDA graphs skipped: graph runs on cpu*"]
+    )
+
+
+def test_user_templates_are_judged_against_default(pytester: pytest.Pytester, fresh: None) -> None:
+    pytester.path.joinpath("templates.toml").write_text(USER_TEMPLATES)
+    _, props = run_samples(
+        pytester, "--inductor-templates-file=templates.toml", "--inductor-template=scalar,descent", "-k", "launch"
+    )
+    scalar = props["inductor-samples.builtin/launch_bound::check[scalar-cpu]"]
+    descent = props["inductor-samples.builtin/launch_bound::check[descent-cpu]"]
+    assert scalar["inductor_effect_evidence"] == "settings: the compiled code differs from default's"
+    assert descent["inductor_effect_evidence"] == "settings: the compiled code is default's"  # Triton-only on CPU
+    assert descent["inductor_effect"] == "no effect"
+
+
+def _judge(name: str, code: str, capability=(9, 0), device="cuda", **kwargs) -> str:
+    selection = Selection(template=TemplateRegistry()[name])
+    effects = judge(selection, CompileStats(graphs=1), CompileEvidence(codes=[code]), device, capability, **kwargs)
+    return f"{verdict(effects)} | " + "; ".join(map(str, effects))
+
+
+TMA_CHOSEN = "triton_tem_fused_mm_persistent_tma_0 ... tl.make_tensor_descriptor("
+ATEN_MM = "extern_kernels.mm(buf0, arg1_1, out=buf1)"
+NO_CUTLASS = "the CUTLASS Python library (cutlass_library) is not installed"
+RULES = [
+    ("tma", TMA_CHOSEN, {}, "effect | tma: a persistent TMA GEMM kernel was chosen"),
+    (
+        "tma",
+        "def triton_tem_fused_mm_persistent_1(",
+        {},
+        "effect | tma: the persistent (non-TMA) GEMM kernel was chosen",
+    ),
+    ("tma", ATEN_MM, {}, "no effect | tma: autotuning chose another kernel (ATen, or a non-persistent template)"),
+    ("tma", ATEN_MM, {"capability": (8, 0)}, "no effect | tma: TMA needs compute capability 9.0, this GPU has 8.0"),
+    ("tma", "triton_poi_fused_relu_0", {}, "no effect | tma: no GEMM in the graph"),
+    ("cutlass", "cutlass_gemm_kernel_0", {}, "effect | cutlass: a CUTLASS kernel was chosen"),
+    ("cutlass", ATEN_MM, {"cutlass_missing": NO_CUTLASS}, f"no effect | cutlass: {NO_CUTLASS}"),
+    ("aten", "def triton_tem_fused_mm_0(", {}, "no effect | aten: a GEMM did not go to ATen"),
+    ("aten", ATEN_MM, {}, "effect | aten: the GEMMs went to ATen"),
+    (
+        "max_autotune",
+        "def triton_tem_fused_mm_0(",
+        {},
+        "effect | max_autotune: a Triton template kernel was chosen (autotune results from a cache)",
+    ),
+    (
+        "triton",
+        "async_compile.triton('triton_poi_fused_0'",
+        {},
+        "effect | triton: the wrapper is Python, with Triton kernels",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "code", "kwargs", "expected"), RULES)
+def test_rules_for_what_cannot_be_compiled_here(name: str, code: str, kwargs: dict, expected: str) -> None:
+    assert _judge(name, code, **kwargs) == expected
+
+
+def test_cuda_graph_rule_and_the_not_observed_verdicts() -> None:
+    cudagraphs = Selection(template=TemplateRegistry()["cudagraphs"])
+    recorded = judge(cudagraphs, CompileStats(graphs=2), CompileEvidence(codes=["x"]), "cuda", (9, 0), 2)
+    assert str(recorded[0]) == "cudagraphs: 2 CUDA graph(s) recorded, no skip reported for 2 graph(s)"
+    skipped = CompileStats(graphs=1, cudagraph_skips=1, cudagraph_skip_reasons=["mutated inputs (1 instances)"])
+    assert str(judge(cudagraphs, skipped, CompileEvidence(), "cuda", (9, 0))[0]) == (
+        "cudagraphs: CUDA graphs skipped: mutated inputs (1 instances)"
+    )
+    cached = CompileEvidence(codes=["extern_kernels.mm("], cache_hits=1)
+    max_autotune = Selection(template=TemplateRegistry()["max_autotune"])
+    assert verdict(judge(max_autotune, CompileStats(graphs=1), cached, "cuda", (9, 0))) == "not observed"
+    assert judge(Selection(template=TemplateRegistry()["default"]), CompileStats(), CompileEvidence(), "cpu") == []
+
+
+def test_normalized_code_ignores_paths_hashes_and_comments() -> None:
+    one = "# kernel path: /tmp/torchinductor_root/ab/cabcdefghijklmnopqrstuvwx.py\nbuf0 = empty((4,))\n"
+    two = "# kernel path: /tmp/torchinductor_me/zz/czyxwvutsrqponmlkjihgfedcb.py\nbuf0 = empty((4,))\n"
+    assert normalized(one) == normalized(two) and normalized(one) != normalized(two.replace("4", "5"))
