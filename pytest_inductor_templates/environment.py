@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 from dataclasses import dataclass
 from functools import cache
 
@@ -42,34 +43,50 @@ def visible_devices() -> list[Device]:
     return devices
 
 
-def cutlass_dir() -> str | None:
-    """The CUTLASS checkout Inductor is configured with (the key moved between releases)."""
+def _cutlass_section() -> str | None:
+    """The config section whose ``cutlass_dir`` this torch's Inductor reads (it moved from cuda to cutlass)."""
     from torch._inductor import config
 
     for section in ("cutlass", "cuda"):
-        path = getattr(getattr(config, section, None), "cutlass_dir", None)
-        if isinstance(path, str):
-            return path
+        if isinstance(getattr(getattr(config, section, None), "cutlass_dir", None), str):
+            return section
+    return None
+
+
+def cutlass_dir() -> str | None:
+    """The CUTLASS checkout Inductor is configured with: ``cutlass.cutlass_dir`` (newer torch) or
+    ``cuda.cutlass_dir`` (older), both defaulting to ``TORCHINDUCTOR_CUTLASS_DIR``."""
+    from torch._inductor import config
+
+    section = _cutlass_section()
+    if section is not None:
+        return str(getattr(config, section).cutlass_dir)
     return os.environ.get("TORCHINDUCTOR_CUTLASS_DIR")
 
 
-def _cutlass_library_found() -> bool:
+def cutlass_problem() -> str | None:
+    """Why Inductor cannot use CUTLASS here, or None. Inductor imports CUTLASS's Python packages from the
+    ``python/`` folder of the configured checkout (a pip-installed ``cutlass_library`` is not used), and
+    compiles the kernels with nvcc."""
     path = cutlass_dir()
-    if path and os.path.isdir(os.path.join(path, "python", "cutlass_library")):
-        return True
-    return importlib.util.find_spec("cutlass_library") is not None
+    needed = ["cutlass_library"] + (["cutlass_cppgen", "pycute"] if _cutlass_section() == "cutlass" else [])
+    missing = [name for name in needed if not path or not os.path.isdir(os.path.join(path, "python", name))]
+    if missing:
+        return (
+            f"the CUTLASS Python library (cutlass_library) is not installed: {path!r} has no "
+            f"python/{', python/'.join(missing)} (set TORCHINDUCTOR_CUTLASS_DIR to a CUTLASS checkout)"
+        )
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or ""
+    if not shutil.which("nvcc") and not os.path.isfile(os.path.join(cuda_home, "bin", "nvcc")):
+        return "nvcc is not found (on PATH or in CUDA_HOME/bin): Inductor compiles CUTLASS kernels with it"
+    return None
 
 
 @cache
 def package_missing(name: str) -> str | None:
     """Why the Python package ``name`` cannot be used here, or None when it can."""
     if name == "cutlass_library":
-        if _cutlass_library_found():
-            return None
-        return (
-            "the CUTLASS Python library (cutlass_library) is not installed: not importable "
-            f"and not under {cutlass_dir()!r}/python (set TORCHINDUCTOR_CUTLASS_DIR)"
-        )
+        return cutlass_problem()
     try:
         found = importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
