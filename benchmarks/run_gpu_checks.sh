@@ -3,7 +3,7 @@
 #   bash benchmarks/run_gpu_checks.sh [what...]
 #   (what: env tests suite fidelity tf32 probe examples samples samples_bf16 memory; default all)
 # Logs go to $OUT (default /tmp/gpu-checks). WORKERS: xdist workers of the samples steps (default 8);
-# SAMPLES_K: a -k expression to run only some samples.
+# SAMPLES_K: a -k expression to run only some samples; SHARD: the name of a results shard.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-checks}
@@ -31,6 +31,11 @@ for step in $what; do
           --inductor-sample-dtype=$dtype -n "${WORKERS:-8}" --dist loadgroup ${SAMPLES_K:+-k "$SAMPLES_K"} \
           -q -p no:cacheprovider -W ignore::DeprecationWarning -m inductor_sample examples 2>&1 \
           | tee "$OUT/$step.txt" | sed -n '/sample checks on/,$p' ;;
+    results) # one shard of the timed all-template run behind docs/gpu-results.md (SHARD names it, SAMPLES_K picks samples)
+      python3 -m pytest --inductor-samples --inductor-template=all --inductor-devices=cuda ${SAMPLES_K:+-k "$SAMPLES_K"} \
+          --benchmark-json="$OUT/results-${SHARD:-all}.json" --benchmark-max-time=0.25 \
+          -q -p no:cacheprovider -W ignore::DeprecationWarning -m inductor_sample examples 2>&1 \
+          | tee "$OUT/results-${SHARD:-all}.txt" | sed -n '/speedup over eager/,$p' | head -60 ;;
     memory) python3 benchmarks/memory_over_run.py default,triton,cudagraphs,freezing,aten --synthetic 6 \
           2>&1 | tee "$OUT/memory.txt" | tail -25 ;;
   esac

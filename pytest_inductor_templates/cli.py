@@ -1,4 +1,4 @@
-"""The ``pytest-inductor-templates`` command: compare, merge and plot saved runs.
+"""The ``pytest-inductor-templates`` command: compare, merge, report and plot saved runs.
 
 Exit codes: 0 done (and no --fail-on condition met), 1 a --fail-on condition met,
 2 a bad command line or an unusable input file.
@@ -57,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     merge_command = commands.add_parser("merge", help="one run from shards run on other workers or machines")
     merge_command.add_argument("runs", nargs="+", metavar="RUN.json")
     merge_command.add_argument("-o", "--output", required=True, metavar="OUT.json")
+    report = commands.add_parser("report", help="a run as markdown: samples x templates, outcome, effect, speedup")
+    report.add_argument("run", metavar="RUN.json")
     plot = commands.add_parser("plot", help="a chart of speedup per template and sample (needs matplotlib)")
     plot.add_argument("run", metavar="RUN.json")
     plot.add_argument("-o", "--output", required=True, metavar="OUT.png")
@@ -85,6 +87,13 @@ def _merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _report(args: argparse.Namespace) -> int:
+    from .run_report import as_markdown
+
+    print(as_markdown(load(args.run)))
+    return EXIT_OK
+
+
 def _plot(args: argparse.Namespace) -> int:
     from .plotting import plot_speedups
 
@@ -96,7 +105,7 @@ def _plot(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"compare": _compare, "merge": _merge, "plot": _plot}[args.command](args)
+        return {"compare": _compare, "merge": _merge, "report": _report, "plot": _plot}[args.command](args)
     except RunError as error:
         print(f"pytest-inductor-templates {args.command}: error: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -28,6 +28,8 @@ class Entry:
     fullname: str = ""
     gpu: str | None = None
     reason: str = ""
+    effect: str | None = None  # effect, no effect, not observed; None when nothing to judge
+    effect_evidence: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -55,6 +57,8 @@ def entry_from_json(benchmark: dict[str, Any]) -> Entry | None:
         fullname=str(benchmark.get("fullname", "")),
         gpu=info.get("gpu"),
         reason=str(info.get("reason", "")),
+        effect=info.get("effect"),
+        effect_evidence=str(info.get("effect_evidence", "")),
     )
 
 

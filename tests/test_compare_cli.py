@@ -187,3 +187,15 @@ def test_bad_usage_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.Mo
     result = cli(*args)
     assert result.returncode == 2 and message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_report_renders_outcome_effect_and_speedup_as_markdown(runs) -> None:
+    result = cli("report", str(runs["failing"]))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "| sample [device] | `default` |"
+    data = json.loads(runs["failing"].read_text())
+    launch = next(b for b in data["benchmarks"] if b["fullname"].endswith("launch_bound::bench[default-cpu]"))
+    assert f"| builtin/launch_bound [cpu] | pass / {launch['extra_info']['speedup']:.2f}x |" in lines
+    assert "| builtin/embedding [cpu] | accuracy_fail |" in lines  # a failed item: its outcome, no speedup
+    assert any(line.startswith("- builtin/embedding/default/cpu: accuracy_fail: call 1 of 2: out[0]") for line in lines)
