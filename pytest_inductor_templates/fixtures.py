@@ -6,6 +6,7 @@ import contextlib
 import copy
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -83,25 +84,47 @@ def compile_scope(
         warnings.warn(RecompileLimitWarning(hit), stacklevel=1)
 
 
-def judged(
+@dataclass
+class UserCheck:
+    """A user test's model, compiled and checked against eager, with the template's effect judged."""
+
+    result: CheckResult
+    effects: list[Effect]
+    compiled: Any
+    make_eager: Callable[[], Any]
+
+
+def check_user_model(
     state: InductorSession,
     node: pytest.Item,
     selection: Selection,
     watcher: CompileWatcher,
-    compiled: Any,
-    make_eager: Callable[[], Any],
-    inputs: Inputs,
+    tolerance: Tolerance | None,
     device: Device,
-    result: CheckResult,
-) -> tuple[CheckResult, list[Effect]]:
-    """Whether the template took effect on a user test's model that compiled and ran, recorded on the
-    item; the check's result, or a no_effect failure where ``--inductor-require-effect`` asks for one."""
+    model: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> UserCheck:
+    """Compile a copy of ``model``, check it against fresh eager copies, judge and record the effect.
+
+    The result is the check's, or a no_effect failure where ``--inductor-require-effect`` asks for one.
+    """
+    pristine = copy.deepcopy(model)
+
+    def make_eager() -> Any:
+        return copy.deepcopy(pristine)
+
+    compiled = CompiledModelFactory(selection, watcher)(make_eager())
+    inputs = Inputs(args, kwargs)
+    result = run_check(CheckSubject(make_eager, compiled, [inputs], tolerance, selection.backend))
     if result.outcome not in (Outcome.PASS, Outcome.ACCURACY_FAIL):
-        return result, []
+        return UserCheck(result, [], compiled, make_eager)
     call = lambda model: model(*inputs.args, **inputs.kwargs)  # noqa: E731
     effects = effects_of(compiled, selection, device, default_code_of(selection, make_eager, call, watcher))
     no_effect = record_effects(node, effects, selection.label, state.require_effect)
-    return (no_effect if no_effect is not None and result.outcome is Outcome.PASS else result), effects
+    if no_effect is not None and result.outcome is Outcome.PASS:
+        result = no_effect
+    return UserCheck(result, effects, compiled, make_eager)
 
 
 def compiled_models(
@@ -118,21 +141,12 @@ def checks(
     device = device_of(state, request)
     long_traceback = request.config.option.tbstyle == "long"
     with compile_scope(state, request, selection) as watcher:
-        factory = CompiledModelFactory(selection, watcher)
 
         def inductor_check(model: Any, *args: Any, **kwargs: Any) -> CheckResult:
             """Compile ``model`` with the test's template, run it and eager, compare, explain any mismatch."""
-            pristine = copy.deepcopy(model)
-
-            def make_eager() -> Any:
-                return copy.deepcopy(pristine)
-
-            compiled = factory(make_eager())
-            inputs = Inputs(args, kwargs)
-            result = run_check(CheckSubject(make_eager, compiled, [inputs], tolerance, selection.backend))
-            result, _ = judged(state, request.node, selection, watcher, compiled, make_eager, inputs, device, result)
-            conclude(result, request.node, long_traceback)
-            return result
+            checked = check_user_model(state, request.node, selection, watcher, tolerance, device, model, args, kwargs)
+            conclude(checked.result, request.node, long_traceback)
+            return checked.result
 
         yield inductor_check
 
@@ -157,7 +171,6 @@ def benchmarks(
     long_traceback = request.config.option.tbstyle == "long"
     node = request.node
     with compile_scope(state, request, selection) as watcher:
-        factory = CompiledModelFactory(selection, watcher)
         calls = 0
 
         def inductor_benchmark(model: Any, *args: Any, **kwargs: Any) -> CheckResult:
@@ -166,20 +179,13 @@ def benchmarks(
             calls += 1
             if calls > 1:
                 pytest.fail("inductor_benchmark times one model per test, as pytest-benchmark does", pytrace=False)
-            pristine = copy.deepcopy(model)
-
-            def make_eager() -> Any:
-                return copy.deepcopy(pristine)
-
-            compiled = factory(make_eager())
-            inputs = Inputs(args, kwargs)
-            result = run_check(CheckSubject(make_eager, compiled, [inputs], tolerance, selection.backend))
-            result, effects = judged(state, node, selection, watcher, compiled, make_eager, inputs, device, result)
+            checked = check_user_model(state, node, selection, watcher, tolerance, device, model, args, kwargs)
+            result, effects, compiled = checked.result, checked.effects, checked.compiled
             name = benchmark_name(node, selection)
             node.user_properties += [("inductor_sample", name), ("inductor_kind", "bench")]
             if result.outcome in UNTIMEABLE:
                 fail_untimed(node, lambda: conclude(result, node, long_traceback))
-            eager = make_eager()
+            eager = checked.make_eager()
             if benchmark.group is None:
                 benchmark.group = f"{name}[{device.name}]"
             benchmark.extra_info.update(
