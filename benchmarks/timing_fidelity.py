@@ -1,28 +1,40 @@
 """Timing fidelity on a GPU: the plugin's medians against the references (DESIGN.md section 6).
 
 - GEMM-bound: a bf16 4096x4096x4096 matmul under the default template, timed by the plugin
-  (``inductor_benchmark``), against ``triton.testing.do_bench`` on the same compiled function, run right
-  after the plugin's timing (the GPU's clock falls under sustained load: the same reference after 5 s idle
-  is printed beside). Target: within 5%.
-- Launch-bound: the built-in ``launch_bound`` sample under the cudagraphs template, timed by the plugin
-  (a bench item), against ``torch.utils.benchmark.Timer.blocked_autorange``. Target: within 10%.
-Usage (GPU machine): python benchmarks/timing_fidelity.py
+  (``inductor_benchmark``), against ``triton.testing.do_bench`` on the same compiled computation. Target: 5%.
+- Launch-bound: the built-in ``launch_bound`` model under the cudagraphs template, timed by the plugin, against
+  ``torch.utils.benchmark.Timer.blocked_autorange``. Target: 10%.
+Each reference runs inside the same test, right after the plugin's timing, so both see the GPU in the same state
+(its clock falls under sustained load). Usage (GPU machine): python benchmarks/timing_fidelity.py
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
-GEMM_TEST = """
+TESTS = """
+import json
+import os
+
+import pytest
 import torch
+from torch.utils.benchmark import Timer
+from triton.testing import do_bench
+
+from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
+
+
+def record(name, seconds):
+    with open(os.environ["FIDELITY_REFERENCES"], "a") as out:
+        out.write(json.dumps({"name": name, "seconds": seconds}) + "\\n")
 
 
 class MatMul(torch.nn.Module):
@@ -30,22 +42,30 @@ class MatMul(torch.nn.Module):
         return a @ b
 
 
+@pytest.mark.inductor_templates("default")
 def test_gemm(inductor_benchmark):
     torch.manual_seed(0)
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    reference = torch.compile(MatMul())
+    reference(a, b)
     inductor_benchmark(MatMul(), a, b)
+    record("gemm", do_bench(lambda: reference(a, b), return_mode="median") / 1e3)
+
+
+@pytest.mark.inductor_templates("cudagraphs")
+def test_launch_bound(inductor_benchmark):
+    sample = next(s for s in BUILTIN_SAMPLES if s.id == "builtin/launch_bound")
+    device = torch.device("cuda")
+    args = sample.make_inputs(device)[0].args
+    reference = torch.compile(sample.make_model(device), options={"triton.cudagraphs": True})
+    with torch.no_grad():
+        for _ in range(5):
+            reference(*args)
+        inductor_benchmark(sample.make_model(device), *args)
+        timer = Timer("reference(*args)", globals={"reference": reference, "args": args})
+        record("launch_bound", timer.blocked_autorange(min_run_time=1).median)
 """
-COMMON = ("--inductor-devices=cuda", "-p", "no:cacheprovider", "-q", "-W", "ignore", "-c", "/dev/null")
-
-
-def plugin_run(tmp: str, name: str, *args: str) -> list[dict]:
-    """A real pytest session, in this process, so the references below run in the GPU's state right after it."""
-    out = Path(tmp, f"{name}.json")
-    code = pytest.main([*args, *COMMON, f"--rootdir={tmp}", f"--benchmark-json={out}"])
-    if code != 0:
-        raise SystemExit(f"the {name} run failed with exit code {code}")
-    return json.loads(out.read_text())["benchmarks"]
 
 
 def report(what: str, plugin_s: float, reference_s: float, reference: str, target: float) -> bool:
@@ -64,47 +84,31 @@ def sm_clock() -> str:
 
 
 def main() -> int:
-    from torch.utils.benchmark import Timer
-    from triton.testing import do_bench
-
-    from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
-
-    print(f"GPU {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    torch.manual_seed(0)
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    matmul = torch.compile(lambda a, b: a @ b)  # compiled before the run: measured right after it
-    matmul(a, b)
-    sample = next(s for s in BUILTIN_SAMPLES if s.id == "builtin/launch_bound")
-    device = torch.device("cuda")
-    model, (inputs, *_) = sample.make_model(device), sample.make_inputs(device)
-    launch_bound = torch.compile(model, options={"triton.cudagraphs": True})
-    with torch.no_grad():
-        for _ in range(5):
-            launch_bound(*inputs.args)
-
+    print(f"GPU {torch.cuda.get_device_name()}, torch {torch.__version__}; SM clock, power now: {sm_clock()}")
     with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "test_gemm.py").write_text(GEMM_TEST)
-        (gemm,) = plugin_run(tmp, "gemm", str(Path(tmp, "test_gemm.py")), "--inductor-template=default")
-        print(f"SM clock and power right after the plugin's timing: {sm_clock()}")
-        matched = do_bench(lambda: matmul(a, b), return_mode="median") / 1e3
-        time.sleep(5)
-        cold = do_bench(lambda: matmul(a, b), return_mode="median") / 1e3
-        print(f"SM clock and power after 5 s idle: {sm_clock()}")
-        ok = report("GEMM-bound (default)", gemm["stats"]["median"], matched, "do_bench right after", 0.05)
-        report("GEMM-bound (default)", gemm["stats"]["median"], cold, "do_bench after 5 s idle", 0.05)
-        print(f"  plugin device time (CUDA events) {gemm['extra_info']['device_time_ms'] * 1e3:.2f} us")
-
-        launch = plugin_run(tmp, "launch", "--inductor-samples", "--inductor-template=cudagraphs", "-k", "launch_bound")
-        with torch.no_grad():
-            timer = Timer("compiled(*args)", globals={"compiled": launch_bound, "args": inputs.args})
-            reference = timer.blocked_autorange(min_run_time=2).median
-    entry = next(e for e in launch if e["extra_info"]["template"] == "cudagraphs")
-    eager = next(e for e in launch if e["extra_info"]["template"] == "eager")
-    ok &= report("launch-bound (cudagraphs)", entry["stats"]["median"], reference, "Timer.blocked_autorange", 0.10)
+        Path(tmp, "test_fidelity.py").write_text(TESTS)
+        references = Path(tmp, "references.jsonl")
+        out = Path(tmp, "run.json")
+        os.environ["FIDELITY_REFERENCES"] = str(references)
+        code = pytest.main(
+            [tmp, "-q", "-p", "no:cacheprovider", "-W", "ignore", "-c", "/dev/null", f"--rootdir={tmp}",
+             "--inductor-devices=cuda", f"--benchmark-json={out}"]
+        )  # fmt: skip
+        if code != 0:
+            print(f"the plugin's run failed (exit code {code})")
+            return 1
+        entries = {b["name"]: b for b in json.loads(out.read_text())["benchmarks"]}
+        measured = {r["name"]: r["seconds"] for r in map(json.loads, references.read_text().splitlines())}
+    print(f"SM clock, power after the run: {sm_clock()}")
+    gemm = next(e for n, e in entries.items() if n.startswith("test_gemm"))
+    launch = next(e for n, e in entries.items() if n.startswith("test_launch_bound"))
+    ok = report("GEMM-bound (default)", gemm["stats"]["median"], measured["gemm"], "do_bench", 0.05)
+    print(f"  plugin device time (CUDA events) {gemm['extra_info']['device_time_ms'] * 1e3:.2f} us")
+    ok &= report("launch-bound (cudagraphs)", launch["stats"]["median"], measured["launch_bound"], "Timer", 0.10)
+    info = launch["extra_info"]
     print(
-        f"  plugin device time {entry['extra_info']['device_time_ms'] * 1e3:.2f} us; eager median "
-        f"{eager['stats']['median'] * 1e6:.2f} us; speedup {entry['extra_info']['speedup']:.2f}x"
+        f"  plugin device time {info['device_time_ms'] * 1e3:.2f} us; eager median {info['eager_median'] * 1e6:.2f} us;"
+        f" speedup {info['speedup']:.2f}x; effect: {info.get('effect_evidence')}"
     )
     return 0 if ok else 1
 
