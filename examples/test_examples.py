@@ -1,7 +1,8 @@
 """Example tests: run them under any templates, e.g. ``pytest examples --inductor-template=cudagraphs``.
 
 Each test compiles a small model with its template through ``compiled_model`` and compares it
-with eager. Tests that take ``inductor_device`` run on every device of the matrix
+with eager, or hands it to ``inductor_check`` (the correctness engine) or ``inductor_benchmark``
+(checked, then timed beside eager). Tests that take ``inductor_device`` run on every device of the matrix
 (``--inductor-devices``; by default every CUDA device, else the CPU).
 """
 
@@ -58,3 +59,19 @@ def test_bf16_block(compiled_model, inductor_device) -> None:
     model = TransformerMLP(256).to(inductor_device, torch.bfloat16).eval()
     x = torch.randn(8, 64, 256, device=inductor_device, dtype=torch.bfloat16)
     _check(compiled_model, model, x, rtol=2e-2, atol=2e-2)
+
+
+def test_transformer_mlp_checked(inductor_check, inductor_device) -> None:
+    """The same block through the correctness engine: any mismatch is explained leaf by leaf."""
+    torch.manual_seed(0)
+    model = TransformerMLP().to(inductor_device).eval()
+    with torch.no_grad():
+        inductor_check(model, torch.randn(4, 16, 128, device=inductor_device))
+
+
+def test_transformer_mlp_speed(inductor_benchmark, inductor_device) -> None:
+    """Checked, then timed through pytest-benchmark beside eager: the speedup lands in the JSON and the summary."""
+    torch.manual_seed(0)
+    model = TransformerMLP().to(inductor_device).eval()
+    with torch.no_grad():
+        inductor_benchmark(model, torch.randn(4, 16, 128, device=inductor_device))

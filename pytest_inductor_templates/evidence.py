@@ -33,7 +33,7 @@ def gather(evidence: CompileEvidence) -> Iterator[None]:
     from torch._dynamo.utils import counters
     from torch._inductor.graph import GraphLowering
 
-    previous = GraphLowering.save_output_code
+    previous = getattr(GraphLowering, "save_output_code", None)
 
     def save_output_code(code: str) -> None:
         evidence.codes.append(code)
