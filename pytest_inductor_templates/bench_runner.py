@@ -55,13 +55,14 @@ def use_synchronizing_timer(item: pytest.Item, device_type: str) -> None:
     if device_type != "cuda":
         return
     marker = item.get_closest_marker(BENCHMARK_MARKER)
-    settings = dict(marker.kwargs) if marker else {}
-    if "timer" not in settings and not user_chose_timer(item.config):
-        settings["timer"] = cuda_synchronized_perf_counter
-    if "min_time" not in settings and not user_chose_min_time(item.config):
-        settings["min_time"] = CUDA_MIN_ROUND_SECONDS
-    if settings != (dict(marker.kwargs) if marker else {}):
-        item.add_marker(getattr(pytest.mark, BENCHMARK_MARKER)(**settings), append=False)
+    chosen = dict(marker.kwargs) if marker else {}
+    added: dict[str, Any] = {}
+    if "timer" not in chosen and not user_chose_timer(item.config):
+        added["timer"] = cuda_synchronized_perf_counter
+    if "min_time" not in chosen and not user_chose_min_time(item.config):
+        added["min_time"] = CUDA_MIN_ROUND_SECONDS
+    if added:
+        item.add_marker(getattr(pytest.mark, BENCHMARK_MARKER)(**chosen, **added), append=False)
 
 
 def _setting(item: pytest.Item, name: str) -> Any:

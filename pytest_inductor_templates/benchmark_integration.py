@@ -34,32 +34,19 @@ class BenchmarkIntegration:
     def _outcome_records(self) -> list[dict[str, Any]]:
         """Every sample check's outcome, and every untimed failure of a bench item: pytest-benchmark
         records only what it timed, and a compile failure must still show in the saved run."""
-        records = [
-            {
-                "sample": r.sample,
-                "template": r.template,
-                "device": r.device,
-                "outcome": r.outcome.value,
-                "reason": r.reason,
-                "nodeid": r.nodeid,
-            }
+        fields = ("sample", "template", "device", "outcome", "reason", "nodeid")
+        checked = [
+            (r.sample, r.template, r.device, r.outcome.value, r.reason, r.nodeid)
             for r in self.outcomes.records
             if r.sample is not None
         ]
-        checked = {(r["sample"], r["template"], r["device"]) for r in records}
-        records += [
-            {
-                "sample": e.sample,
-                "template": e.template,
-                "device": e.device,
-                "outcome": e.outcome,
-                "reason": e.reason,
-                "nodeid": e.fullname,
-            }
+        keys = {row[:3] for row in checked}
+        untimed = [
+            (e.sample, e.template, e.device, e.outcome, e.reason, e.fullname)
             for e in self.speedups.entries
-            if e.median is None and e.key not in checked
+            if e.median is None and e.key not in keys
         ]
-        return records
+        return [dict(zip(fields, row, strict=True)) for row in checked + untimed]
 
     def pytest_benchmark_compare_machine_info(
         self, config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any], compared_benchmark: Any

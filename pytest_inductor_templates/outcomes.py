@@ -22,6 +22,16 @@ class Outcome(str, Enum):
     SKIPPED = "skipped"
 
 
+SHORT_NAMES = {  # an outcome in a table cell
+    "pass": "pass",
+    "accuracy_fail": "ACCURACY",
+    "compile_fail": "COMPILE",
+    "runtime_fail": "RUNTIME",
+    "eager_fail": "EAGER",
+    "eager_nondeterministic": "nondet",
+    "no_effect": "NO-EFFECT",
+    "skipped": "skip",
+}
 UNTIMEABLE = (Outcome.EAGER_FAIL, Outcome.COMPILE_FAIL, Outcome.RUNTIME_FAIL)  # nothing that ran to time
 
 

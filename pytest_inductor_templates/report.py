@@ -7,18 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from .outcomes import Outcome
+from .outcomes import SHORT_NAMES, Outcome
 
-SHORT = {
-    Outcome.PASS: "pass",
-    Outcome.ACCURACY_FAIL: "ACCURACY",
-    Outcome.COMPILE_FAIL: "COMPILE",
-    Outcome.RUNTIME_FAIL: "RUNTIME",
-    Outcome.EAGER_FAIL: "EAGER",
-    Outcome.EAGER_NONDETERMINISTIC: "nondet",
-    Outcome.NO_EFFECT: "NO-EFFECT",
-    Outcome.SKIPPED: "skip",
-}
 FAILURES = (Outcome.ACCURACY_FAIL, Outcome.COMPILE_FAIL, Outcome.RUNTIME_FAIL, Outcome.EAGER_FAIL, Outcome.NO_EFFECT)
 
 
@@ -51,7 +41,7 @@ class OutcomeReport:
 
         It goes on the item too, so the later reports (and JUnit XML, which writes the last) carry it.
         """
-        if "inductor_outcome" in dict(report.user_properties) or not _counts(report):
+        if "inductor_outcome" in dict(report.user_properties) or not counted(report):
             return
         outcome = Outcome.PASS if report.passed else Outcome.SKIPPED if report.skipped else Outcome.RUNTIME_FAIL
         recorded = [("inductor_outcome", outcome.value)]
@@ -62,7 +52,7 @@ class OutcomeReport:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
-        if "inductor_outcome" not in props or not _counts(report) or props.get("inductor_kind") == "bench":
+        if "inductor_outcome" not in props or not counted(report) or props.get("inductor_kind") == "bench":
             return
         self.records.append(
             Record(
@@ -108,7 +98,7 @@ class OutcomeReport:
                 ("sample".ljust(width) + "  ".join(c.ljust(w) for c, w in zip(shown, widths, strict=True))).rstrip()
             ]
             for sample, row in rows.items():
-                values = [SHORT[row[c]] if c in row else "-" for c in shown]
+                values = [SHORT_NAMES[row[c].value] if c in row else "-" for c in shown]
                 lines.append(
                     (sample.ljust(width) + "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True))).rstrip()
                 )
@@ -131,6 +121,6 @@ class OutcomeReport:
         return lines
 
 
-def _counts(report: pytest.TestReport) -> bool:
+def counted(report: pytest.TestReport) -> bool:
     """One report per item counts: the call, or the setup when the item went no further."""
     return report.when == "call" or (report.when == "setup" and not report.passed)

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .outcomes import SHORT_NAMES
+
 EAGER = "eager"
 PASS = "pass"
 
@@ -101,22 +103,11 @@ def geomean(values: Iterable[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-SHORT_OUTCOME = {
-    "accuracy_fail": "ACCURACY",
-    "compile_fail": "COMPILE",
-    "runtime_fail": "RUNTIME",
-    "eager_fail": "EAGER",
-    "eager_nondeterministic": "nondet",
-    "no_effect": "NO-EFFECT",
-    "skipped": "skip",
-}
-
-
 def _cell(entry: Entry | None) -> str:
     if entry is None:
         return "-"
     if entry.failed:
-        return SHORT_OUTCOME.get(str(entry.outcome), str(entry.outcome))
+        return SHORT_NAMES.get(str(entry.outcome), str(entry.outcome))
     return f"{entry.speedup:.2f}x" if entry.speedup is not None else "n/a"
 
 

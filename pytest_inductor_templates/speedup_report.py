@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from .report import counted
 from .results import Entry, fill_speedups, speedup_table
 
 XDIST_NOTE = (
@@ -22,8 +23,7 @@ class SpeedupReport:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
-        counts = report.when == "call" or (report.when == "setup" and not report.passed)
-        if props.get("inductor_kind") != "bench" or not counts:
+        if props.get("inductor_kind") != "bench" or not counted(report):
             return
         self.bench_items += not report.skipped
         median = props.get("inductor_median_s")
