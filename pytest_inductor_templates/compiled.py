@@ -124,6 +124,18 @@ class RecordingBackend:
         return getter() if getter else None
 
 
+def no_grad_call(target: Callable[..., Any]) -> Callable[..., Any]:
+    """``target`` called under ``torch.no_grad()``."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return target(*args, **kwargs)
+
+    return call
+
+
 class RecompiledWhileTimed(RuntimeError):
     """The compiled model compiled again during timing, where scoped settings are no longer applied."""
 
@@ -216,18 +228,9 @@ class CompiledModel:
         Nothing compiles in steady state; should anything recompile from then on, it raises
         ``RecompiledWhileTimed`` rather than compile without the template's scoped settings.
         """
-        import torch
 
         self._backend.steady = True
-        compiled = self._compiled
-        if not self.selection.inference_only:
-            return compiled
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with torch.no_grad():
-                return compiled(*args, **kwargs)
-
-        return call
+        return no_grad_call(self._compiled) if self.selection.inference_only else self._compiled
 
     @property
     def stats(self) -> CompileStats:

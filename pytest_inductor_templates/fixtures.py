@@ -13,7 +13,7 @@ import pytest
 
 from .bench_runner import fail_untimed, median_of, stats_info, time_model
 from .check_runner import CheckSubject, run_check
-from .compiled import CompiledModel, EagerModel
+from .compiled import CompiledModel, EagerModel, no_grad_call
 from .effect_report import default_code_of, effect_info, effects_of, record_effects
 from .effects import Effect
 from .environment import Device
@@ -198,8 +198,9 @@ def benchmarks(
                 **effect_info(effects),
             )
             steady = compiled.steady()  # compiled by the check; timed without per-call scaffolding
+            eager_call = no_grad_call(eager) if selection.inference_only else eager  # as the compiled one runs
             timing = time_model(
-                benchmark, node, lambda: steady(*args, **kwargs), device.type, lambda: eager(*args, **kwargs)
+                benchmark, node, lambda: steady(*args, **kwargs), device.type, lambda: eager_call(*args, **kwargs)
             )
             benchmark.extra_info.update(stats_info(compiled.stats), **timing)
             median, eager_median = median_of(benchmark), timing.get("eager_median")
