@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +42,25 @@ XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "P
 def standalone_environment() -> dict[str, str]:
     """This process's environment without the xdist worker variables, for inner pytest subprocesses."""
     return {k: v for k, v in os.environ.items() if k not in XDIST_WORKER_VARIABLES}
+
+
+def run_pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A real pytest run in a fresh process, in ``cwd``, not taken for an xdist worker."""
+    command = [sys.executable, "-m", "pytest", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False, env=standalone_environment())
+
+
+def junit_properties(junit: Path) -> dict[str, dict[str, str]]:
+    """The ``user_properties`` of every test case in a JUnit XML file, by ``classname::name``."""
+    found = {}
+    for block in re.split(r"<testcase ", junit.read_text())[1:]:
+        classname = re.search(r'\bclassname="([^"]*)"', block)
+        name = re.search(r'\bname="([^"]*)"', block)
+        assert classname is not None and name is not None, block[:200]
+        found[f"{classname.group(1)}::{name.group(1)}"] = dict(
+            re.findall(r'<property name="([^"]+)" value="([^"]*)"', block)
+        )
+    return found
 
 
 @pytest.fixture(autouse=True)

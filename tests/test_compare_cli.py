@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import standalone_environment
+from conftest import run_pytest
 
 FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider")
 SAMPLES = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore")
@@ -45,23 +45,17 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def pytest_run(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "pytest", *args], cwd=cwd, capture_output=True, check=False, env=standalone_environment()
-    )
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Real runs: a base, a rerun, a run with a planted miscompile, and two shards."""
     root = tmp_path_factory.mktemp("runs")
     (root / "conftest.py").write_text(PLANTED_FAULT)
     k = ("-k", "launch_bound or embedding")
-    pytest_run(root, *SAMPLES, *k, "--benchmark-json=base.json", *FAST)
-    pytest_run(root, *SAMPLES, *k, "--benchmark-json=rerun.json", *FAST)
-    pytest_run(root, *SAMPLES, *k, "--inductor-backend=shifted", "--benchmark-json=failing.json", *FAST)
-    pytest_run(root, *SAMPLES, "-k", "launch_bound", "--benchmark-json=shard1.json", *FAST)
-    pytest_run(root, *SAMPLES, "-k", "embedding", "--benchmark-json=shard2.json", *FAST)
+    run_pytest(root, *SAMPLES, *k, "--benchmark-json=base.json", *FAST)
+    run_pytest(root, *SAMPLES, *k, "--benchmark-json=rerun.json", *FAST)
+    run_pytest(root, *SAMPLES, *k, "--inductor-backend=shifted", "--benchmark-json=failing.json", *FAST)
+    run_pytest(root, *SAMPLES, "-k", "launch_bound", "--benchmark-json=shard1.json", *FAST)
+    run_pytest(root, *SAMPLES, "-k", "embedding", "--benchmark-json=shard2.json", *FAST)
     return {name: root / f"{name}.json" for name in ("base", "rerun", "failing", "shard1", "shard2")}
 
 

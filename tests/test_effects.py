@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
+from conftest import junit_properties
 from pytest_inductor_templates.compiled import CompileStats
 from pytest_inductor_templates.effects import judge, normalized, verdict
 from pytest_inductor_templates.evidence import CompileEvidence
@@ -27,15 +27,6 @@ settings = { coordinate_descent_tuning = true }
 """
 
 
-def _properties(junit: Path) -> dict[str, dict[str, str]]:
-    found = {}
-    for block in re.split(r"<testcase ", junit.read_text())[1:]:
-        name = re.search(r'\bname="([^"]*)"', block).group(1)  # type: ignore[union-attr]
-        classname = re.search(r'classname="([^"]*)"', block).group(1)  # type: ignore[union-attr]
-        found[f"{classname}::{name}"] = dict(re.findall(r'<property name="([^"]+)" value="([^"]*)"', block))
-    return found
-
-
 @pytest.fixture
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in FRESH.items():
@@ -48,7 +39,7 @@ def run_samples(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult
         "--benchmark-max-time=0.02", "--benchmark-min-rounds=1", "--junitxml=out.xml", "-o", "junit_family=xunit1",
         *QUIET, *args,
     )  # fmt: skip
-    return result, _properties(pytester.path / "out.xml")
+    return result, junit_properties(pytester.path / "out.xml")
 
 
 def test_each_cpu_template_reports_its_effect(pytester: pytest.Pytester, fresh: None) -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+
+from conftest import junit_properties, run_pytest
 
 FAULTY_BACKEND = """
 import pytest
@@ -122,51 +123,32 @@ EXPECTED = {
 }
 
 
-def _properties(junit: Path) -> dict[str, dict[str, str]]:
-    cases = re.findall(r'<testcase classname="[^"]*" name="([^"]*)".*?</testcase>', junit.read_text(), re.S)
-    blocks = re.split(r"<testcase ", junit.read_text())[1:]
-    found = {}
-    for name, block in zip(cases, blocks, strict=True):
-        found[name] = dict(re.findall(r'<property name="([^"]+)" value="([^"]*)"', block))
-    return found
-
-
 @pytest.fixture(scope="module")
 def fault_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, dict[str, str]]]:
-    import subprocess
-    import sys
-
     root = tmp_path_factory.mktemp("faults")
     (root / "conftest.py").write_text(FAULTY_BACKEND)
     (root / "test_faults.py").write_text(FAULT_TESTS)
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--inductor-backend=faulty",
-            "--inductor-devices=cpu",
-            "-p",
-            "no:cacheprovider",
-            "-rA",
-            "--junitxml=out.xml",
-            "-o",
-            "junit_family=xunit1",
-            "-W",
-            "ignore::DeprecationWarning",
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
+    run = run_pytest(
+        root,
+        "--inductor-backend=faulty",
+        "--inductor-devices=cpu",
+        "-p",
+        "no:cacheprovider",
+        "-rA",
+        "--junitxml=out.xml",
+        "-o",
+        "junit_family=xunit1",
+        "-W",
+        "ignore::DeprecationWarning",
     )
-    return run.stdout, _properties(root / "out.xml")
+    return run.stdout, junit_properties(root / "out.xml")
 
 
 @pytest.mark.parametrize("kind", list(EXPECTED))
 def test_each_planted_fault_is_caught_with_its_category_and_leaf(fault_run, kind: str) -> None:
     output, properties = fault_run
     outcome, reason = EXPECTED[kind]
-    props = properties[f"test_fault[{kind}-default]"]
+    props = properties[f"test_faults::test_fault[{kind}-default]"]
     assert props["inductor_outcome"] == outcome, output
     if reason:
         assert props["inductor_reason"].startswith(reason), props["inductor_reason"]
@@ -184,17 +166,20 @@ def test_accuracy_failure_explains_without_a_traceback(fault_run) -> None:
 
 def test_eager_problems_are_not_blamed_on_the_compiler(fault_run) -> None:
     output, properties = fault_run
-    assert properties["test_eager_fails[default]"]["inductor_outcome"] == "eager_fail"
+    assert properties["test_faults::test_eager_fails[default]"]["inductor_outcome"] == "eager_fail"
     assert (
-        properties["test_eager_fails[default]"]["inductor_reason"] == "eager raised: ValueError: eager itself is broken"
+        properties["test_faults::test_eager_fails[default]"]["inductor_reason"]
+        == "eager raised: ValueError: eager itself is broken"
     )
-    assert properties["test_eager_nondeterministic[default]"]["inductor_outcome"] == "eager_nondeterministic"
+    assert (
+        properties["test_faults::test_eager_nondeterministic[default]"]["inductor_outcome"] == "eager_nondeterministic"
+    )
     assert re.search(r"SKIPPED \[1\] test_faults.py:\d+: eager_nondeterministic: eager disagrees with itself", output)
 
 
 def test_marker_tolerance_is_used(fault_run) -> None:
     _, properties = fault_run
-    assert properties["test_marker_tolerance_accepts_a_small_error[default]"]["inductor_outcome"] == "pass"
+    assert properties["test_faults::test_marker_tolerance_accepts_a_small_error[default]"]["inductor_outcome"] == "pass"
 
 
 def test_summary_table_counts_every_category(fault_run) -> None:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import standalone_environment
+from conftest import run_pytest
 from pytest_inductor_templates.timing import median_per_call, warm_up
 
 FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider")
@@ -34,11 +33,6 @@ def test_block_speed(inductor_benchmark):
     with torch.no_grad():
         inductor_benchmark(Block().eval(), torch.randn(8, 32))
 """
-
-
-def run_pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "pytest", *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False, env=standalone_environment())
 
 
 @pytest.fixture(scope="module")
