@@ -3,7 +3,10 @@
 #   bash benchmarks/run_gpu_checks.sh [what...]
 #   (what: env tests suite fidelity tf32 probe examples samples samples_bf16 memory; default all)
 # Logs go to $OUT (default /tmp/gpu-checks). WORKERS: xdist workers of the samples steps (default 8);
-# SAMPLES_K: a -k expression to run only some samples; SHARD: the name of a results shard.
+# SAMPLES_K: a -k expression to run only some samples; SHARD: the name of a results shard; STEP_LIMIT: seconds
+# a step may run before it is interrupted (default 540; pytest then still writes what it has).
+# The results step runs with Inductor's FX graph cache off, so every effect is read from a real lowering (an FX
+# cache hit hides autotuning); the Triton-kernel and autotune caches stay warm from an earlier samples step.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-checks}
@@ -13,30 +16,32 @@ if ! python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"
   echo "pip install -e . failed (see install.txt); loading the plugin through PYTEST_PLUGINS"
   export PYTHONPATH=$PWD PYTEST_PLUGINS=pytest_inductor_templates.plugin
 fi
+limit() { timeout -s INT -k 20 "${STEP_LIMIT:-540}" "$@"; }
 for step in $what; do
   echo "===== $step ($(date -u +%H:%M:%S))"
   case $step in
     env) { nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
            python3 -c "import torch, triton, pytest; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'pytest', pytest.__version__)"; } | tee "$OUT/env.txt" ;;
-    tests) python3 -m pytest tests -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning 2>&1 | tee "$OUT/gpu_tests.txt" | grep -E "RAW|compiled_model:|median wall|passed|failed|Error" ;;
-    suite) python3 -m pytest tests -q -n 8 -p no:cacheprovider 2>&1 | tee "$OUT/suite.txt" | tail -15 ;;
-    fidelity) python3 benchmarks/timing_fidelity.py 2>&1 | grep -v Warning | tee "$OUT/fidelity.txt" | tail -8 ;;
+    tests) limit python3 -m pytest tests -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning 2>&1 | tee "$OUT/gpu_tests.txt" | grep -E "RAW|compiled_model:|median wall|passed|failed|Error" ;;
+    suite) limit python3 -m pytest tests -q -n 8 -p no:cacheprovider 2>&1 | tee "$OUT/suite.txt" | tail -15 ;;
+    fidelity) limit python3 benchmarks/timing_fidelity.py 2>&1 | grep -v Warning | tee "$OUT/fidelity.txt" | tail -8 ;;
     tf32) python3 benchmarks/tf32_probe.py 2>&1 | grep -v Warning | tee "$OUT/tf32.txt" ;;
     probe) python3 benchmarks/template_probe.py 2>&1 | grep -v Warning | tee "$OUT/probe.txt" ;;
-    examples) python3 -m pytest examples -q -s -rs -p no:cacheprovider -W ignore::DeprecationWarning \
+    examples) limit python3 -m pytest examples -q -s -rs -p no:cacheprovider -W ignore::DeprecationWarning \
           --inductor-template=all 2>&1 | tee "$OUT/examples.txt" | grep -E "compiled in|passed|failed|SKIPPED|Error" ;;
     samples|samples_bf16) # every template over the built-ins, checks only, spread over $WORKERS xdist workers
       dtype=float32; [ "$step" = samples_bf16 ] && dtype=bfloat16
-      python3 -m pytest --inductor-samples --inductor-template=all --inductor-devices=cuda --benchmark-skip \
+      limit python3 -m pytest --inductor-samples --inductor-template=all --inductor-devices=cuda --benchmark-skip \
           --inductor-sample-dtype=$dtype -n "${WORKERS:-8}" --dist loadgroup ${SAMPLES_K:+-k "$SAMPLES_K"} \
           -q -p no:cacheprovider -W ignore::DeprecationWarning -m inductor_sample examples 2>&1 \
           | tee "$OUT/$step.txt" | sed -n '/sample checks on/,$p' ;;
     results) # one shard of the timed all-template run behind docs/gpu-results.md (SHARD names it, SAMPLES_K picks samples)
-      python3 -m pytest --inductor-samples --inductor-template=all --inductor-devices=cuda ${SAMPLES_K:+-k "$SAMPLES_K"} \
+      TORCHINDUCTOR_FX_GRAPH_CACHE=0 limit python3 -m pytest --inductor-samples --inductor-template=all \
+          --inductor-devices=cuda ${SAMPLES_K:+-k "$SAMPLES_K"} \
           --benchmark-json="$OUT/results-${SHARD:-all}.json" --benchmark-max-time=0.25 \
           -q -p no:cacheprovider -W ignore::DeprecationWarning -m inductor_sample examples 2>&1 \
           | tee "$OUT/results-${SHARD:-all}.txt" | sed -n '/speedup over eager/,$p' | head -60 ;;
-    memory) python3 benchmarks/memory_over_run.py default,triton,cudagraphs,freezing,aten --synthetic 6 \
+    memory) limit python3 benchmarks/memory_over_run.py default,triton,cudagraphs,freezing,aten --synthetic 6 \
           2>&1 | tee "$OUT/memory.txt" | tail -25 ;;
   esac
 done

@@ -67,6 +67,9 @@ def _autotuning(evidence: CompileEvidence, code: str) -> Effect:
     if evidence.autotuned:
         choices = f", {evidence.choices} choice(s) timed" if evidence.choices else ""
         return Effect("max_autotune", True, f"autotuning benchmarked {evidence.autotuned} selection(s){choices}")
+    if evidence.choices:  # the timings came from Inductor's local autotune cache: chosen among, not re-timed
+        cached = f"autotuning chose among {evidence.choices} choice(s) timed earlier (cache)"
+        return Effect("max_autotune", True, cached)
     if TEMPLATE_KERNEL.search(code):
         return Effect("max_autotune", True, "a Triton template kernel was chosen (autotune results from a cache)")
     if evidence.cache_hits:

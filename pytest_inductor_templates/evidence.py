@@ -18,7 +18,7 @@ class CompileEvidence:
 
     codes: list[str] = field(default_factory=list)
     autotuned: int = 0  # selections (GEMMs, convolutions) benchmarked by autotuning
-    choices: int = 0  # choices those benchmarks timed, where this torch reports them
+    choices: int = 0  # choices autotuning chose among (timed now or read from its cache), where this torch says
     cache_hits: int = 0  # graphs served from the FX graph cache
 
     @property
@@ -53,7 +53,8 @@ def gather(evidence: CompileEvidence) -> Iterator[None]:
 
 
 def _count_choices(evidence: CompileEvidence) -> Callable[[], None]:
-    """Count the choices autotuning timed, through Inductor's feedback savers where this torch has them."""
+    """Count the choices autotuning chose among, through Inductor's feedback savers where this torch has them
+    (they are called with the timings whether just measured or read from the local autotune cache)."""
     try:
         from torch._inductor.select_algorithm import add_feedback_saver, get_algorithm_selector_cache
     except ImportError:

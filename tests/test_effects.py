@@ -168,6 +168,10 @@ def test_cuda_graph_rule_and_the_not_observed_verdicts() -> None:
     cached = CompileEvidence(codes=["extern_kernels.mm("], cache_hits=1)
     max_autotune = Selection(template=TemplateRegistry()["max_autotune"])
     assert verdict(judge(max_autotune, CompileStats(graphs=1), cached, "cuda", (9, 0))) == "not observed"
+    from_autotune_cache = CompileEvidence(codes=["extern_kernels.mm("], choices=12)
+    assert str(judge(max_autotune, CompileStats(graphs=1), from_autotune_cache, "cuda", (9, 0))[0]) == (
+        "max_autotune: autotuning chose among 12 choice(s) timed earlier (cache)"
+    )
     assert judge(Selection(template=TemplateRegistry()["default"]), CompileStats(), CompileEvidence(), "cpu") == []
 
 
