@@ -47,14 +47,32 @@ def default_code_of(
     return default_code
 
 
+REPEAT_CALLS_FOR_CUDA_GRAPHS = 2  # a graph's (or a dynamic graph's shape's) first call warms up, the next records
+
+
 def effects_of(
-    model: Any, selection: Selection, device: Device, default_code: Callable[[], str | None] | None
+    model: Any,
+    selection: Selection,
+    device: Device,
+    default_code: Callable[[], str | None] | None,
+    call_again: Callable[[], Any] | None = None,
 ) -> list[Effect]:
-    """The verdicts for a model that compiled and ran (none for the eager row or another backend's)."""
+    """The verdicts for a model that compiled and ran (none for the eager row or another backend's).
+
+    Inductor's CUDA-graph trees record a graph the second time an input shape reaches it; where the check's
+    calls recorded none and nothing was skipped, ``call_again`` (the first input set) is called up to twice.
+    """
     if not isinstance(model, CompiledModel):
         return []
     index = int(device.name.partition(":")[2] or 0) if device.type == "cuda" else 0
-    recorded = recorded_cuda_graphs(index) if device.type == "cuda" and selection.cudagraphs else None
+    recorded = None
+    if device.type == "cuda" and selection.cudagraphs:
+        recorded = recorded_cuda_graphs(index)
+        for _ in range(REPEAT_CALLS_FOR_CUDA_GRAPHS if call_again is not None else 0):
+            if recorded != 0 or model.stats.cudagraph_skips:
+                break
+            call_again()
+            recorded = recorded_cuda_graphs(index)
     backends = str(selection.effective_settings.get("max_autotune_gemm_backends", "")).upper()
     return judge(
         selection,

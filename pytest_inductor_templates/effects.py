@@ -51,7 +51,7 @@ def _cudagraphs(stats: CompileStats, device_type: str, recorded: int | None) -> 
         reasons = "; ".join(dict.fromkeys(stats.cudagraph_skip_reasons)) or f"the model runs on {device_type}"
         return Effect("cudagraphs", False, f"CUDA graphs skipped: {reasons}")
     if recorded == 0:
-        return Effect("cudagraphs", False, "no CUDA graph was recorded")
+        return Effect("cudagraphs", False, "no CUDA graph was recorded, even on repeated calls")
     count = f"{recorded} CUDA graph(s) recorded" if recorded else "CUDA graphs in use"
     return Effect("cudagraphs", True, f"{count}, no skip reported for {stats.graphs} graph(s)")
 

@@ -120,7 +120,8 @@ def check_user_model(
     if result.outcome not in (Outcome.PASS, Outcome.ACCURACY_FAIL):
         return UserCheck(result, [], compiled, make_eager)
     call = lambda model: model(*inputs.args, **inputs.kwargs)  # noqa: E731
-    effects = effects_of(compiled, selection, device, default_code_of(selection, make_eager, call, watcher))
+    default_code = default_code_of(selection, make_eager, call, watcher)
+    effects = effects_of(compiled, selection, device, default_code, lambda: call(compiled))
     no_effect = record_effects(node, effects, selection.label, state.require_effect)
     if no_effect is not None and result.outcome is Outcome.PASS:
         result = no_effect

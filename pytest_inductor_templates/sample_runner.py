@@ -85,6 +85,7 @@ class PreparedTriple:
                     lambda model: self.call(model, self.inputs[0]),
                     self.watcher,
                 ),
+                lambda: self.call(self.model, self.inputs[0]),
             )
         return self.result
 

@@ -179,3 +179,35 @@ def test_normalized_code_ignores_paths_hashes_and_comments() -> None:
     one = "# kernel path: /tmp/torchinductor_root/ab/cabcdefghijklmnopqrstuvwx.py\nbuf0 = empty((4,))\n"
     two = "# kernel path: /tmp/torchinductor_me/zz/czyxwvutsrqponmlkjihgfedcb.py\nbuf0 = empty((4,))\n"
     assert normalized(one) == normalized(two) and normalized(one) != normalized(two.replace("4", "5"))
+
+
+@pytest.mark.parametrize(
+    ("counts", "skips", "calls", "expected"),
+    [
+        ([0, 0, 1], 0, 2, "cudagraphs: 1 CUDA graph(s) recorded, no skip reported for 0 graph(s)"),
+        ([0, 0, 0], 0, 2, "cudagraphs: no CUDA graph was recorded, even on repeated calls"),
+        ([0], 1, 0, "cudagraphs: CUDA graphs skipped: mutated inputs"),
+        ([2], 0, 0, "cudagraphs: 2 CUDA graph(s) recorded, no skip reported for 0 graph(s)"),
+    ],
+)
+def test_cuda_graphs_are_counted_again_after_repeat_calls(
+    monkeypatch: pytest.MonkeyPatch, counts: list[int], skips: int, calls: int, expected: str
+) -> None:
+    """CUDA-graph trees record a shape on its second call: a check that called each shape once saw none yet."""
+    import torch
+
+    from pytest_inductor_templates import effect_report
+    from pytest_inductor_templates.compiled import CompiledModel
+    from pytest_inductor_templates.environment import Device
+    from pytest_inductor_templates.isolation import CompileWatcher
+
+    remaining = iter(counts)
+    monkeypatch.setattr(effect_report, "recorded_cuda_graphs", lambda index: next(remaining))
+    selection = Selection(template=TemplateRegistry()["cudagraphs"])
+    model = CompiledModel(torch.nn.Identity(), selection, CompileWatcher())
+    model.stats.cudagraph_skips = skips
+    model.stats.cudagraph_skip_reasons = ["mutated inputs"] * skips
+    repeated: list[int] = []
+    gpu = Device("cuda:0", "cuda", "a GPU", (9, 0))
+    effects = effect_report.effects_of(model, selection, gpu, None, lambda: repeated.append(1))
+    assert (len(repeated), str(effects[0])) == (calls, expected)
