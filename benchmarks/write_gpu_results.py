@@ -1,8 +1,9 @@
 """Write docs/gpu-results.md from the GPU checks' logs: environment, commands, the plugin's own report.
 
 Usage: python benchmarks/write_gpu_results.py LOG_DIR [LOG_DIR ...] > docs/gpu-results.md
-LOG_DIRs hold what benchmarks/run_gpu_checks.sh wrote: env.txt, gpu_tests.txt and results-*.json shards
-(merged with ``pytest-inductor-templates merge``, rendered with ``pytest-inductor-templates report``).
+LOG_DIRs, oldest first, hold what benchmarks/run_gpu_checks.sh wrote: env.txt, gpu_tests.txt, fidelity.txt and
+results-*.json shards (merged as ``pytest-inductor-templates merge`` does, rendered as ``pytest-inductor-templates
+report`` does). A sample that a later shard ran again keeps only the later row; the page says so.
 """
 
 from __future__ import annotations
@@ -13,15 +14,50 @@ import sys
 from pathlib import Path
 
 from pytest_inductor_templates.run_report import as_markdown
-from pytest_inductor_templates.runs import from_data, load, merge
+from pytest_inductor_templates.runs import SECTION, Run, from_data, load, merge
+
+RATIO = re.compile(r"ratio (plugin / \w+ )?\d")
+
+
+def without_samples(run: Run, samples: set[str]) -> Run:
+    """The run without the entries and outcomes of ``samples`` (a later shard re-ran them)."""
+    data = dict(run.data)
+    data["benchmarks"] = [b for b in data["benchmarks"] if b.get("extra_info", {}).get("sample") not in samples]
+    section = dict(data.get(SECTION, {}))
+    section["outcomes"] = [o for o in section.get("outcomes", []) if o.get("sample") not in samples]
+    data[SECTION] = section
+    return from_data(run.path, data)
+
+
+def samples_of(run: Run) -> list[str]:
+    return list(dict.fromkeys(key[0] for key in [*run.entries, *run.outcomes]))
+
+
+def latest_rows(runs: list[Run], shards: list[Path]) -> tuple[list[Run], list[str]]:
+    """The shards in the order given; a sample re-run by a later shard keeps only the later shard's row."""
+    runs = list(runs)
+    notes = []
+    for index, run in enumerate(runs):
+        samples = {key[0] for key in [*run.entries, *run.outcomes]}
+        for earlier in range(index):
+            replaced = samples & {key[0] for key in [*runs[earlier].entries, *runs[earlier].outcomes]}
+            if replaced:
+                runs[earlier] = without_samples(runs[earlier], replaced)
+                notes.append(
+                    f"{', '.join(sorted(replaced))}: the row from {shards[index].name} "
+                    f"({run.data.get('datetime', '?')}) replaces the one in {shards[earlier].name}"
+                )
+    return runs, notes
 
 
 def main(directories: list[Path]) -> int:
-    shards = sorted(p for d in directories for p in d.glob("results-*.json"))
+    shards = [p for d in directories for p in sorted(d.glob("results-*.json"))]
     if not shards:
         print("no results-*.json shards in " + ", ".join(map(str, directories)), file=sys.stderr)
         return 2
-    run = from_data("merged", merge([load(str(p)) for p in shards]))
+    as_run = [load(str(p)) for p in shards]
+    runs, notes = latest_rows(as_run, shards)
+    run = from_data("merged", merge(runs))
     env = next((d / "env.txt" for d in directories if (d / "env.txt").exists()), None)
     tests = [d / "gpu_tests.txt" for d in directories if (d / "gpu_tests.txt").exists()]
     machine = run.data.get("machine_info", {})
@@ -33,18 +69,44 @@ def main(directories: list[Path]) -> int:
     print(f"- torch {machine.get('torch')}, CUDA {machine.get('cuda')}, Triton {machine.get('triton')}")
     if env is not None:
         print(f"- `nvidia-smi` / versions as logged: `{' | '.join(env.read_text().split(chr(10))[:2])}`")
-    print("\nCommand (one shard per sample group, `SAMPLES_K` picking the samples):\n")
-    print("```bash\nSHARD=a SAMPLES_K='...' bash benchmarks/run_gpu_checks.sh results")
-    print(
-        "pytest-inductor-templates merge results-*.json -o merged.json && pytest-inductor-templates report merged.json"
-    )
+    print("\nCommands, in the order run (benchmarks/run_gpu_checks.sh; `results` runs with Inductor's FX graph cache")
+    print("off, so every effect comes from a real lowering; Triton-kernel and autotune caches may be warm from an")
+    print("earlier `samples` step on the same machine, and compile seconds then read low):\n")
+    print("```bash")
+    for path, shard in zip(shards, as_run, strict=True):
+        samples = [sample.removeprefix("builtin/") for sample in samples_of(shard)]
+        name = path.stem.removeprefix("results-")
+        print(
+            f"SHARD={name} SAMPLES_K='{' or '.join(samples)}' bash benchmarks/run_gpu_checks.sh results"
+            f"  # {shard.data.get('datetime', '?')}"
+        )
+    print("python benchmarks/write_gpu_results.py LOG_DIRS > docs/gpu-results.md  # merge + report, as the CLI does")
     print("```\n")
+    for note in notes:
+        print(f"- {note}")
+    if notes:
+        print()
     print("Each cell: check outcome / effect verdict / speedup over eager (eager median / median, wall time per")
     print("call with a synchronizing timer). A failed item shows its outcome and no speedup.\n")
     print(as_markdown(run))
-    demo = [line for f in tests for line in f.read_text().splitlines() if re.search(r"RAW|compiled_model:", line)]
+    logs = [d / "fidelity.txt" for d in directories if (d / "fidelity.txt").exists()]
+    if logs:
+        print("\n## Timing fidelity (`python benchmarks/timing_fidelity.py`, the last run)\n")
+        print("```")
+        print("\n".join(line.rstrip() for line in logs[-1].read_text().splitlines() if RATIO.search(line)))
+        print("```")
+    crosscheck = [d / "crosscheck.txt" for d in directories if (d / "crosscheck.txt").exists()]
+    if crosscheck:
+        print("\n## The same speedups by another method (`python benchmarks/speedup_crosscheck.py`)\n")
+        print("Plain `torch.compile` timed with `torch.utils.benchmark.Timer`, no plugin code in the timed path.")
+        print("These samples are small: per-call CPU overhead (guards, wrapper, launches) decides their speedups.\n")
+        print("```")
+        print("\n".join(line for line in crosscheck[-1].read_text().splitlines() if line.startswith("builtin/")))
+        print("```")
+    shown = re.compile(r"RAW|compiled_model:|median wall|passed|failed")
+    demo = [line for f in tests for line in f.read_text().splitlines() if shown.search(line)]
     if demo:
-        print("\n## The CUDA-graph overwrite, demonstrated (tests/test_gpu_cudagraphs.py)\n")
+        print("\n## GPU tests (`pytest tests -m gpu -s`): the CUDA-graph overwrite, the timer waiting for the GPU\n")
         print("```")
         print("\n".join(dict.fromkeys(demo)))
         print("```")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,9 +19,12 @@ GPU_FIELDS = ("gpu", "gpu_compute_capability")
 class BenchmarkIntegration:
     """Registered only when pytest-benchmark is active (its hookspecs exist only then)."""
 
-    def __init__(self, outcomes: OutcomeReport, speedups: SpeedupReport) -> None:
+    def __init__(
+        self, outcomes: OutcomeReport, speedups: SpeedupReport, left_out: Callable[[], list[tuple[str, str]]]
+    ) -> None:
         self.outcomes = outcomes
         self.speedups = speedups
+        self.left_out = left_out  # the templates --inductor-template=all left out, with why
 
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
         machine_info.update(_machine_info())
@@ -30,6 +34,8 @@ class BenchmarkIntegration:
     ) -> None:
         add_speedups_to_json(output_json.get("benchmarks", []))
         output_json[SECTION] = {"outcomes": self._outcome_records()}
+        if left_out := self.left_out():
+            output_json[SECTION]["left_out"] = [{"template": name, "reason": why} for name, why in left_out]
 
     def _outcome_records(self) -> list[dict[str, Any]]:
         """Every sample check's outcome, and every untimed failure of a bench item: pytest-benchmark

@@ -64,7 +64,9 @@ def pytest_configure(config: pytest.Config) -> None:
         xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
         speedups = SpeedupReport(xdist_active)
         config.pluginmanager.register(speedups, "inductor-templates-speedups")
-        config.pluginmanager.register(BenchmarkIntegration(outcomes, speedups), "inductor-templates-benchmark")
+        left_out = lambda: config.stash[SESSION_KEY].left_out if SESSION_KEY in config.stash else []  # noqa: E731
+        integration = BenchmarkIntegration(outcomes, speedups, left_out)
+        config.pluginmanager.register(integration, "inductor-templates-benchmark")
 
 
 def _session(config: pytest.Config) -> InductorSession:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .results import EAGER, Entry, fill_speedups, geomean
-from .runs import Run
+from .runs import SECTION, Run
 
 MARK = {"effect": "effect", "no effect": "**no effect**", "not observed": "not observed"}
 
@@ -41,6 +41,10 @@ def as_markdown(run: Run) -> str:
     if evidence:
         lines += ["", "Effect evidence (distinct lines per template):", ""]
         lines += [f"- `{template}`: {text}" for template, text in evidence]
+    left_out = run.data.get(SECTION, {}).get("left_out", [])
+    if left_out:
+        lines += ["", "Templates not run on this machine (left out of `all`):", ""]
+        lines += [f"- `{r['template']}`: {r['reason']}" for r in left_out]
     failures = [(k, o) for k, (o, r) in run.outcomes.items() if o not in ("pass", "skipped")]
     if failures:
         lines += ["", "Failed items:", ""]

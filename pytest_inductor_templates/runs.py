@@ -99,5 +99,8 @@ def merge(runs: list[Run]) -> dict[str, Any]:
             outcomes.append(record)
     add_speedups_to_json(merged["benchmarks"])
     merged.setdefault(SECTION, {})["outcomes"] = outcomes
+    left_out = {r["template"]: r for run in runs for r in run.data.get(SECTION, {}).get("left_out", [])}
+    if left_out:
+        merged[SECTION]["left_out"] = list(left_out.values())
     merged[SECTION]["merged_from"] = [run.path for run in runs]
     return merged

@@ -160,6 +160,15 @@ def _templates(chosen: Sourced[Any], registry: TemplateRegistry, devices: list[D
     return [registry[name] for name in names]
 
 
+def left_out_by_all(config: pytest.Config, registry: TemplateRegistry, devices: list[Device]) -> list[tuple[str, str]]:
+    """The templates ``all`` leaves out on this machine, each with why (none unless ``all`` was chosen)."""
+    chosen, _ = _choose_kind(config)
+    if chosen is None or chosen.ini != "inductor_template" or str(chosen.value).strip() != "all":
+        return []
+    problems = [(t.name, t.machine_problem(devices)) for t in registry if t.compiles]
+    return [(name, problem) for name, problem in problems if problem is not None]
+
+
 def resolve(config: pytest.Config, registry: TemplateRegistry, devices: list[Device]) -> list[Selection]:
     """The session's compiled columns (one per template, or one mode or options), or a UsageError."""
     chosen, overridden = _choose_kind(config)

@@ -60,8 +60,10 @@ class InductorSession:
         samples: list[Sample],
         tolerance: Tolerance | None = None,
         require_effect: bool = False,
+        left_out: list[tuple[str, str]] | None = None,
     ) -> None:
         self.registry = registry
+        self.left_out = left_out or []  # (template, why) that --inductor-template=all leaves out here
         self.columns = columns
         self.devices = devices
         self.visible = visible
@@ -78,8 +80,16 @@ class InductorSession:
         columns = selection_module.resolve(config, registry, visible)
         tolerance = parse_tolerance(effective(config, "--inductor-tolerance", "inductor_tolerance"))
         require = effective(config, "--inductor-require-effect", "inductor_require_effect")
+        left_out = selection_module.left_out_by_all(config, registry, visible)
         return cls(
-            registry, columns, devices, visible, select_samples(config), tolerance, bool(require and require.value)
+            registry,
+            columns,
+            devices,
+            visible,
+            select_samples(config),
+            tolerance,
+            bool(require and require.value),
+            left_out,
         )
 
     @cached_property
@@ -150,6 +160,7 @@ class InductorSession:
             f"inductor-templates: devices: {', '.join(d.name for d in self.devices)}",
         ]
         lines += [f"inductor-templates: overridden by the command line: {o}" for o in first.overridden]
+        lines += [f"inductor-templates: all: left out {name}: {why}" for name, why in self.left_out]
         for column in self.columns:
             settings = ", ".join(f"{k}={v!r}" for k, v in column.effective_settings.items()) or "none (defaults)"
             lines.append(f"inductor-templates: {column.label}: effective Inductor settings: {settings}")

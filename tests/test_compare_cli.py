@@ -193,3 +193,28 @@ def test_report_renders_outcome_effect_and_speedup_as_markdown(runs) -> None:
     assert f"| builtin/launch_bound [cpu] | pass / {launch['extra_info']['speedup']:.2f}x |" in lines
     assert "| builtin/embedding [cpu] | accuracy_fail |" in lines  # a failed item: its outcome, no speedup
     assert any(line.startswith("- builtin/embedding/default/cpu: accuracy_fail: call 1 of 2: out[0]") for line in lines)
+
+
+def test_templates_that_all_leaves_out_are_named_with_the_reason(tmp_path: Path) -> None:
+    """--inductor-template=all runs what this machine can run; the header, the JSON and the report say what
+    it left out and why (the eager row alone runs here: nothing compiles)."""
+    import torch
+
+    from pytest_inductor_templates.environment import visible_devices
+    from pytest_inductor_templates.templates import TemplateRegistry
+
+    expected = [
+        (t.name, problem)
+        for t in TemplateRegistry()
+        if t.compiles and (problem := t.machine_problem(visible_devices())) is not None
+    ]
+    if not torch.cuda.is_available():
+        assert [name for name, _ in expected] == ["triton", "cudagraphs", "tma", "cutlass"]
+    args = ("--inductor-samples", "--inductor-template=all", "--inductor-devices=cpu", "-W", "ignore")
+    result = run_pytest(tmp_path, *args, "-k", "launch_bound and eager", "--benchmark-json=run.json", *FAST)
+    header = [line for line in result.stdout.splitlines() if line.startswith("inductor-templates: all: left out")]
+    assert header == [f"inductor-templates: all: left out {name}: {why}" for name, why in expected]
+    data = json.loads((tmp_path / "run.json").read_text())
+    assert data["inductor_templates"]["left_out"] == [{"template": n, "reason": why} for n, why in expected]
+    report = cli("report", str(tmp_path / "run.json")).stdout
+    assert all(f"- `{name}`: {why}" in report for name, why in expected)
