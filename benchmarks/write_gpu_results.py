@@ -1,7 +1,8 @@
 """Write docs/gpu-results.md from the GPU checks' logs: environment, commands, the plugin's own report.
 
-Usage: python benchmarks/write_gpu_results.py LOG_DIR [LOG_DIR ...] > docs/gpu-results.md
-LOG_DIRs, oldest first, hold what benchmarks/run_gpu_checks.sh wrote: env.txt, gpu_tests.txt, fidelity.txt and
+Usage: python benchmarks/write_gpu_results.py [--note=TEXT ...] LOG_DIR [LOG_DIR ...] > docs/gpu-results.md
+LOG_DIRs, oldest first, hold what benchmarks/run_gpu_checks.sh wrote: env.txt, gpu_tests.txt, fidelity.txt,
+crosscheck.txt, templates.txt (``pytest --inductor-list-templates`` and an ``all`` run's header) and
 results-*.json shards (merged as ``pytest-inductor-templates merge`` does, rendered as ``pytest-inductor-templates
 report`` does). A sample that a later shard ran again keeps only the later row; the page says so.
 """
@@ -50,13 +51,14 @@ def latest_rows(runs: list[Run], shards: list[Path]) -> tuple[list[Run], list[st
     return runs, notes
 
 
-def main(directories: list[Path]) -> int:
+def main(directories: list[Path], extra_notes: list[str]) -> int:
     shards = [p for d in directories for p in sorted(d.glob("results-*.json"))]
     if not shards:
         print("no results-*.json shards in " + ", ".join(map(str, directories)), file=sys.stderr)
         return 2
     as_run = [load(str(p)) for p in shards]
     runs, notes = latest_rows(as_run, shards)
+    notes += extra_notes
     run = from_data("merged", merge(runs))
     env = next((d / "env.txt" for d in directories if (d / "env.txt").exists()), None)
     tests = [d / "gpu_tests.txt" for d in directories if (d / "gpu_tests.txt").exists()]
@@ -87,8 +89,19 @@ def main(directories: list[Path]) -> int:
     if notes:
         print()
     print("Each cell: check outcome / effect verdict / speedup over eager (eager median / median, wall time per")
-    print("call with a synchronizing timer). A failed item shows its outcome and no speedup.\n")
+    print("call with a synchronizing timer). A failed item shows its outcome and no speedup; `default` has no")
+    print("verdict (it turns nothing on). A **no effect** cell is a finding, not a failure: its reason is listed")
+    print("under the table (no GEMM for a GEMM template, or autotuning chose a kernel other than the template's).")
+    print("The built-ins are small, so per-call CPU overhead decides most speedups on this machine's 2.1 GHz")
+    print("Xeon VM; the cross-check section below measures a few of them with plain `torch.compile` and Timer.\n")
     print(as_markdown(run))
+    listings = [d / "templates.txt" for d in directories if (d / "templates.txt").exists()]
+    left_out = [line for f in listings for line in f.read_text().splitlines() if "all: left out" in line]
+    if left_out:
+        print("\nTemplates not run on this machine, from the header of an `--inductor-template=all` run here:\n")
+        print("```")
+        print("\n".join(dict.fromkeys(left_out)))
+        print("```")
     logs = [d / "fidelity.txt" for d in directories if (d / "fidelity.txt").exists()]
     if logs:
         print("\n## Timing fidelity (`python benchmarks/timing_fidelity.py`, the last run)\n")
@@ -114,4 +127,6 @@ def main(directories: list[Path]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main([Path(p) for p in sys.argv[1:]]))
+    arguments = sys.argv[1:]
+    notes = [a.removeprefix("--note=") for a in arguments if a.startswith("--note=")]
+    sys.exit(main([Path(a) for a in arguments if not a.startswith("--note=")], notes))

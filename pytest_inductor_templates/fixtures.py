@@ -164,6 +164,15 @@ def benchmark_name(node: pytest.Item, selection: Selection) -> str:
     return f"{base}[{rest}]" if rest else base
 
 
+def readable_params(callspec: Any) -> dict[str, Any] | None:
+    """The test's parameters as pytest-benchmark's JSON shows them: the matrix's by name, not as
+    ``UNSERIALIZABLE[Selection(...)]``."""
+    if callspec is None:
+        return None
+    readable = {"inductor_selection": lambda selection: selection.label, "inductor_device": str}
+    return {k: readable[k](v) if k in readable else v for k, v in callspec.params.items()}
+
+
 def benchmarks(
     state: InductorSession, request: pytest.FixtureRequest, selection: Selection, benchmark: Any
 ) -> Iterator[Callable[..., CheckResult]]:
@@ -198,6 +207,7 @@ def benchmarks(
                 **result.json_info(),
                 **effect_info(effects),
             )
+            benchmark.params = readable_params(getattr(node, "callspec", None))
             steady = compiled.steady()  # compiled by the check; timed without per-call scaffolding
             eager_call = no_grad_call(eager) if selection.inference_only else eager  # as the compiled one runs
             timing = time_model(

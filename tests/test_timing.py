@@ -94,6 +94,7 @@ def test_user_benchmark_times_eager_in_the_same_test(timed_run) -> None:
     assert info["sample"] == "test_user.py::test_block_speed" and info["eager_baseline"] == "timed in this test"
     assert info["eager_median"] > 0 and info["eager_rounds"] >= 3
     assert info["speedup"] == pytest.approx(info["eager_median"] / median)
+    assert _entries(data)["test_user.py::test_block_speed[default]"]["params"] == {"inductor_selection": "default"}
 
 
 def test_machine_info_and_outcomes_in_the_json(timed_run) -> None:
