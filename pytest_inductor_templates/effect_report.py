@@ -67,12 +67,7 @@ def effects_of(
     index = int(device.name.partition(":")[2] or 0) if device.type == "cuda" else 0
     recorded = None
     if device.type == "cuda" and selection.cudagraphs:
-        recorded = recorded_cuda_graphs(index)
-        for _ in range(REPEAT_CALLS_FOR_CUDA_GRAPHS if call_again is not None else 0):
-            if recorded != 0 or model.stats.cudagraph_skips:
-                break
-            call_again()
-            recorded = recorded_cuda_graphs(index)
+        recorded = _cuda_graphs_recorded(model, index, call_again)
     backends = str(selection.effective_settings.get("max_autotune_gemm_backends", "")).upper()
     return judge(
         selection,
@@ -84,6 +79,18 @@ def effects_of(
         default_code,
         package_missing("cutlass_library") if "CUTLASS" in backends else None,
     )
+
+
+def _cuda_graphs_recorded(model: CompiledModel, index: int, call_again: Callable[[], Any] | None) -> int | None:
+    """The CUDA graphs on device ``index``; where none is recorded yet and nothing was skipped, after
+    calling ``call_again`` until one is (at most twice)."""
+    recorded = recorded_cuda_graphs(index)
+    for _ in range(REPEAT_CALLS_FOR_CUDA_GRAPHS):
+        if call_again is None or recorded != 0 or model.stats.cudagraph_skips:
+            break
+        call_again()
+        recorded = recorded_cuda_graphs(index)
+    return recorded
 
 
 def effect_info(effects: list[Effect]) -> dict[str, str]:

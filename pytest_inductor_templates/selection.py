@@ -148,10 +148,27 @@ def _choose_kind(config: pytest.Config) -> tuple[Sourced[Any] | None, tuple[str,
     return (ini[0] if ini else None), ()
 
 
+def _names(chosen: Sourced[Any]) -> list[str]:
+    return list(dict.fromkeys(n.strip() for n in str(chosen.value).split(",") if n.strip()))
+
+
+def _all(registry: TemplateRegistry, devices: list[Device]) -> tuple[list[Template], list[tuple[str, str]]]:
+    """What ``all`` means here: the compiling templates this machine can run, and the others with why."""
+    runnable: list[Template] = []
+    left_out: list[tuple[str, str]] = []
+    for template in (t for t in registry if t.compiles):
+        problem = template.machine_problem(devices)
+        if problem is None:
+            runnable.append(template)
+        else:
+            left_out.append((template.name, problem))
+    return runnable, left_out
+
+
 def _templates(chosen: Sourced[Any], registry: TemplateRegistry, devices: list[Device]) -> list[Template]:
-    names = list(dict.fromkeys(n.strip() for n in str(chosen.value).split(",") if n.strip()))
+    names = _names(chosen)
     if names == ["all"]:
-        return [t for t in registry if t.compiles and t.machine_problem(devices) is None]
+        return _all(registry, devices)[0]
     if not names or "all" in names:
         raise _usage(chosen.origin, "give one template, a comma list of templates, or all")
     for name in names:
@@ -163,10 +180,9 @@ def _templates(chosen: Sourced[Any], registry: TemplateRegistry, devices: list[D
 def left_out_by_all(config: pytest.Config, registry: TemplateRegistry, devices: list[Device]) -> list[tuple[str, str]]:
     """The templates ``all`` leaves out on this machine, each with why (none unless ``all`` was chosen)."""
     chosen, _ = _choose_kind(config)
-    if chosen is None or chosen.ini != "inductor_template" or str(chosen.value).strip() != "all":
+    if chosen is None or chosen.ini != "inductor_template" or _names(chosen) != ["all"]:
         return []
-    problems = [(t.name, t.machine_problem(devices)) for t in registry if t.compiles]
-    return [(name, problem) for name, problem in problems if problem is not None]
+    return _all(registry, devices)[1]
 
 
 def resolve(config: pytest.Config, registry: TemplateRegistry, devices: list[Device]) -> list[Selection]:
