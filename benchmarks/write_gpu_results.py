@@ -34,14 +34,27 @@ def samples_of(run: Run) -> list[str]:
     return list(dict.fromkeys(key[0] for key in [*run.entries, *run.outcomes]))
 
 
+def logs_named(directories: list[Path], name: str) -> list[Path]:
+    return [d / name for d in directories if (d / name).exists()]
+
+
+def print_fenced(heading: str, lines: list[str]) -> None:
+    """A heading (with its blank lines) and ``lines`` in a code block; nothing without lines."""
+    if lines:
+        print(heading)
+        print("```")
+        print("\n".join(dict.fromkeys(lines)))
+        print("```")
+
+
 def latest_rows(runs: list[Run], shards: list[Path]) -> tuple[list[Run], list[str]]:
     """The shards in the order given; a sample re-run by a later shard keeps only the later shard's row."""
     runs = list(runs)
     notes = []
     for index, run in enumerate(runs):
-        samples = {key[0] for key in [*run.entries, *run.outcomes]}
+        samples = set(samples_of(run))
         for earlier in range(index):
-            replaced = samples & {key[0] for key in [*runs[earlier].entries, *runs[earlier].outcomes]}
+            replaced = samples & set(samples_of(runs[earlier]))
             if replaced:
                 runs[earlier] = without_samples(runs[earlier], replaced)
                 notes.append(
@@ -60,9 +73,9 @@ def main(directories: list[Path], extra_notes: list[str]) -> int:
     runs, notes = latest_rows(as_run, shards)
     notes += extra_notes
     run = from_data("merged", merge(runs))
-    env = next((d / "env.txt" for d in directories if (d / "env.txt").exists()), None)
-    tests = [d / "gpu_tests.txt" for d in directories if (d / "gpu_tests.txt").exists()]
+    env = next(iter(logs_named(directories, "env.txt")), None)
     machine = run.data.get("machine_info", {})
+    cpu = machine.get("cpu", {})
     print("# pytest-inductor-templates on the H200: every template, every built-in sample\n")
     print(f"Written {datetime.date.today()} from {len(shards)} shard(s): {', '.join(p.name for p in shards)}.\n")
     print(
@@ -92,37 +105,37 @@ def main(directories: list[Path], extra_notes: list[str]) -> int:
     print("call with a synchronizing timer). A failed item shows its outcome and no speedup; `default` has no")
     print("verdict (it turns nothing on). A **no effect** cell is a finding, not a failure: its reason is listed")
     print("under the table (no GEMM for a GEMM template, or autotuning chose a kernel other than the template's).")
-    print("The built-ins are small, so per-call CPU overhead decides most speedups on this machine's 2.1 GHz")
-    print("Xeon VM; the cross-check section below measures a few of them with plain `torch.compile` and Timer.\n")
+    print("The built-ins are small, so per-call CPU overhead decides most speedups on this machine's CPU")
+    print(f"({cpu.get('brand_raw', '?')}, {cpu.get('hz_actual_friendly', '?')}, {cpu.get('count', '?')} cores);")
+    print("the cross-check section below measures a few of them with plain `torch.compile` and Timer.\n")
     print(as_markdown(run))
-    listings = [d / "templates.txt" for d in directories if (d / "templates.txt").exists()]
-    left_out = [line for f in listings for line in f.read_text().splitlines() if "all: left out" in line]
-    if left_out:
-        print("\nTemplates not run on this machine, from the header of an `--inductor-template=all` run here:\n")
-        print("```")
-        print("\n".join(dict.fromkeys(left_out)))
-        print("```")
-    logs = [d / "fidelity.txt" for d in directories if (d / "fidelity.txt").exists()]
-    if logs:
-        print("\n## Timing fidelity (`python benchmarks/timing_fidelity.py`, the last run)\n")
-        print("```")
-        print("\n".join(line.rstrip() for line in logs[-1].read_text().splitlines() if RATIO.search(line)))
-        print("```")
-    crosscheck = [d / "crosscheck.txt" for d in directories if (d / "crosscheck.txt").exists()]
-    if crosscheck:
-        print("\n## The same speedups by another method (`python benchmarks/speedup_crosscheck.py`)\n")
-        print("Plain `torch.compile` timed with `torch.utils.benchmark.Timer`, no plugin code in the timed path.")
-        print("These samples are small: per-call CPU overhead (guards, wrapper, launches) decides their speedups.\n")
-        print("```")
-        print("\n".join(line for line in crosscheck[-1].read_text().splitlines() if line.startswith("builtin/")))
-        print("```")
+    left_out = [line for f in logs_named(directories, "templates.txt") for line in f.read_text().splitlines()]
+    print_fenced(
+        "\nTemplates not run on this machine, from the header of an `--inductor-template=all` run here:\n",
+        [line for line in left_out if "all: left out" in line],
+    )
+    fidelity = logs_named(directories, "fidelity.txt")[-1:]
+    print_fenced(
+        "\n## Timing fidelity (`python benchmarks/timing_fidelity.py`, the last run)\n",
+        [line.rstrip() for f in fidelity for line in f.read_text().splitlines() if RATIO.search(line)],
+    )
+    crosscheck = logs_named(directories, "crosscheck.txt")[-1:]
+    print_fenced(
+        "\n## The same speedups by another method (`python benchmarks/speedup_crosscheck.py`)\n\n"
+        "Plain `torch.compile` timed with `torch.utils.benchmark.Timer`, no plugin code in the timed path.\n"
+        "These samples are small: per-call CPU overhead (guards, wrapper, launches) decides their speedups.\n",
+        [line for f in crosscheck for line in f.read_text().splitlines() if line.startswith("builtin/")],
+    )
     shown = re.compile(r"RAW|compiled_model:|median wall|passed|failed")
-    demo = [line for f in tests for line in f.read_text().splitlines() if shown.search(line)]
-    if demo:
-        print("\n## GPU tests (`pytest tests -m gpu -s`): the CUDA-graph overwrite, the timer waiting for the GPU\n")
-        print("```")
-        print("\n".join(dict.fromkeys(demo)))
-        print("```")
+    print_fenced(
+        "\n## GPU tests (`pytest tests -m gpu -s`): the CUDA-graph overwrite, the timer waiting for the GPU\n",
+        [
+            line
+            for f in logs_named(directories, "gpu_tests.txt")
+            for line in f.read_text().splitlines()
+            if shown.search(line)
+        ],
+    )
     return 0
 
 
