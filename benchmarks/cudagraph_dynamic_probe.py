@@ -7,7 +7,7 @@ import torch
 from torch._dynamo.utils import counters
 from torch.utils.benchmark import Timer
 
-from pytest_inductor_templates.effects import recorded_cuda_graphs
+from pytest_inductor_templates.compile.effects import recorded_cuda_graphs
 from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
 
 torch._logging.set_logs(cudagraphs=True, perf_hints=True, recompiles=True)

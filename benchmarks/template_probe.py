@@ -15,11 +15,11 @@ import time
 import torch
 from torch._inductor.utils import run_and_get_code
 
-from pytest_inductor_templates.compiled import CompiledModel
-from pytest_inductor_templates.environment import visible_devices
-from pytest_inductor_templates.isolation import isolated_compile_state
-from pytest_inductor_templates.selection import Selection
-from pytest_inductor_templates.templates import TemplateRegistry
+from pytest_inductor_templates.compile.compiled import CompiledModel
+from pytest_inductor_templates.compile.isolation import isolated_compile_state
+from pytest_inductor_templates.machine import visible_devices
+from pytest_inductor_templates.templates.registry import TemplateRegistry
+from pytest_inductor_templates.templates.selection import Selection
 
 MARKERS = {
     "aten_gemm": r"extern_kernels\.(mm|addmm|bmm)",

@@ -14,8 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from pytest_inductor_templates.run_report import as_markdown
-from pytest_inductor_templates.runs import SECTION, Run, from_data, load, merge
+from pytest_inductor_templates.runs.files import SECTION, Run, from_data, load, merge
+from pytest_inductor_templates.runs.markdown import as_markdown
 
 RATIO = re.compile(r"ratio (plugin / \w+ )?\d")
 

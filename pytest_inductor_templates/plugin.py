@@ -1,4 +1,4 @@
-"""pytest hooks: options, validation, header, the matrix, sample items and the fixtures."""
+"""pytest hooks, wired to the modules that do the work. torch is imported only once the plugin is used."""
 
 from __future__ import annotations
 
@@ -8,22 +8,28 @@ from typing import Any
 
 import pytest
 
-from . import fixtures, hookspec, options
-from .bench_runner import quiet_unused_fixture, use_synchronizing_timer
-from .benchmark_integration import BenchmarkIntegration
-from .effect_report import EffectReport
-from .outcomes import CheckResult
-from .report import OutcomeReport
-from .sample_items import CASE_KEY, SAMPLE_MARKER, collect_sample_items
-from .sample_runner import PreparedTriple
+from . import fixtures, hookspec, settings
+from .check.outcomes import CheckResult
+from .report.benchmark_json import BenchmarkJson
+from .report.book import RecordBook
+from .report.item_records import complete
+from .report.terminal import TerminalSummary
+from .samples.items import CASE_KEY, SAMPLE_MARKER, collect_sample_items, release_after
+from .samples.triples import PreparedTriple
 from .session import SESSION_KEY, TEMPLATES_MARKER, InductorSession
-from .speedup_report import SpeedupReport
+from .timing.bench import quiet_unused_fixture
 
+SETTINGS_KEY = pytest.StashKey[settings.Settings]()
 MATRIX_FIXTURES = ("compiled_model", "inductor_check", "inductor_benchmark", "inductor_device", "inductor_selection")
+MARKERS = (
+    f"{SAMPLE_MARKER}: an item of the sample x template x device matrix",
+    f"{TEMPLATES_MARKER}(*names, exclude=()): run this test under these templates only, or not under excluded",
+    f"{fixtures.TOLERANCE_MARKER}(rtol, atol): the tolerance inductor_check uses in this test",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    options.register(parser)
+    settings.register(parser)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -36,42 +42,34 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         return None
     import torch
 
-    from .environment import visible_devices
-    from .listing import listing
+    from .machine import visible_devices
     from .session import build_registry
+    from .templates.listing import listing
 
-    print(listing(build_registry(config), visible_devices(), torch.__version__))
+    print(listing(build_registry(config, settings.Settings(config)), visible_devices(), torch.__version__))
     return 0
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{SAMPLE_MARKER}: an item of the sample x template x device matrix")
-    config.addinivalue_line(
-        "markers",
-        f"{TEMPLATES_MARKER}(*names, exclude=()): run this test under these templates only, or not under excluded",
-    )
-    config.addinivalue_line(
-        "markers", f"{fixtures.TOLERANCE_MARKER}(rtol, atol): the tolerance inductor_check uses in this test"
-    )
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
+    config.stash[SETTINGS_KEY] = settings.Settings(config)
     user_templates = config.pluginmanager.hook.pytest_inductor_templates.get_hookimpls()
-    if options.any_selected(config) or user_templates:  # validate before any test runs
-        config.stash[SESSION_KEY] = InductorSession.from_config(config)
-    outcomes = OutcomeReport()
-    config.pluginmanager.register(outcomes, "inductor-templates-outcomes")
-    config.pluginmanager.register(EffectReport(), "inductor-templates-effects")
+    if config.stash[SETTINGS_KEY].any_set or user_templates:  # validate before any test runs
+        _session(config)
+    book = RecordBook()
+    config.pluginmanager.register(book, "inductor-templates-records")
+    xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
+    config.pluginmanager.register(TerminalSummary(book, xdist_active), "inductor-templates-summary")
     if config.pluginmanager.hasplugin("benchmark"):
-        xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
-        speedups = SpeedupReport(xdist_active)
-        config.pluginmanager.register(speedups, "inductor-templates-speedups")
         left_out = lambda: config.stash[SESSION_KEY].left_out if SESSION_KEY in config.stash else []  # noqa: E731
-        integration = BenchmarkIntegration(outcomes, speedups, left_out)
-        config.pluginmanager.register(integration, "inductor-templates-benchmark")
+        config.pluginmanager.register(BenchmarkJson(book, left_out), "inductor-templates-benchmark")
 
 
 def _session(config: pytest.Config) -> InductorSession:
     if SESSION_KEY not in config.stash:
-        config.stash[SESSION_KEY] = InductorSession.from_config(config)
+        config.stash[SESSION_KEY] = InductorSession.from_settings(config, config.stash[SETTINGS_KEY])
     return config.stash[SESSION_KEY]
 
 
@@ -90,27 +88,21 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if SESSION_KEY in config.stash and config.stash[SESSION_KEY].samples:
         state = config.stash[SESSION_KEY]
         items.extend(collect_sample_items(session, state.samples, state.sample_cases, state.visible))
-    for item in items:
-        if "inductor_benchmark" in getattr(item, "fixturenames", ()):
-            callspec = getattr(item, "callspec", None)
-            device = callspec.params.get("inductor_device") if callspec else None
-            use_synchronizing_timer(item, device.type if device is not None else _session(config).devices[0].type)
+    if any(name in getattr(item, "fixturenames", ()) for item in items for name in fixtures.CHECKING_FIXTURES):
+        fixtures.prepare_checking_tests(_session(config), items)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: runs after pytest-benchmark's makereport
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
-    if CASE_KEY in item.stash or "inductor_check" in getattr(item, "fixturenames", ()):
-        OutcomeReport.complete(item, report)
+    complete(item, report)
     quiet_unused_fixture(item)
     return report
 
 
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     if CASE_KEY in item.stash:
-        following = nextitem.stash.get(CASE_KEY, None) if nextitem is not None else None
-        if following is None or following.key != item.stash[CASE_KEY].key:
-            _session(item.config).triples.release()
+        release_after(item, nextitem, _session(item.config).triples)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -140,7 +132,7 @@ def compiled_model(request: pytest.FixtureRequest, inductor_selection: Any) -> I
     Skips when the template cannot run on the test's device. Dynamo is reset and the
     Inductor and Dynamo configs are restored around the test.
     """
-    yield from fixtures.compiled_models(_session(request.config), request, inductor_selection)
+    yield from fixtures.compiled_models(_session(request.config), request)
 
 
 @pytest.fixture
@@ -152,7 +144,7 @@ def inductor_check(request: pytest.FixtureRequest, inductor_selection: Any) -> I
     output named. Tolerances: ``@pytest.mark.inductor_tolerance``, else ``--inductor-tolerance``,
     else torch.testing's per-dtype defaults.
     """
-    yield from fixtures.checks(_session(request.config), request, inductor_selection)
+    yield from fixtures.checks(_session(request.config), request)
 
 
 @pytest.fixture
@@ -166,7 +158,7 @@ def inductor_benchmark(
     device time from CUDA events in extra_info. Eager is timed the same way in the same test; the
     speedup (eager median / compiled median) goes into extra_info. A failed check fails the test.
     """
-    yield from fixtures.benchmarks(_session(request.config), request, inductor_selection, benchmark)
+    yield from fixtures.benchmarks(_session(request.config), request, benchmark)
 
 
 @pytest.fixture

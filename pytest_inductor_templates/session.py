@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from . import selection as selection_module
-from .environment import Device, visible_devices
-from .matrix import Case, select_devices
-from .options import effective
-from .sample_runner import TripleCache
+from .check.tolerances import Tolerance
+from .machine import Device, visible_devices
 from .samples.base import Sample
 from .samples.sources import select_samples
-from .templates import EAGER, TemplateRegistry
-from .tolerances import Tolerance, parse_tolerance
-from .user_templates import (
+from .samples.triples import TripleCache
+from .settings import Settings
+from .templates import selection as selection_module
+from .templates.matrix import Case, select_devices
+from .templates.registry import EAGER, TemplateRegistry
+from .templates.user import (
     TemplateDefinitionError,
     add_user_templates,
     hook_definitions,
@@ -28,18 +27,13 @@ SESSION_KEY = pytest.StashKey["InductorSession"]()
 TEMPLATES_MARKER = "inductor_templates"
 
 
-def build_registry(config: pytest.Config) -> TemplateRegistry:
+def build_registry(config: pytest.Config, settings: Settings) -> TemplateRegistry:
     """Built-in templates, then the templates file's, then conftest's."""
     registry = TemplateRegistry()
     try:
-        file_option = effective(config, "--inductor-templates-file", "inductor_templates_file")
+        file_option = settings.get("inductor_templates_file")
         if file_option is not None:
-            base = (
-                config.invocation_params.dir
-                if file_option.from_command_line
-                else (config.inipath.parent if config.inipath else config.rootpath)
-            )
-            path = Path(base, str(file_option.value))
+            path = file_option.path()
             add_user_templates(registry, load_templates_file(path), str(path.name))
         results = config.hook.pytest_inductor_templates(config=config)
         add_user_templates(registry, hook_definitions(results), "conftest")
@@ -49,7 +43,7 @@ def build_registry(config: pytest.Config) -> TemplateRegistry:
 
 
 class InductorSession:
-    """What the plugin resolved for this pytest session."""
+    """What the plugin resolved for this pytest session: templates, the matrix, the samples."""
 
     def __init__(
         self,
@@ -73,23 +67,18 @@ class InductorSession:
         self.triples = TripleCache(tolerance, require_effect)
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> InductorSession:
-        registry = build_registry(config)
+    def from_settings(cls, config: pytest.Config, settings: Settings) -> InductorSession:
+        registry = build_registry(config, settings)
         visible = visible_devices()
-        devices = select_devices(effective(config, "--inductor-devices", "inductor_devices"), visible)
-        columns = selection_module.resolve(config, registry, visible)
-        tolerance = parse_tolerance(effective(config, "--inductor-tolerance", "inductor_tolerance"))
-        require = effective(config, "--inductor-require-effect", "inductor_require_effect")
-        left_out = selection_module.left_out_by_all(config, registry, visible)
         return cls(
             registry,
-            columns,
-            devices,
+            selection_module.resolve(settings, registry, visible),
+            select_devices(settings.get("inductor_devices"), visible),
             visible,
-            select_samples(config),
-            tolerance,
-            bool(require and require.value),
-            left_out,
+            select_samples(settings),
+            Tolerance(*settings.tolerance) if settings.tolerance else None,
+            settings.require_effect,
+            selection_module.left_out_by_all(settings, registry, visible),
         )
 
     @cached_property

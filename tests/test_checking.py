@@ -8,8 +8,9 @@ from collections import namedtuple
 import pytest
 import torch
 
-from pytest_inductor_templates.checking import compare, round_to_tf32
-from pytest_inductor_templates.tolerances import Tolerance, default_tolerance, graphnet_tolerance
+from pytest_inductor_templates.check.diff import compare_outputs as compare
+from pytest_inductor_templates.check.diff import round_to_tf32
+from pytest_inductor_templates.check.tolerances import Tolerance, default_tolerance, graphnet_tolerance
 
 Pair = namedtuple("Pair", ["left", "right"])
 

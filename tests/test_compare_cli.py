@@ -41,7 +41,7 @@ torch._dynamo.register_backend(name="shifted")(shifted)
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest_inductor_templates.cli", *args], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "pytest_inductor_templates.runs.cli", *args], capture_output=True, text=True, check=False
     )
 
 
@@ -60,15 +60,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _slowed(base: Path, factor: float, sample: str) -> Path:
-    """A copy of a real run with one compiled entry's times multiplied by ``factor``."""
+    """A copy of a real run with one compiled bench item's median multiplied by ``factor`` (in the records the
+    commands read)."""
     data = json.loads(base.read_text())
-    for entry in data["benchmarks"]:
-        info = entry["extra_info"]
-        if info["template"] == "default" and info["sample"] == sample:
-            entry["stats"] = {
-                k: v * factor if k in ("min", "max", "mean", "median") else v for k, v in entry["stats"].items()
-            }
-            info["speedup"] = info["eager_median"] / entry["stats"]["median"]
+    for record in data["inductor_templates"]["items"]:
+        if (record["template"], record["sample"], record["kind"]) == ("default", sample, "bench"):
+            record["median"] *= factor
     path = base.with_name(f"slowed-{factor}.json")
     path.write_text(json.dumps(data))
     return path
@@ -124,7 +121,7 @@ def test_merge_joins_shards_and_refuses_overlaps(runs, tmp_path: Path) -> None:
     samples = {(b["extra_info"]["sample"], b["extra_info"]["template"]) for b in data["benchmarks"]}
     assert samples == {(s, t) for s in ("builtin/launch_bound", "builtin/embedding") for t in ("eager", "default")}
     assert all(b["extra_info"]["speedup"] > 0 for b in data["benchmarks"] if b["extra_info"]["template"] != "eager")
-    assert len(data["inductor_templates"]["outcomes"]) == 4
+    assert len(data["inductor_templates"]["items"]) == 8  # 2 samples x 2 templates x (check, bench)
     assert cli("compare", str(runs["base"]), str(out), "--fail-on", "correctness").returncode == 0
     overlap = cli("merge", str(runs["shard1"]), str(runs["shard1"]), "-o", str(tmp_path / "x.json"))
     assert overlap.returncode == 2
@@ -134,11 +131,12 @@ def test_merge_joins_shards_and_refuses_overlaps(runs, tmp_path: Path) -> None:
 def test_merge_computes_speedups_across_shards(runs, tmp_path: Path) -> None:
     data: dict[str, Any] = json.loads(runs["shard1"].read_text())
     eager_only, compiled_only = copy.deepcopy(data), copy.deepcopy(data)
-    eager_only["benchmarks"] = [b for b in data["benchmarks"] if b["extra_info"]["template"] == "eager"]
-    compiled_only["benchmarks"] = [b for b in data["benchmarks"] if b["extra_info"]["template"] != "eager"]
-    for entry in compiled_only["benchmarks"]:
-        entry["extra_info"].update(speedup=None, eager_median=None)  # as a shard without the eager row writes it
-    compiled_only["inductor_templates"]["outcomes"] = []
+    for shard, wanted in ((eager_only, True), (compiled_only, False)):
+        shard["benchmarks"] = [b for b in shard["benchmarks"] if (b["extra_info"]["template"] == "eager") == wanted]
+        items = shard["inductor_templates"]["items"]
+        shard["inductor_templates"]["items"] = [r for r in items if (r["template"] == "eager") == wanted]
+    for record in compiled_only["inductor_templates"]["items"]:
+        record.pop("speedup", None), record.pop("eager_median", None)  # as a shard without the eager row writes it
     (tmp_path / "a.json").write_text(json.dumps(eager_only))
     (tmp_path / "b.json").write_text(json.dumps(compiled_only))
     assert (
@@ -169,7 +167,7 @@ def test_plot_writes_a_png(runs, tmp_path: Path) -> None:
             ["compare", "a.json", "b.json", "--fail-on", "speed:5"],
             "expected speedup:N% (e.g. speedup:5%) or correctness",
         ),
-        (["compare", "plain.json", "plain.json"], "plain.json: no entries written by pytest-inductor-templates"),
+        (["compare", "plain.json", "plain.json"], "plain.json: no 'inductor_templates' section: not a run saved by"),
         (["compare", "notjson.json", "notjson.json"], "notjson.json: not JSON"),
         (["merge", "a.json"], "the following arguments are required: -o/--output"),
     ],
@@ -200,8 +198,8 @@ def test_templates_that_all_leaves_out_are_named_with_the_reason(tmp_path: Path)
     it left out and why (the eager row alone runs here: nothing compiles)."""
     import torch
 
-    from pytest_inductor_templates.environment import visible_devices
-    from pytest_inductor_templates.templates import TemplateRegistry
+    from pytest_inductor_templates.machine import visible_devices
+    from pytest_inductor_templates.templates.registry import TemplateRegistry
 
     expected = [
         (t.name, problem)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from torch._inductor import config
 
-from pytest_inductor_templates.environment import _cutlass_section, cutlass_dir, cutlass_problem
+from pytest_inductor_templates.machine import _cutlass_section, cutlass_dir, cutlass_problem
 
 
 def fake_checkout(root: Path) -> Path:
@@ -42,9 +42,7 @@ def test_the_config_key_this_torch_reads_is_followed(tmp_path: Path, fake_nvcc: 
 def test_the_environment_variable_reaches_a_fresh_process(tmp_path: Path, fake_nvcc: Path) -> None:
     checkout = fake_checkout(tmp_path / "cutlass")
     env = {**os.environ, "TORCHINDUCTOR_CUTLASS_DIR": str(checkout)}
-    code = (
-        "from pytest_inductor_templates.environment import package_missing; print(package_missing('cutlass_library'))"
-    )
+    code = "from pytest_inductor_templates.machine import package_missing; print(package_missing('cutlass_library'))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "None"
 

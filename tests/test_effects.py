@@ -8,11 +8,11 @@ import re
 import pytest
 
 from conftest import junit_properties
-from pytest_inductor_templates.compiled import CompileStats
-from pytest_inductor_templates.effects import judge, normalized, verdict
-from pytest_inductor_templates.evidence import CompileEvidence
-from pytest_inductor_templates.selection import Selection
-from pytest_inductor_templates.templates import TemplateRegistry
+from pytest_inductor_templates.compile.compiled import CompileStats
+from pytest_inductor_templates.compile.effects import judge, normalized, verdict
+from pytest_inductor_templates.compile.evidence import CompileEvidence
+from pytest_inductor_templates.templates.registry import TemplateRegistry
+from pytest_inductor_templates.templates.selection import Selection
 
 FRESH = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}  # every compile fresh: every effect observed
 QUIET = ("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", "--inductor-devices=cpu")
@@ -196,10 +196,10 @@ def test_cuda_graphs_are_counted_again_after_repeat_calls(
     """CUDA-graph trees record a shape on its second call: a check that called each shape once saw none yet."""
     import torch
 
-    from pytest_inductor_templates import effect_report
-    from pytest_inductor_templates.compiled import CompiledModel
-    from pytest_inductor_templates.environment import Device
-    from pytest_inductor_templates.isolation import CompileWatcher
+    from pytest_inductor_templates.compile import effects as effect_report
+    from pytest_inductor_templates.compile.compiled import CompiledModel
+    from pytest_inductor_templates.compile.isolation import CompileWatcher
+    from pytest_inductor_templates.machine import Device
 
     remaining = iter(counts)
     monkeypatch.setattr(effect_report, "recorded_cuda_graphs", lambda index: next(remaining))

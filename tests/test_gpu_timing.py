@@ -47,7 +47,7 @@ def test_the_timer_waits_for_the_gpu(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
     (entry,) = json.loads(pytester.path.joinpath("run.json").read_text())["benchmarks"]
     info, median = entry["extra_info"], entry["stats"]["median"]
-    assert info["timer"] == "pytest_inductor_templates.timing.cuda_synchronized_perf_counter"
+    assert info["timer"] == "pytest_inductor_templates.timing.timers.cuda_synchronized_perf_counter"
     device_seconds = info["device_time_ms"] / 1000
     eager_ms = info["eager_median"] * 1e3
     print(f"\nmedian wall {median * 1e3:.3f} ms, device {info['device_time_ms']:.3f} ms, eager {eager_ms:.3f} ms")

@@ -134,7 +134,7 @@ def test_ini_twins_and_relative_roots(pytester: pytest.Pytester) -> None:
 
 COMPILE_COUNTER = """
 import pytest
-from pytest_inductor_templates.compiled import RecordingBackend
+from pytest_inductor_templates.compile.compiled import RecordingBackend
 
 COMPILES = []
 _original = RecordingBackend.__call__

@@ -33,7 +33,7 @@ BAD_COMMAND_LINES = [
     (["--inductor-options=[1, 2]"], "expected a JSON object of Inductor options, got list"),
     (
         ['--inductor-options={"max_autotun": true}'],
-        "unknown Inductor option 'max_autotun' (did you mean 'max_autotune'",
+        "unknown Inductor option 'max_autotun'; did you mean 'max_autotune'",
     ),
     (['--inductor-options={"max_autotune": "yes"}'], "Inductor option 'max_autotune' takes bool, got str 'yes'"),
     (["--inductor-options=@missing.json"], "cannot read"),

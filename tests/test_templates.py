@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import no_cuda_machine, usage_error_line
-from pytest_inductor_templates.environment import CPU, Device
-from pytest_inductor_templates.templates import BUILTIN_TEMPLATES, Template, TemplateRegistry
+from pytest_inductor_templates.machine import CPU, Device
+from pytest_inductor_templates.templates.registry import BUILTIN_TEMPLATES, Template, TemplateRegistry
 
 H200 = Device("cuda:0", "cuda", "NVIDIA H200", (9, 0))
 A100 = Device("cuda:0", "cuda", "NVIDIA A100", (8, 0))
@@ -147,7 +147,7 @@ def test_selected_unavailable_user_template_skips_with_reason(pytester: pytest.P
     [
         (
             "[templates.a]\nsetings = {}\n",
-            "templates.toml: template 'a': unknown field 'setings' (did you mean 'settings'?)",
+            "templates.toml: template 'a': unknown field 'setings'; did you mean 'settings'?",
         ),
         (
             '[templates.a]\nextends = "maxautotune"\n',

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tolerances import Tolerance
+from ..check.tolerances import Tolerance
 
 __all__ = ["Inputs", "Sample", "SampleError", "Tolerance", "stable_seed"]
 

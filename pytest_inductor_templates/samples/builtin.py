@@ -49,7 +49,7 @@ class BuiltinSample(Sample):
     def make_inputs(self, device: Any) -> list[Inputs]:
         import torch
 
-        from ..outputs import map_tensors
+        from ..check.outputs import map_tensors
 
         generator = torch.Generator().manual_seed(stable_seed(self.id) + 1)
         inputs = self.input_factory(generator, self._torch_dtype())

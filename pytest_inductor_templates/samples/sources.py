@@ -2,74 +2,40 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-from ..options import Sourced, effective
+from ..settings import BUILTIN_SAMPLES, Settings
 from .base import Sample
-from .builtin import BUILTIN_SAMPLES
+from .builtin import BUILTIN_SAMPLES as BUILTINS
 from .cast import CastSample
 from .graphnet import GraphNetSample, discover
 
-BUILTIN = "builtin"
-DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+def select_samples(settings: Settings) -> list[Sample]:
+    """The samples the options ask for (cast to ``--inductor-sample-dtype``), in a stable order."""
+    samples = _listed_samples(settings)
+    if settings.sample_dtype is None:
+        return samples
+    return [CastSample(sample, settings.sample_dtype) for sample in samples]
 
 
-def _roots(config: pytest.Config) -> list[Sourced[str]]:
-    cli = config.getoption("inductor_samples")
-    if cli is not None:
-        return [Sourced(v, "--inductor-samples", "inductor_samples", True, config.inipath) for v in cli]
-    ini = config.getini("inductor_samples") or []
-    return [Sourced(v, "--inductor-samples", "inductor_samples", False, config.inipath) for v in ini]
-
-
-def _base(config: pytest.Config, value: Sourced[str]) -> Path:
-    if value.from_command_line or config.inipath is None:
-        return config.invocation_params.dir
-    return config.inipath.parent
-
-
-def _sample_list(config: pytest.Config) -> tuple[Sourced[str], Path, list[str]] | None:
-    cli = config.getoption("inductor_sample_list")
-    raw = cli if cli is not None else (config.getini("inductor_sample_list") or None)
-    if raw is None:
-        return None
-    value = Sourced(raw, "--inductor-sample-list", "inductor_sample_list", cli is not None, config.inipath)
-    path = _base(config, value) / raw
+def _listed_samples(settings: Settings) -> list[Sample]:
+    samples: dict[str, Sample] = {}
+    for value in settings.all("inductor_samples"):
+        if value.value == BUILTIN_SAMPLES:
+            samples.update((s.id, s) for s in BUILTINS)
+            continue
+        root = value.path().resolve()
+        if not root.is_dir():
+            raise value.usage_error(f"sample root {value.value!r} is not a directory")
+        samples.update((s.id, s) for s in (GraphNetSample(root, rel) for rel in discover(root)))
+    listed = settings.get("inductor_sample_list")
+    if listed is None:
+        return list(samples.values())
+    path = listed.path()
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as error:
-        raise pytest.UsageError(f"{value.origin}: cannot read {path}: {error.strerror}") from None
+        raise listed.usage_error(f"cannot read {path}: {error.strerror}") from None
     entries = [line.strip().strip("/") for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    return value, path, entries
-
-
-def select_samples(config: pytest.Config) -> list[Sample]:
-    """The samples the options ask for (cast to ``--inductor-sample-dtype``), in a stable order."""
-    samples = _listed_samples(config)
-    raw = effective(config, "--inductor-sample-dtype", "inductor_sample_dtype")
-    if raw is None:
-        return samples
-    if raw.value not in DTYPES:
-        raise pytest.UsageError(f"{raw.origin}: expected one of {', '.join(DTYPES)}, got {raw.value!r}")
-    return [CastSample(sample, raw.value) for sample in samples]
-
-
-def _listed_samples(config: pytest.Config) -> list[Sample]:
-    samples: dict[str, Sample] = {}
-    for value in _roots(config):
-        if value.value == BUILTIN:
-            samples.update((s.id, s) for s in BUILTIN_SAMPLES)
-            continue
-        root = (_base(config, value) / value.value).resolve()
-        if not root.is_dir():
-            raise pytest.UsageError(f"{value.origin}: sample root {value.value!r} is not a directory")
-        samples.update((s.id, s) for s in (GraphNetSample(root, rel) for rel in discover(root)))
-    listed = _sample_list(config)
-    if listed is None:
-        return list(samples.values())
-    value, path, entries = listed
     by_entry = {}
     for sample in samples.values():
         by_entry[sample.id] = sample
@@ -77,7 +43,7 @@ def _listed_samples(config: pytest.Config) -> list[Sample]:
             by_entry[sample.relative] = sample
     unknown = [e for e in entries if e not in by_entry]
     if unknown:
-        raise pytest.UsageError(
-            f"{value.origin}: {path.name} lists {len(unknown)} sample(s) found under no root: {', '.join(unknown[:5])}"
+        raise listed.usage_error(
+            f"{path.name} lists {len(unknown)} sample(s) found under no root: {', '.join(unknown[:5])}"
         )
     return list({by_entry[e].id: by_entry[e] for e in entries}.values())

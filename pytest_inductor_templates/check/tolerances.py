@@ -1,0 +1,45 @@
+"""Comparison tolerances: torch.testing's defaults per dtype, overrides, and GraphNet's tolerance levels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# torch.testing.assert_close's defaults.
+_DEFAULTS = {
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (1.3e-6, 1e-5),
+    "float64": (1e-7, 1e-7),
+    "complex32": (1e-3, 1e-5),
+    "complex64": (1.3e-6, 1e-5),
+    "complex128": (1e-7, 1e-7),
+}
+# GraphNet's levels: atol = 10^t and rtol = 10^(slope * t) per dtype; t = -5 gives the defaults.
+_GRAPHNET_RTOL_SLOPE = {"float16": 3 / 5, "bfloat16": 1.796 / 5, "float32": 5.886 / 5, "float64": 7 / 5}
+LEVELS = range(-10, 6)
+LOW_PRECISION = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Relative and absolute tolerance: a pair passes when |a - e| <= atol + rtol * |e|."""
+
+    rtol: float
+    atol: float
+
+
+def dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def default_tolerance(dtype: Any) -> Tolerance:
+    """torch.testing's tolerance for a floating or complex dtype (other dtypes compare exactly)."""
+    rtol, atol = _DEFAULTS.get(dtype_name(dtype), _DEFAULTS["float32"])
+    return Tolerance(rtol, atol)
+
+
+def graphnet_tolerance(dtype: Any, level: int) -> Tolerance:
+    """The tolerance of GraphNet's level ``t`` for ``dtype``."""
+    slope = _GRAPHNET_RTOL_SLOPE.get(dtype_name(dtype), _GRAPHNET_RTOL_SLOPE["float32"])
+    return Tolerance(rtol=10 ** (slope * level), atol=10.0**level)

@@ -1,0 +1,256 @@
+"""The compiled-model wrapper: compile once with the selection, clone CUDA-graph outputs, keep stats."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..check.outputs import map_tensors
+from ..templates.selection import Selection
+from .evidence import CompileEvidence, gather
+from .isolation import CompileWatcher
+
+
+@dataclass
+class CompileStats:
+    """What compiling one model cost and produced (complete after the first call)."""
+
+    compile_seconds: float = 0.0  # first call (trace + compile + run) + backend time of later compiles
+    graphs: int = 0
+    graph_breaks: int = 0
+    graph_break_reasons: list[str] = field(default_factory=list)
+    recompiles: int = 0
+    cudagraph_skips: int = 0
+    cudagraph_skip_reasons: list[str] = field(default_factory=list)
+    compile_failure: BaseException | None = None  # what the backend raised, if it failed
+
+    def summary(self) -> str:
+        text = (
+            f"compiled in {self.compile_seconds:.2f}s: {self.graphs} graph(s), "
+            f"{self.graph_breaks} graph break(s), {self.recompiles} recompile(s)"
+        )
+        if self.cudagraph_skips:
+            text += f", CUDA graphs skipped {self.cudagraph_skips}x ({'; '.join(self.cudagraph_skip_reasons)})"
+        return text
+
+
+def _cudagraph_skip_count() -> int:
+    from torch._dynamo.utils import counters
+
+    return counters["inductor"]["cudagraph_skips"]
+
+
+class _SkipTracker:
+    """Counts CUDA-graph skips over a span, with Inductor's logged reasons; nested spans count once."""
+
+    def __init__(self, stats: CompileStats, watcher: CompileWatcher) -> None:
+        self.stats = stats
+        self.watcher = watcher
+        self._open = False
+
+    @contextlib.contextmanager
+    def span(self, unlogged_reason: Callable[[], str]) -> Iterator[None]:
+        if self._open:
+            yield
+            return
+        count, logged = _cudagraph_skip_count(), len(self.watcher.cudagraph_skips)
+        self._open = True
+        try:
+            yield
+        finally:
+            self._open = False
+        new = _cudagraph_skip_count() - count
+        if new > 0:
+            reasons = self.watcher.cudagraph_skips[logged:][:new]
+            self.stats.cudagraph_skips += new
+            self.stats.cudagraph_skip_reasons += reasons + [unlogged_reason()] * (new - len(reasons))
+
+
+def _inner_backend(selection: Selection) -> Any:
+    import torch
+
+    if selection.backend == "inductor":
+        return torch._TorchCompileInductorWrapper(selection.mode, selection.compile_options, selection.dynamic)
+    return torch._TorchCompileWrapper(selection.backend, selection.mode, selection.compile_options, selection.dynamic)
+
+
+class RecordingBackend:
+    """A torch.compile backend that runs the selected one and records every graph it compiles."""
+
+    def __init__(self, selection: Selection, stats: CompileStats, skips: _SkipTracker) -> None:
+        self.inner = _inner_backend(selection)
+        self.compiler_name = self.__name__ = getattr(self.inner, "compiler_name", selection.backend)
+        self.stats = stats
+        self.skips = skips
+        self.backend_seconds = 0.0
+        self.evidence = CompileEvidence()
+        self.steady = False  # set once the model is timed: compiling then would lack the scoped settings
+
+    def __call__(self, graph_module: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
+        from torch._guards import CompileContext
+
+        if self.steady:
+            raise RecompiledWhileTimed(
+                "the model recompiled while being timed (a guard failed on the timed inputs); "
+                "its steady state was not reached in warm-up"
+            )
+        compile_id = CompileContext.current_compile_id()
+        reason = getattr(graph_module, "compile_subgraph_reason", None)
+        self.stats.graphs += 1
+        if compile_id is not None and compile_id.frame_compile_id:
+            self.stats.recompiles += 1
+        if reason is not None and reason.graph_break:
+            self.stats.graph_breaks += 1
+            self.stats.graph_break_reasons.append(reason.reason.strip().splitlines()[0])
+        start = time.perf_counter()
+        try:
+            with self.skips.span(lambda: _unlogged_skip_reason(example_inputs)), gather(self.evidence):
+                compiled = self.inner(graph_module, example_inputs, **kwargs)
+        except Exception as error:
+            self.stats.compile_failure = error
+            raise
+        self.backend_seconds += time.perf_counter() - start
+        return compiled
+
+    def reset(self) -> None:
+        if hasattr(self.inner, "reset"):
+            self.inner.reset()
+
+    def get_compiler_config(self) -> Any:
+        getter = getattr(self.inner, "get_compiler_config", None)
+        return getter() if getter else None
+
+
+def no_grad_call(target: Callable[..., Any]) -> Callable[..., Any]:
+    """``target`` called under ``torch.no_grad()``."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        with torch.no_grad():
+            return target(*args, **kwargs)
+
+    return call
+
+
+class RecompiledWhileTimed(RuntimeError):
+    """The compiled model compiled again during timing, where scoped settings are no longer applied."""
+
+
+def _unlogged_skip_reason(example_inputs: list[Any]) -> str:
+    import torch
+
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if "cuda" not in devices:
+        return f"graph runs on {'/'.join(sorted(devices)) or 'no device'}: CUDA graphs need CUDA tensors"
+    return "skipped without a logged reason"
+
+
+def _clone_cuda(tensor: Any) -> Any:
+    return tensor.clone() if tensor.is_cuda else tensor
+
+
+class CompiledModel:
+    """``target`` compiled with the session's selection; call it like the original.
+
+    Compilation happens on the first call. Scoped config patches (freezing) and
+    ``no_grad`` for inference-only templates are in force for every call. When CUDA
+    graphs are on, CUDA tensors in the outputs are cloned right after each call, so
+    a later call cannot overwrite them.
+    """
+
+    def __init__(self, target: Callable[..., Any], selection: Selection, watcher: CompileWatcher) -> None:
+        import torch
+
+        self.target = target
+        self.selection = selection
+        self._stats = CompileStats()
+        self._skips = _SkipTracker(self._stats, watcher)
+        self._backend = RecordingBackend(selection, self._stats, self._skips)
+        self._compiled = torch.compile(
+            target, backend=self._backend, fullgraph=selection.fullgraph, dynamic=selection.dynamic
+        )
+        self._call = self._build_call()
+        self._called = False
+        self._first_call_seconds = 0.0
+        self._first_call_backend_seconds = 0.0
+
+    def _build_call(self) -> Callable[..., Any]:
+        import torch
+
+        call: Callable[..., Any] = self._compiled
+        patches, inference = self.selection.config_patches, self.selection.inference_only
+        if patches or inference:
+            from torch._inductor import config
+
+            plain = call
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                with contextlib.ExitStack() as stack:
+                    if patches:
+                        stack.enter_context(config.patch(patches))
+                    if inference:
+                        stack.enter_context(torch.no_grad())
+                    return plain(*args, **kwargs)
+
+        if self.selection.cudagraphs:
+            uncloned = call
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                with self._skips.span(lambda: _unlogged_skip_reason([*args, *kwargs.values()])):
+                    out = uncloned(*args, **kwargs)
+                return map_tensors(_clone_cuda, out)
+
+        return call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._called:
+            return self._call(*args, **kwargs)
+        start = time.perf_counter()
+        out = self._call(*args, **kwargs)
+        self._called = True
+        self._first_call_seconds = time.perf_counter() - start
+        self._first_call_backend_seconds = self._backend.backend_seconds
+        return out
+
+    @property
+    def evidence(self) -> CompileEvidence:
+        """What Inductor produced while compiling: output code, autotuning, cache hits."""
+        return self._backend.evidence
+
+    def steady(self) -> Callable[..., Any]:
+        """The compiled callable as timing calls it, once compiled: what ``torch.compile`` returned, under
+        ``no_grad`` for inference-only templates, without the per-call scoped patches and output clones.
+
+        Nothing compiles in steady state; should anything recompile from then on, it raises
+        ``RecompiledWhileTimed`` rather than compile without the template's scoped settings.
+        """
+
+        self._backend.steady = True
+        return no_grad_call(self._compiled) if self.selection.inference_only else self._compiled
+
+    @property
+    def stats(self) -> CompileStats:
+        """Compile wall time, graphs, graph breaks, recompiles and CUDA-graph skips so far."""
+        if self._called:
+            later = self._backend.backend_seconds - self._first_call_backend_seconds
+            self._stats.compile_seconds = self._first_call_seconds + later
+        return self._stats
+
+
+class EagerModel:
+    """The eager pseudo-template's model: ``target`` called as it is, with empty compile stats."""
+
+    def __init__(self, target: Callable[..., Any]) -> None:
+        self.target = target
+        self.stats = CompileStats()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.target(*args, **kwargs)
+
+    def steady(self) -> Callable[..., Any]:
+        """The callable as timing calls it: the target itself."""
+        return self.target

@@ -1,0 +1,56 @@
+"""pytest-benchmark hooks: GPU fields in machine_info, records in the JSON, no silent cross-GPU compare."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ..machine import machine_info
+from ..runs.files import write_records
+from .book import RecordBook
+
+GPU_FIELDS = ("gpu", "gpu_compute_capability")
+
+
+class BenchmarkJson:
+    """Registered only when pytest-benchmark is active (its hookspecs exist only then)."""
+
+    def __init__(self, book: RecordBook, left_out: Callable[[], list[tuple[str, str]]]) -> None:
+        self.book = book
+        self.left_out = left_out  # the templates --inductor-template=all left out, with why
+
+    def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
+        machine_info.update(_machine_info())
+
+    def pytest_benchmark_update_json(
+        self, config: pytest.Config, benchmarks: list[Any], output_json: dict[str, Any]
+    ) -> None:
+        """Each timed entry's ``extra_info`` gets its item's record; ``inductor_templates`` gets every item's
+        record (pytest-benchmark stores only what it timed: a compile failure must still show)."""
+        write_records(output_json, self.book.records, self.left_out())
+
+    def pytest_benchmark_compare_machine_info(
+        self, config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any], compared_benchmark: Any
+    ) -> None:
+        saved = compared_benchmark.get("machine_info", {})
+        if not all(field in saved for field in GPU_FIELDS):
+            return  # not saved by this plugin: pytest-benchmark's own warning covers it
+        here = _machine_info()
+        if any(saved.get(field) != here.get(field) for field in GPU_FIELDS):
+            raise pytest.UsageError(
+                f"--benchmark-compare: the saved run was timed on {_describe(saved)}, this one runs on "
+                f"{_describe(here)}; compare runs of the same GPU (keep them apart with --benchmark-storage), "
+                "or compare speedups with `pytest-inductor-templates compare`"
+            )
+
+
+def _machine_info() -> dict[str, Any]:
+    return dict(machine_info())  # a copy: the cached one stays as measured
+
+
+def _describe(info: dict[str, Any]) -> str:
+    if not info.get("gpu"):
+        return "no GPU"
+    return f"{info['gpu']} (sm {info.get('gpu_compute_capability')})"

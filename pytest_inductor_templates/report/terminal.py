@@ -1,0 +1,115 @@
+"""The terminal summary, read from the session's records: sample grids, outcomes, effects, speedups."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import pytest
+
+from ..record import EAGER, SHORT_NAMES, ItemRecord, Outcome, fill_speedups, geomean
+from ..runs.tables import render, speedup_cell
+from .book import RecordBook
+
+VERDICTS = ("effect", "no effect", "not observed")
+XDIST_NOTE = (
+    "pytest-xdist is active, so pytest-benchmark disabled timing: bench items ran once, untimed, and no "
+    "speedups were computed; the checks ran as usual. Run without -n to time."
+)
+
+
+def sample_grids(records: list[ItemRecord]) -> dict[str, list[str]]:
+    """Per device: samples x templates, each cell the check's outcome."""
+    cells: dict[str, dict[str, dict[str, Outcome]]] = defaultdict(lambda: defaultdict(dict))
+    columns: dict[str, None] = {}
+    for r in records:
+        if r.source == "sample" and r.kind == "check" and r.outcome is not None:
+            columns.setdefault(r.template)
+            cells[r.device][r.sample][r.template] = r.outcome
+    grids = {}
+    for device, rows in cells.items():
+        shown = [c for c in columns if any(c in row for row in rows.values())]
+        body = [[sample, *(SHORT_NAMES[row[c]] if c in row else "-" for c in shown)] for sample, row in rows.items()]
+        grids[device] = render(["sample", *shown], body)
+    return grids
+
+
+def outcome_table(records: list[ItemRecord]) -> list[str]:
+    """Per template: items, the count of each outcome, the pass rate over the items that ran."""
+    by_template: dict[str, Counter[Outcome]] = defaultdict(Counter)
+    for r in records:
+        if r.outcome is not None:
+            by_template[r.template][r.outcome] += 1
+    rows = []
+    for template, counts in by_template.items():
+        total = sum(counts.values())
+        ran = total - counts[Outcome.SKIPPED]
+        rate = f"{counts[Outcome.PASS] / ran:.0%}" if ran else "-"
+        rows.append([template, str(total), *(str(counts[o]) for o in Outcome), rate])
+    return render(
+        ["template", "items", *(o.value for o in Outcome), "pass rate"], rows, right=range(1, len(Outcome) + 3)
+    )
+
+
+def effect_table(records: list[ItemRecord]) -> list[str]:
+    """Per template: how many items showed each effect verdict."""
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in records:
+        if r.effect is not None:
+            counts[r.template][r.effect] += 1
+    rows = [[template, *(str(c[v]) for v in VERDICTS)] for template, c in counts.items()]
+    return render(["template", *VERDICTS], rows, right=range(1, len(VERDICTS) + 1)) if rows else []
+
+
+def speedup_table(records: list[ItemRecord]) -> list[str]:
+    """Samples (per device) x templates, cells of speedups over eager (a failed item: its outcome), a geomean row."""
+    compiled = [r for r in records if r.kind == "bench" and r.template != EAGER]
+    if not compiled:
+        return []
+    templates = list(dict.fromkeys(r.template for r in compiled))
+    cells = {(f"{r.sample} [{r.device}]", r.template): r for r in compiled}
+    rows = [
+        [row, *(speedup_cell(cells.get((row, t))) for t in templates)] for row in dict.fromkeys(k for k, _ in cells)
+    ]
+    means = [geomean(r.speedup for r in compiled if r.template == t and r.speedup is not None) for t in templates]
+    rows.append(["geomean", *(f"{m:.2f}x" if m is not None else "n/a" for m in means)])
+    return render(["sample [device]", *templates], rows, right=range(1, len(templates) + 1))
+
+
+class TerminalSummary:
+    """Prints the plugin's tables at the end of the session (a pytest plugin object)."""
+
+    def __init__(self, book: RecordBook, xdist_active: bool) -> None:
+        self.book = book
+        self.xdist_active = xdist_active
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        records = fill_speedups(self.book.records)
+        checked = [r for r in records if r.counts_as_check]
+        section = terminalreporter.write_sep
+        for device, lines in sample_grids(checked).items():
+            self._lines(terminalreporter, f"sample checks on {device}", lines)
+        if checked:
+            self._lines(terminalreporter, "check outcomes per template", outcome_table(checked))
+        failing = [r for r in checked if r.failed]
+        if failing:
+            section("-", "failing items")
+            for r in failing:
+                terminalreporter.write_line(f"{r.outcome.value if r.outcome else '?'} {r.nodeid}: {r.reason}")
+        self._lines(terminalreporter, "did each template take effect", effect_table(checked))
+        without = [r for r in checked if r.effect == "no effect"]
+        if without:
+            section("-", "no effect")
+            for r in without:
+                terminalreporter.write_line(f"{r.nodeid}: {r.effect_evidence}")
+        bench = [r for r in records if r.kind == "bench" and r.outcome is not Outcome.SKIPPED]
+        if self.xdist_active and bench:
+            self._lines(terminalreporter, "timing", [XDIST_NOTE])
+        elif any(r.median is not None for r in bench):
+            self._lines(terminalreporter, "speedup over eager (eager median / median)", speedup_table(records))
+
+    @staticmethod
+    def _lines(terminalreporter: pytest.TerminalReporter, title: str, lines: list[str]) -> None:
+        if lines:
+            terminalreporter.write_sep("=", f"inductor-templates: {title}")
+            for line in lines:
+                terminalreporter.write_line(line)

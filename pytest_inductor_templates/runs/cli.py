@@ -1,0 +1,115 @@
+"""The ``pytest-inductor-templates`` command: compare, merge, report and plot saved runs.
+
+Exit codes: 0 done (and no --fail-on condition met), 1 a --fail-on condition met,
+2 a bad command line or an unusable input file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import compare as comparing
+from .files import RunError, load, merge
+
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
+
+
+def fail_on(text: str) -> tuple[str, float]:
+    """``speedup:5%`` (a fraction, 0.05) or ``correctness``."""
+    if text == "correctness":
+        return ("correctness", 0.0)
+    kind, _, limit = text.partition(":")
+    if kind == "speedup" and limit:
+        try:
+            value = float(limit.removesuffix("%"))
+        except ValueError:
+            pass
+        else:
+            if value >= 0:
+                return ("speedup", value / 100)
+    raise argparse.ArgumentTypeError(f"{text!r}: expected speedup:N% (e.g. speedup:5%) or correctness")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pytest-inductor-templates",
+        description="Compare, merge and plot pytest-benchmark JSON runs of pytest-inductor-templates.",
+        epilog="Exit codes: 0 done, 1 a --fail-on condition met, 2 bad usage or an unusable file.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    compare = commands.add_parser("compare", help="speedup, time and correctness changes from BASE to NEW")
+    compare.add_argument("base", metavar="BASE.json")
+    compare.add_argument("new", metavar="NEW.json")
+    compare.add_argument(
+        "--fail-on",
+        type=fail_on,
+        action="append",
+        default=[],
+        metavar="CONDITION",
+        help="exit 1 when a template's speedup fell by more than N%% on any sample or in its geomean "
+        "(speedup:N%%), or when an item newly fails (correctness); repeatable",
+    )
+    compare.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    merge_command = commands.add_parser("merge", help="one run from shards run on other workers or machines")
+    merge_command.add_argument("runs", nargs="+", metavar="RUN.json")
+    merge_command.add_argument("-o", "--output", required=True, metavar="OUT.json")
+    report = commands.add_parser("report", help="a run as markdown: samples x templates, outcome, effect, speedup")
+    report.add_argument("run", metavar="RUN.json")
+    plot = commands.add_parser("plot", help="a chart of speedup per template and sample (needs matplotlib)")
+    plot.add_argument("run", metavar="RUN.json")
+    plot.add_argument("-o", "--output", required=True, metavar="OUT.png")
+    return parser
+
+
+def _compare(args: argparse.Namespace) -> int:
+    comparison = comparing.compare_runs(load(args.base), load(args.new))
+    failures: list[str] = []
+    for kind, limit in args.fail_on:
+        failures += comparison.speedup_drops(limit) if kind == "speedup" else comparison.correctness_drops()
+    if args.format == "json":
+        print(comparing.as_json(comparison, failures))
+    else:
+        print(comparing.as_markdown(comparison) if args.format == "markdown" else comparing.as_table(comparison))
+        if failures:
+            print("\n" + ("**FAILED**" if args.format == "markdown" else "FAILED") + ":")
+            print("\n".join(f"- {line}" for line in failures))
+    return EXIT_REGRESSION if failures else EXIT_OK
+
+
+def _merge(args: argparse.Namespace) -> int:
+    merged = merge([load(path) for path in args.runs])
+    Path(args.output).write_text(json.dumps(merged, indent=4))
+    print(f"merged {len(args.runs)} runs ({len(merged['benchmarks'])} timed entries) into {args.output}")
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .markdown import as_markdown
+
+    print(as_markdown(load(args.run)))
+    return EXIT_OK
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .plot import plot_speedups
+
+    plot_speedups(load(args.run), args.output)
+    print(f"wrote {args.output}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"compare": _compare, "merge": _merge, "report": _report, "plot": _plot}[args.command](args)
+    except RunError as error:
+        print(f"pytest-inductor-templates {args.command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

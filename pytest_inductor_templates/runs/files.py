@@ -1,0 +1,138 @@
+"""Saved runs: the plugin's records read back from pytest-benchmark JSON, by matrix cell, and merged."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..record import FORMAT, SECTION, ItemRecord, Outcome, fill_speedups
+
+
+class RunError(Exception):
+    """A run file that cannot be used, with the reason in one line."""
+
+
+Key = tuple[str, str, str]  # sample, template, device
+
+
+@dataclass
+class Cell:
+    """One (sample, template, device) of a run: its check item's record and its bench item's."""
+
+    check: ItemRecord | None = None
+    bench: ItemRecord | None = None
+
+    @property
+    def verdict(self) -> ItemRecord:
+        """The record that carries the cell's correctness verdict."""
+        found = self.check or self.bench
+        assert found is not None
+        return found
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self.verdict.outcome
+
+    @property
+    def speedup(self) -> float | None:
+        return self.bench.speedup if self.bench else None
+
+    @property
+    def median(self) -> float | None:
+        return self.bench.median if self.bench else None
+
+
+@dataclass
+class Run:
+    """One saved run: every item's record, and the records by matrix cell."""
+
+    path: str
+    data: dict[str, Any]
+    records: list[ItemRecord]
+    cells: dict[Key, Cell] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for record in fill_speedups(self.records):
+            cell = self.cells.setdefault(record.key, Cell())
+            setattr(cell, "bench" if record.kind == "bench" else "check", record)
+
+    @property
+    def gpu(self) -> str | None:
+        return self.data.get("machine_info", {}).get("gpu")
+
+    @property
+    def machine(self) -> str:
+        return f"{self.gpu or 'no GPU'}, torch {self.data.get('machine_info', {}).get('torch', '?')}"
+
+    @property
+    def left_out(self) -> list[dict[str, str]]:
+        """The templates ``--inductor-template=all`` left out, each with the reason."""
+        return list(self.data[SECTION].get("left_out", []))
+
+
+def from_data(path: str, data: Any) -> Run:
+    """A run from a loaded JSON document, or a RunError saying why it is not one."""
+    if not isinstance(data, dict) or not isinstance(data.get(SECTION), dict):
+        raise RunError(f"{path}: no {SECTION!r} section: not a run saved by pytest-inductor-templates")
+    version = data[SECTION].get("format")
+    if version != FORMAT:
+        raise RunError(f"{path}: {SECTION} format {version!r}; this version of the plugin reads format {FORMAT}")
+    try:
+        records = [ItemRecord.from_dict(item) for item in data[SECTION]["items"]]
+    except (KeyError, TypeError, ValueError) as error:
+        raise RunError(
+            f"{path}: a malformed item record in {SECTION}.items ({type(error).__name__}: {error})"
+        ) from None
+    return Run(path, data, records)
+
+
+def load(path: str) -> Run:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise RunError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise RunError(f"{path}: not JSON: {error}") from None
+    return from_data(path, data)
+
+
+def merge(runs: list[Run]) -> dict[str, Any]:
+    """One run from shards: timed entries and records concatenated, speedups recomputed across shards.
+
+    machine_info and commit_info come from the first shard; shards on other GPUs keep theirs in each
+    record (``gpu``). The same item in two shards is an error.
+    """
+    merged = copy.deepcopy(runs[0].data)
+    merged["benchmarks"], records = [], []
+    seen: dict[tuple[str, ...], str] = {}
+    for run in runs:
+        merged["benchmarks"] += copy.deepcopy(run.data.get("benchmarks", []))
+        for record in run.records:
+            identity = (*record.key, record.kind, record.source)
+            if identity in seen:
+                raise RunError(f"{record.nodeid or '/'.join(record.key)} is in both {seen[identity]} and {run.path}")
+            seen[identity] = run.path
+            records.append(copy.deepcopy(record))
+    left_out = {r["template"]: (r["template"], r["reason"]) for run in runs for r in run.left_out}
+    write_records(merged, records, list(left_out.values()))
+    merged[SECTION]["merged_from"] = [run.path for run in runs]
+    return merged
+
+
+def write_records(data: dict[str, Any], records: list[ItemRecord], left_out: list[tuple[str, str]]) -> None:
+    """Put the records into a pytest-benchmark JSON document: speedups filled, each timed entry's
+    ``extra_info`` updated with its item's record, and the ``inductor_templates`` section (every record,
+    the format version, the templates ``all`` left out)."""
+    fill_speedups(records)
+    by_nodeid = {r.nodeid: r for r in records if r.kind == "bench"}
+    for entry in data.get("benchmarks", []):
+        if (record := by_nodeid.get(entry.get("fullname"))) is not None:
+            entry.setdefault("extra_info", {}).update(record.to_dict())
+    data[SECTION] = {"format": FORMAT, "items": [r.to_dict() for r in records]}
+    if left_out:
+        data[SECTION]["left_out"] = [{"template": name, "reason": why} for name, why in left_out]

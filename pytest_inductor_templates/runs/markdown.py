@@ -1,0 +1,49 @@
+"""One run as markdown: samples x templates with outcome, effect and speedup, then the evidence."""
+
+from __future__ import annotations
+
+from ..record import EAGER, FAILURES, geomean
+from .files import Cell, Run
+from .tables import render
+
+MARK = {"effect": "effect", "no effect": "**no effect**", "not observed": "not observed"}
+
+
+def _cell(cell: Cell | None) -> str:
+    if cell is None:
+        return "-"
+    verdict = cell.verdict
+    parts = [verdict.outcome.value if verdict.outcome else "?"]
+    if verdict.effect:
+        parts.append(MARK.get(verdict.effect, verdict.effect))
+    if cell.speedup is not None:
+        parts.append(f"{cell.speedup:.2f}x")
+    return " / ".join(parts)
+
+
+def as_markdown(run: Run) -> str:
+    """The run's samples x templates table (outcome / effect / speedup over eager), geomeans, evidence."""
+    templates = list(dict.fromkeys(t for _, t, _ in run.cells if t != EAGER))
+    rows = list(dict.fromkeys((s, d) for s, _, d in run.cells))
+    body = [[f"{s} [{d}]", *(_cell(run.cells.get((s, t, d))) for t in templates)] for s, d in rows]
+    means = []
+    for template in templates:
+        speedups = [c.speedup for (_, t, _), c in run.cells.items() if t == template and c.speedup is not None]
+        mean = geomean(speedups)
+        means.append(f"{mean:.2f}x over {len(speedups)}" if mean is not None else "n/a")
+    body.append(["geomean speedup", *means])
+    lines = render(["sample [device]", *(f"`{t}`" for t in templates)], body, markdown=True)
+    evidence = sorted(
+        {(c.verdict.template, c.verdict.effect_evidence) for c in run.cells.values() if c.verdict.effect_evidence}
+    )
+    if evidence:
+        lines += ["", "Effect evidence (distinct lines per template):", ""]
+        lines += [f"- `{template}`: {text}" for template, text in evidence]
+    if run.left_out:
+        lines += ["", "Templates not run on this machine (left out of `all`):", ""]
+        lines += [f"- `{r['template']}`: {r['reason']}" for r in run.left_out]
+    failures = [(key, c.verdict) for key, c in run.cells.items() if c.outcome in FAILURES]
+    if failures:
+        lines += ["", "Failed items:", ""]
+        lines += [f"- {'/'.join(key)}: {r.outcome.value if r.outcome else '?'}: {r.reason}" for key, r in failures]
+    return "\n".join(lines)

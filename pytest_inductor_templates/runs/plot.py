@@ -1,0 +1,59 @@
+"""A PNG chart of a run's speedups over eager: one group of bars per sample, one bar per template."""
+
+from __future__ import annotations
+
+from ..record import EAGER, geomean
+from .files import Run, RunError
+
+
+def plot_speedups(run: Run, output: str) -> None:
+    """Bars of speedup per (sample, device) and template, a geomean group, a line at 1x; failures marked."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        raise RunError("plot needs matplotlib: pip install 'pytest-inductor-templates[plot]'") from None
+    compiled = {key: cell for key, cell in run.cells.items() if key[1] != EAGER and cell.bench is not None}
+    if not compiled:
+        raise RunError(f"{run.path}: no timed compiled entries to plot")
+    templates = list(dict.fromkeys(t for _, t, _ in compiled))
+    groups = list(dict.fromkeys(f"{s} [{d}]" for s, _, d in compiled))
+    cells = {(f"{s} [{d}]", t): cell for (s, t, d), cell in compiled.items()}
+    labels = [*groups, "geomean"]
+    width = 0.8 / len(templates)
+    figure, axes = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) * max(1, len(templates)) ** 0.5 + 2), 4.8))
+    for index, template in enumerate(templates):
+        speedups = [cells[(g, template)].speedup if (g, template) in cells else None for g in groups]
+        speedups.append(geomean(s for s in speedups if s is not None))
+        positions = [i + (index - (len(templates) - 1) / 2) * width for i in range(len(labels))]
+        heights = [s if s is not None else float("nan") for s in speedups]
+        bars = axes.bar(positions, heights, width, label=template)
+        axes.bar_label(bars, labels=[f"{s:.2f}" if s is not None else "" for s in speedups], fontsize=6, padding=1)
+        for position, group in zip(positions, groups, strict=False):  # the last position is the geomean
+            cell = cells.get((group, template))
+            if cell is not None and cell.verdict.failed:
+                axes.annotate(
+                    "x " + str(cell.verdict.outcome.value if cell.verdict.outcome else "?"),
+                    (position, 1.0),
+                    rotation=90,
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    color="firebrick",
+                )
+    axes.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    axes.set_yscale("log")  # speedups are ratios: 2x and 0.5x lie as far from 1x
+    as_times = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}x")
+    axes.yaxis.set_major_formatter(as_times)
+    axes.yaxis.set_minor_formatter(as_times)
+    axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
+    axes.set_ylabel("speedup over eager (eager median / median)")
+    gpu = run.gpu or "CPU"
+    axes.set_title(f"pytest-inductor-templates: {run.path.rsplit('/', 1)[-1]} ({gpu})", fontsize=10)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(output, dpi=120)
+    plt.close(figure)

@@ -1,0 +1,112 @@
+"""Sample items in the pytest session: one collector per sample, items per (kind, column, device)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ..machine import Device
+from ..record import UNTIMEABLE
+from ..report.item_records import conclude, record_of, start
+from ..templates.matrix import Case
+from ..timing.bench import mark_untimed, time_into, use_synchronizing_timer
+from .base import Sample
+from .triples import PreparedTriple, SampleCase, TripleCache, call_without_grad
+
+CASE_KEY = pytest.StashKey[SampleCase]()
+ROOT_NODEID = "inductor-samples"
+SAMPLE_MARKER = "inductor_sample"
+
+
+def _stats(triple: PreparedTriple) -> Any:
+    return triple.model.stats if triple.case.selection.compiles and triple.model is not None else None
+
+
+def check(inductor_sample: PreparedTriple, request: pytest.FixtureRequest) -> None:
+    """The sample's model under test matches eager on each of its input sets (and its template took effect)."""
+    conclude(request.node, inductor_sample.judged(), _stats(inductor_sample))
+
+
+def bench(inductor_sample: PreparedTriple, benchmark: Any, request: pytest.FixtureRequest) -> None:
+    """Time one call of the sample's model (compiled, or eager for the eager row) through pytest-benchmark."""
+    triple, item = inductor_sample, request.node
+    verdict, record = triple.judged(), record_of(item)
+    assert record is not None
+    if verdict.result.outcome in UNTIMEABLE:
+        mark_untimed(item)
+        conclude(item, verdict)
+    verdict.fill(record, _stats(triple))
+    benchmark.group = f"{triple.sample.id}[{triple.case.device.name}]"
+    steady, inputs = triple.model.steady(), triple.inputs[0]  # compiled by the check; no per-call scaffolding
+    time_into(record, benchmark, item, lambda: call_without_grad(steady, inputs), triple.case.device.type)
+    conclude(item, verdict, _stats(triple))
+
+
+KINDS = (("check", check), ("bench", bench))
+
+
+class SampleItem(pytest.Function):
+    """A sample item: a plain test function whose report names the sample, kind and case."""
+
+    def reportinfo(self) -> tuple[Any, int, str]:
+        return self.path, 0, f"{self.parent.name}::{self.name}"
+
+
+class SampleCollector(pytest.Collector):
+    """One sample: its items for every case and kind, the items of one triple next to each other."""
+
+    def __init__(self, *, sample: Sample, cases: list[tuple[Case, str | None]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sample = sample
+        self.cases = cases  # each case with the reason it cannot run here, or None
+
+    def collect(self) -> Iterator[pytest.Item]:
+        for case, case_problem in self.cases:
+            problem = case_problem or self.sample.device_problem(case.device.type)
+            for kind, function in KINDS:
+                item = SampleItem.from_parent(self, name=f"{kind}[{case.id}]", callobj=function)
+                item.stash[CASE_KEY] = SampleCase(self.sample, case, kind)
+                start(item, case.record(self.sample.id, kind, "sample"))
+                item.add_marker(SAMPLE_MARKER)
+                if self.config.pluginmanager.hasplugin("xdist"):  # --dist loadgroup keeps a triple on one worker
+                    item.add_marker(pytest.mark.xdist_group(f"{self.sample.id}[{case.id}]"))
+                if problem:
+                    item.add_marker(pytest.mark.skip(reason=problem))
+                elif kind == "bench":
+                    use_synchronizing_timer(item, case.device.type)
+                yield item
+
+
+class SamplesCollector(pytest.Collector):
+    """All samples of the session, under the node id ``inductor-samples``."""
+
+    def __init__(self, *, samples: list[Sample], cases: list[Case], visible: list[Device], **kwargs: Any) -> None:
+        super().__init__(nodeid=ROOT_NODEID, **kwargs)
+        self.samples = samples
+        self.cases = [(case, case.problem(visible)) for case in cases]
+
+    def collect(self) -> Iterator[pytest.Collector]:
+        for sample in self.samples:
+            yield SampleCollector.from_parent(self, name=sample.id, sample=sample, cases=self.cases)
+
+
+def release_after(item: pytest.Item, nextitem: pytest.Item | None, triples: TripleCache) -> None:
+    """Release the item's triple when the next item belongs to another one."""
+    following = nextitem.stash.get(CASE_KEY, None) if nextitem is not None else None
+    if following is None or following.key != item.stash[CASE_KEY].key:
+        triples.release()
+
+
+def collect_sample_items(
+    session: pytest.Session, samples: list[Sample], cases: list[Case], visible: list[Device]
+) -> list[pytest.Item]:
+    """Every sample item, in matrix order, reported to the terminal like collected tests."""
+    root = SamplesCollector.from_parent(session, name=ROOT_NODEID, samples=samples, cases=cases, visible=visible)
+    items: list[pytest.Item] = []
+    for collector in root.collect():
+        collected = list(collector.collect())
+        session.ihook.pytest_collectreport(report=pytest.CollectReport(collector.nodeid, "passed", None, collected))
+        items += collected
+    return items

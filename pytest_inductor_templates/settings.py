@@ -1,0 +1,220 @@
+"""The plugin's options: one table declares each option and its ini twin; ``Settings`` reads them once.
+
+The command line overrides the ini file. Relative paths follow pytest's rule: a value given on the
+command line is relative to the directory pytest was invoked from, an ini value to the ini file's
+directory. Values that need no torch to understand are checked here, so a bad one stops the run with
+one line before any test runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+GROUP = "inductor-templates"
+SAMPLE_DTYPES = ("float16", "bfloat16", "float32", "float64")
+BUILTIN_SAMPLES = "builtin"  # the --inductor-samples value naming the built-in samples
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: ``--inductor-NAME`` on the command line and ``inductor_NAME`` in ini/TOML."""
+
+    name: str  # the ini key and argparse dest, e.g. ``inductor_template``
+    help: str
+    metavar: str | None = None
+    ini_type: str | None = "string"  # pytest's ini type; None: command line only
+    argparse: dict[str, Any] = field(default_factory=dict)  # action, nargs, const, choices
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+OPTIONS = (
+    Option(
+        "inductor_template",
+        "template(s) to compile with: a name, a comma list, or all (see --inductor-list-templates)",
+        "TEMPLATE",
+    ),
+    Option("inductor_mode", "torch.compile mode, e.g. reduce-overhead", "MODE"),
+    Option("inductor_options", "Inductor options as a JSON object, or @path/to/file.json", "OPTIONS"),
+    Option("inductor_backend", "torch.compile backend (default: inductor)", "NAME"),
+    Option(
+        "inductor_fullgraph",
+        "compile with fullgraph=True: a graph break fails the test",
+        ini_type="bool",
+        argparse={"action": "store_true"},
+    ),
+    Option(
+        "inductor_dynamic",
+        "torch.compile dynamic=: true, false or auto (default auto; the bare flag means true)",
+        argparse={"nargs": "?", "const": "true", "choices": ("true", "false", "auto")},
+    ),
+    Option("inductor_templates_file", "TOML file with user templates ([templates.NAME] tables)", "TOML"),
+    Option(
+        "inductor_devices",
+        "devices of the matrix: cpu, cuda, cuda:N, a comma list, or all (default: every CUDA device, else cpu)",
+        "DEVICES",
+    ),
+    Option(
+        "inductor_samples",
+        "run samples: the built-ins (bare flag or 'builtin') or every GraphNet-format sample under DIR; "
+        "repeatable (ini: one a line)",
+        "DIR",
+        ini_type="linelist",
+        argparse={"action": "append", "nargs": "?", "const": BUILTIN_SAMPLES},
+    ),
+    Option(
+        "inductor_sample_list",
+        "run only the samples whose paths (relative to their root) FILE lists, one a line",
+        "FILE",
+    ),
+    Option(
+        "inductor_sample_dtype",
+        "run every sample with its floating weights and inputs cast to DTYPE (ids gain @DTYPE)",
+        "DTYPE",
+        argparse={"choices": SAMPLE_DTYPES},
+    ),
+    Option(
+        "inductor_tolerance",
+        "compare every floating output with this rtol and atol instead of torch.testing's per-dtype defaults",
+        "RTOL,ATOL",
+    ),
+    Option(
+        "inductor_require_effect",
+        "fail a compiled item whose template had no effect (default: warn, and mark it in the summary)",
+        ini_type="bool",
+        argparse={"action": "store_const", "const": True},
+    ),
+    Option(
+        "inductor_list_templates",
+        "list every template, its settings and availability, then exit",
+        ini_type=None,
+        argparse={"action": "store_true"},
+    ),
+)
+SELECTION_KINDS = ("inductor_template", "inductor_mode", "inductor_options")  # at most one of them
+
+
+def register(parser: pytest.Parser) -> None:
+    """Declare every option of the table and its ini twin."""
+    group = parser.getgroup(GROUP, "torch.compile / Inductor templates")
+    for option in OPTIONS:
+        extra = {"metavar": option.metavar} if option.metavar else {}
+        group.addoption(option.flag, dest=option.name, default=None, help=option.help, **option.argparse, **extra)
+        if option.ini_type is not None:
+            parser.addini(option.name, f"{option.help} (ini twin of {option.flag})", type=option.ini_type, default=None)
+
+
+def options_markdown() -> str:
+    """The options table of the docs, generated from ``OPTIONS``."""
+    rows = ["| option | ini key | what it does |", "| --- | --- | --- |"]
+    for option in OPTIONS:
+        flag = f"`{option.flag} {option.metavar}`" if option.metavar else f"`{option.flag}`"
+        ini = f"`{option.name}`" if option.ini_type else "-"
+        rows.append(f"| {flag} | {ini} | {option.help} |")
+    return "\n".join(rows)
+
+
+@dataclass(frozen=True)
+class Sourced(Generic[T]):
+    """A setting's value and where it came from, for error messages, the header and relative paths."""
+
+    value: T
+    option: Option
+    from_command_line: bool
+    base: Path  # what a relative path in the value is relative to
+    inifile: Path | None = None
+
+    @property
+    def origin(self) -> str:
+        if self.from_command_line:
+            return f"{self.option.flag} (command line)"
+        return f"{self.option.name} ({self.inifile.name if self.inifile else 'ini'})"
+
+    def path(self, text: str | None = None) -> Path:
+        """``text`` (by default the value) as a path: relative paths resolved against ``base``."""
+        path = Path(str(self.value if text is None else text)).expanduser()
+        return path if path.is_absolute() else self.base / path
+
+    def usage_error(self, message: str) -> pytest.UsageError:
+        """A one-line usage error naming where this value came from."""
+        return pytest.UsageError(f"{self.origin}: {message}")
+
+
+class Settings:
+    """Every option's value in force, read once at configure."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self._levels: dict[str, tuple[list[Sourced[Any]], list[Sourced[Any]]]] = {}
+        for option in OPTIONS:
+            cli = config.getoption(option.name)
+            ini = config.getini(option.name) if option.ini_type else None
+            cli_values = cli if isinstance(cli, list) else [] if cli is None else [cli]
+            ini_values = ini if isinstance(ini, list) else [] if ini in (None, "") else [ini]
+            ini_base = config.inipath.parent if config.inipath else config.rootpath
+            self._levels[option.name] = (
+                [Sourced(v, option, True, config.invocation_params.dir, config.inipath) for v in cli_values],
+                [Sourced(v, option, False, ini_base, config.inipath) for v in ini_values],
+            )
+        self.tolerance = _tolerance(self.get("inductor_tolerance"))
+        self.dynamic = _dynamic(self.get("inductor_dynamic"))
+        dtype = self.get("inductor_sample_dtype")
+        if dtype is not None and dtype.value not in SAMPLE_DTYPES:
+            raise dtype.usage_error(f"expected one of {', '.join(SAMPLE_DTYPES)}, got {dtype.value!r}")
+        self.sample_dtype: str | None = dtype.value if dtype else None
+        self.fullgraph = bool(self.value("inductor_fullgraph"))
+        self.require_effect = bool(self.value("inductor_require_effect"))
+        self.list_templates = bool(self.value("inductor_list_templates"))
+
+    def levels(self, name: str) -> tuple[list[Sourced[Any]], list[Sourced[Any]]]:
+        """An option's values on the command line and in the ini file (a repeatable option may have several)."""
+        return self._levels[name]
+
+    def all(self, name: str) -> list[Sourced[Any]]:
+        """Every value in force of a repeatable option: the command line's, else the ini file's."""
+        cli, ini = self._levels[name]
+        return cli or ini
+
+    def get(self, name: str) -> Sourced[Any] | None:
+        """The value in force: the command line's, else the ini file's, else None."""
+        values = self.all(name)
+        return values[0] if values else None
+
+    def value(self, name: str) -> Any:
+        found = self.get(name)
+        return found.value if found is not None else None
+
+    @property
+    def any_set(self) -> bool:
+        """Whether any option of the plugin was given, on the command line or in ini."""
+        return any(cli or ini for name, (cli, ini) in self._levels.items() if name != "inductor_list_templates")
+
+
+def _tolerance(raw: Sourced[Any] | None) -> tuple[float, float] | None:
+    """(rtol, atol) from ``RTOL,ATOL``: finite, not negative."""
+    if raw is None:
+        return None
+    try:
+        rtol, atol = (float(part) for part in str(raw.value).split(","))
+    except ValueError:
+        raise raw.usage_error(f"expected RTOL,ATOL such as 1e-4,1e-5, got {raw.value!r}") from None
+    if not (math.isfinite(rtol) and math.isfinite(atol)) or rtol < 0 or atol < 0:
+        raise raw.usage_error(f"tolerances must be finite numbers >= 0, got {raw.value!r}")
+    return rtol, atol
+
+
+def _dynamic(raw: Sourced[Any] | None) -> bool | None:
+    if raw is None:
+        return None
+    value = str(raw.value).strip().lower()
+    if value not in ("true", "false", "auto"):
+        raise raw.usage_error(f"expected true, false or auto, got {raw.value!r}")
+    return None if value == "auto" else value == "true"

@@ -1,0 +1,111 @@
+"""One record per item: every output (properties, JUnit XML, benchmark JSON, report, compare) tells the same story."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import junit_properties, run_pytest
+from pytest_inductor_templates.record import FORMAT, ItemRecord, Outcome, fill_speedups
+
+FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider", "-W", "ignore")
+ATEN_LAUNCH_BOUND = ("--inductor-samples", "--inductor-template=aten", "--inductor-devices=cpu", "-k", "launch_bound")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest_inductor_templates.runs.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def test_a_record_survives_every_encoding() -> None:
+    record = ItemRecord(
+        "builtin/x", "default", "cuda:0", "bench", outcome=Outcome.ACCURACY_FAIL, reason="r", median=1.5
+    )
+    record.settings = {"max_autotune": True}
+    assert ItemRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    assert ItemRecord.from_properties([("other", 1), *record.properties()]) == record
+    assert ItemRecord.from_properties([("inductor_sample", "x")]) is None  # no outcome: not a finished record
+    assert "speedup" not in record.to_dict()  # unset fields are left out
+
+
+def test_speedups_come_from_the_eager_row_and_only_for_passing_items() -> None:
+    eager = ItemRecord("s", "eager", "cpu", "bench", outcome=Outcome.PASS, median=2.0)
+    fast = ItemRecord("s", "default", "cpu", "bench", outcome=Outcome.PASS, median=0.5)
+    wrong = ItemRecord("s", "aten", "cpu", "bench", outcome=Outcome.NO_EFFECT, median=0.5)
+    fill_speedups([eager, fast, wrong])
+    assert (fast.speedup, wrong.speedup, wrong.eager_median) == (4.0, None, 2.0)
+
+
+def test_a_no_effect_sample_says_no_effect_in_every_output(tmp_path: Path) -> None:
+    """The check item and the bench item of a triple read one verdict: with --inductor-require-effect, an
+    ``aten`` template on a model without a GEMM is ``no_effect`` in the properties, the JUnit XML, the bench
+    entry's extra_info, the records, the report and compare (regression: the bench item used to say pass)."""
+    base = run_pytest(tmp_path, *ATEN_LAUNCH_BOUND, "--benchmark-json=base.json", *FAST)
+    assert base.returncode == 0, base.stdout[-2000:]
+    new = run_pytest(
+        tmp_path, *ATEN_LAUNCH_BOUND, "--inductor-require-effect", "--benchmark-json=new.json",
+        "--junitxml=new.xml", *FAST,
+    )  # fmt: skip
+    assert new.returncode == 1, new.stdout[-2000:]
+    assert "no_effect inductor-samples::builtin/launch_bound::check[aten-cpu]: template 'aten' had no effect" in (
+        new.stdout
+    )
+    properties = junit_properties(tmp_path / "new.xml")
+    aten = {name: props for name, props in properties.items() if "aten-cpu" in name}
+    assert len(aten) == 2 and {props["inductor_outcome"] for props in aten.values()} == {"no_effect"}
+    data = json.loads((tmp_path / "new.json").read_text())
+    assert data["inductor_templates"]["format"] == FORMAT
+    bench = next(b for b in data["benchmarks"] if b["extra_info"]["template"] == "aten")
+    assert bench["extra_info"]["outcome"] == "no_effect" and "speedup" not in bench["extra_info"]
+    items = [r for r in data["inductor_templates"]["items"] if r["template"] == "aten"]
+    assert [(r["kind"], r["outcome"]) for r in items] == [("check", "no_effect"), ("bench", "no_effect")]
+    assert (
+        "| builtin/launch_bound [cpu] | no_effect / **no effect** |" in cli("report", str(tmp_path / "new.json")).stdout
+    )
+    gate = cli("compare", str(tmp_path / "base.json"), str(tmp_path / "new.json"), "--fail-on", "correctness")
+    assert gate.returncode == 1, gate.stdout
+    assert "builtin/launch_bound/aten/cpu: newly failing (pass -> no_effect)" in gate.stdout
+
+
+def test_a_user_test_and_a_sample_record_the_same_verdict(pytester: pytest.Pytester) -> None:
+    """User tests go through the same check-and-judge step: an inductor_benchmark test under ``aten`` with a
+    model without a GEMM is ``no_effect`` too, untimed-speedup and all, and counts in the outcome table."""
+    pytester.makepyfile(
+        test_user="""
+        import torch
+
+        def test_speed(inductor_benchmark):
+            with torch.no_grad():
+                inductor_benchmark(lambda x: torch.relu(x) + 1, torch.randn(64))
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "--inductor-template=aten", "--inductor-devices=cpu", "--inductor-require-effect",
+        "--benchmark-json=run.json", *FAST,
+    )  # fmt: skip
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*check outcomes per template*", "aten *1 *0 *0 *0 *0 *0 *0 *1 *0 *0%"])
+    data = json.loads((pytester.path / "run.json").read_text())
+    (record,) = data["inductor_templates"]["items"]
+    assert (record["source"], record["kind"], record["outcome"]) == ("test", "bench", "no_effect")
+    assert "speedup" not in record
+
+
+def test_a_run_of_another_format_is_refused_in_one_line(tmp_path: Path) -> None:
+    old = {"benchmarks": [], "inductor_templates": {"format": 1, "items": []}}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    result = cli("report", str(tmp_path / "old.json"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"inductor_templates format 1; this version of the plugin reads format {FORMAT}" in result.stderr
+
+
+def test_the_command_imports_neither_torch_nor_pytest() -> None:
+    code = (
+        "import sys, pytest_inductor_templates.runs.cli; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'pytest', '_pytest', 'numpy'}))"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
