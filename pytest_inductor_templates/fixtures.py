@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from .check.inputs import Inputs
 from .check.outcomes import CheckResult
 from .check.runner import CheckSubject
 from .check.tolerances import Tolerance
@@ -18,7 +19,6 @@ from .compile.compiled import CompiledModel, EagerModel, no_grad_call
 from .compile.isolation import CompileWatcher, isolated_compile_state
 from .record import UNTIMEABLE
 from .report.item_records import conclude, record_of, start
-from .samples.base import Inputs
 from .session import InductorSession, torch_device
 from .templates.matrix import Case
 from .templates.selection import Selection

@@ -44,7 +44,12 @@ OPTIONS = (
         "TEMPLATE",
     ),
     Option("inductor_mode", "torch.compile mode, e.g. reduce-overhead", "MODE"),
-    Option("inductor_options", "Inductor options as a JSON object, or @path/to/file.json", "OPTIONS"),
+    Option(
+        "inductor_options",
+        "Inductor options as a JSON object, or @FILE holding one (a relative FILE is relative to where the value "
+        "was given)",
+        "OPTIONS",
+    ),
     Option("inductor_backend", "torch.compile backend (default: inductor)", "NAME"),
     Option(
         "inductor_fullgraph",
@@ -117,7 +122,10 @@ def options_markdown() -> str:
     """The options table of the docs, generated from ``OPTIONS``."""
     rows = ["| option | ini key | what it does |", "| --- | --- | --- |"]
     for option in OPTIONS:
-        flag = f"`{option.flag} {option.metavar}`" if option.metavar else f"`{option.flag}`"
+        value = option.metavar or "|".join(option.argparse.get("choices", ()))
+        if value and option.argparse.get("nargs") == "?":
+            value = f"[{value}]"
+        flag = f"`{option.flag} {value}`".replace("|", "\\|") if value else f"`{option.flag}`"
         ini = f"`{option.name}`" if option.ini_type else "-"
         rows.append(f"| {flag} | {ini} | {option.help} |")
     return "\n".join(rows)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_inductor_templates.check.outputs import map_tensors
+from pytest_inductor_templates.compile.outputs import map_tensors
 
 Pair = namedtuple("Pair", ["first", "second"])
 

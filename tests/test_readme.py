@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_inductor_templates.templates.listing import markdown_table, samples_table
+from pytest_inductor_templates.samples.builtin import samples_table
+from pytest_inductor_templates.templates.listing import markdown_table
 from pytest_inductor_templates.templates.registry import TemplateRegistry
 
 README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")

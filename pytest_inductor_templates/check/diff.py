@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .outputs import leaves
+from ..compile.outputs import leaves
 from .tolerances import LEVELS, LOW_PRECISION, Tolerance, default_tolerance, dtype_name, graphnet_tolerance
 
 SECOND_OPINION_FACTOR = 3.0  # compiled RMSE vs fp64 may be this many times eager's (as torch._dynamo.utils.same)

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ..compile.outputs import leaves, map_tensors
 from ..record import Outcome
-from ..samples.base import Inputs
 from .diff import Mismatch, OutputDiff, compare_outputs, round_to_tf32, tf32_enabled
+from .inputs import Inputs
 from .outcomes import CheckResult, compile_stage, first_line, innermost
-from .outputs import leaves, map_tensors
 from .tolerances import Tolerance
 
 MAX_LEAVES_SHOWN = 8

@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..check.outputs import map_tensors
 from ..templates.selection import Selection
 from .evidence import CompileEvidence, gather
 from .isolation import CompileWatcher
+from .outputs import map_tensors
 
 
 @dataclass

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import zlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 from typing import Any
 
+from ..check.inputs import Inputs
 from ..check.tolerances import Tolerance
 
 __all__ = ["Inputs", "Sample", "SampleError", "Tolerance", "stable_seed"]
@@ -14,14 +14,6 @@ __all__ = ["Inputs", "Sample", "SampleError", "Tolerance", "stable_seed"]
 
 class SampleError(Exception):
     """A sample that cannot be built; the message says why, and fails that sample's items alone."""
-
-
-@dataclass
-class Inputs:
-    """One call's arguments."""
-
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 def stable_seed(sample_id: str) -> int:

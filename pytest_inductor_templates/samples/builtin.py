@@ -49,7 +49,7 @@ class BuiltinSample(Sample):
     def make_inputs(self, device: Any) -> list[Inputs]:
         import torch
 
-        from ..check.outputs import map_tensors
+        from ..compile.outputs import map_tensors
 
         generator = torch.Generator().manual_seed(stable_seed(self.id) + 1)
         inputs = self.input_factory(generator, self._torch_dtype())
@@ -315,3 +315,16 @@ BUILTIN_SAMPLES: tuple[BuiltinSample, ...] = (
         "dynamic_batch", _model("DynamicBatch"), _batches, description="an MLP called with batch sizes 8, 5 and 13"
     ),
 )
+
+
+def samples_table() -> str:
+    """The docs' table of built-in samples (``python -m pytest_inductor_templates.samples.builtin``)."""
+    rows = ["| sample | dtype | what it exercises | own tolerance |", "| --- | --- | --- | --- |"]
+    for s in BUILTIN_SAMPLES:
+        tolerance = f"rtol {s.tolerance.rtol:g}, atol {s.tolerance.atol:g}" if s.tolerance else "dtype default"
+        rows.append(f"| `{s.id}` | {s.dtype} | {s.description} | {tolerance} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(samples_table())

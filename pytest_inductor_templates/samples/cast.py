@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..check.outputs import map_tensors
+from ..compile.outputs import map_tensors
 from .base import Inputs, Sample
 
 

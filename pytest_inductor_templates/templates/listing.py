@@ -54,16 +54,5 @@ def markdown_table(registry: TemplateRegistry) -> str:
     return "\n".join(rows)
 
 
-def samples_table() -> str:
-    """The README's table of built-in samples."""
-    from ..samples.builtin import BUILTIN_SAMPLES
-
-    rows = ["| sample | dtype | what it exercises | own tolerance |", "| --- | --- | --- | --- |"]
-    for s in BUILTIN_SAMPLES:
-        tolerance = f"rtol {s.tolerance.rtol:g}, atol {s.tolerance.atol:g}" if s.tolerance else "dtype default"
-        rows.append(f"| `{s.id}` | {s.dtype} | {s.description} | {tolerance} |")
-    return "\n".join(rows)
-
-
 if __name__ == "__main__":
-    print(markdown_table(TemplateRegistry()), samples_table(), sep="\n\n")
+    print(markdown_table(TemplateRegistry()))
