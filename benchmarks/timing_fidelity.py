@@ -1,4 +1,4 @@
-"""Timing fidelity on a GPU: the plugin's medians against the references (DESIGN.md section 6).
+"""Timing fidelity on a GPU: the plugin's medians against the references (docs/design.md).
 
 - GEMM-bound: a bf16 4096x4096x4096 matmul under the default template, timed by the plugin
   (``inductor_benchmark``), against ``triton.testing.do_bench`` on the same compiled computation. Target: 5%.

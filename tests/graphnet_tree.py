@@ -1,4 +1,4 @@
-"""Writes GraphNet-format sample directories for tests (the format of shared/DESIGN.md section 4)."""
+"""Writes GraphNet-format sample directories for tests (the format docs/guide.md describes)."""
 
 from __future__ import annotations
 

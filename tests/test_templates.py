@@ -27,7 +27,7 @@ def test_freezing_is_always_a_scoped_patch_and_inference_only() -> None:
 
 
 def test_gemm_backend_templates_turn_gemm_autotuning_on() -> None:
-    # max_autotune_gemm_backends alone changes nothing (shared/DESIGN.md section 3, fact 4)
+    # max_autotune_gemm_backends alone changes nothing (measured: docs/design.md)
     for name in ("tma", "cutlass", "aten"):
         assert TemplateRegistry()[name].settings["max_autotune_gemm"] is True
 

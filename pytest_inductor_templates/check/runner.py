@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ..compile.failures import compile_stage, first_line, innermost
 from ..compile.outputs import leaves, map_tensors
 from ..record import Outcome
 from .diff import Mismatch, OutputDiff, compare_outputs, round_to_tf32, tf32_enabled
 from .inputs import Inputs
-from .outcomes import CheckResult, compile_stage, first_line, innermost
+from .outcomes import CheckResult
 from .tolerances import Tolerance
 
 MAX_LEAVES_SHOWN = 8

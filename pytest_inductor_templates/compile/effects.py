@@ -17,6 +17,7 @@ from ..machine import Device, package_missing
 from ..templates.selection import Selection
 from .compiled import CompiledModel, CompileStats
 from .evidence import CompileEvidence, gather
+from .failures import first_line
 
 FROZEN_PARAM = re.compile(r"_frozen_param\d+")
 CPP_WRAPPER = re.compile(r"inductor_entry_impl|CppWrapperCodeCache")
@@ -130,7 +131,7 @@ def judge(
     device_type: str,
     capability: tuple[int, int] | None = None,
     recorded_cuda_graphs: int | None = None,
-    default_code: Callable[[], str | None] | None = None,
+    default_code: Callable[[], str | Exception] | None = None,
     cutlass_missing: str | None = None,
 ) -> list[Effect]:
     """One verdict per aspect the selection turns on; empty when it turns nothing on (default, eager)."""
@@ -171,8 +172,9 @@ def judge(
         covered |= AUTOTUNE_KEYS
     if set(settings) - covered and default_code is not None:
         baseline = default_code()
-        if baseline is None:
-            effects.append(Effect("settings", None, "could not compile under default to compare"))
+        if isinstance(baseline, Exception):
+            problem = f"could not compile under default to compare ({first_line(baseline)})"
+            effects.append(Effect("settings", None, problem))
         else:
             differs = normalized(baseline) != normalized(code)
             what = "the compiled code differs from default's" if differs else "the compiled code is default's"
@@ -206,7 +208,7 @@ def recorded_cuda_graphs(device_index: int) -> int | None:
             count += 1
             pending += [child for children in node.children.values() for child in children]
         return count
-    except Exception:  # a private structure: its absence costs the count, not the verdict
+    except (ImportError, AttributeError):  # a private structure: its absence costs the count, not the verdict
         return None
 
 
@@ -217,17 +219,18 @@ def baseline_of(selection: Selection) -> Selection:
 
 def default_code_of(
     selection: Selection, make_model: Callable[[], Any], call: Callable[[Any], Any], watcher: Any
-) -> Callable[[], str | None]:
-    """A thunk compiling a fresh model under ``default`` and returning Inductor's code for it."""
+) -> Callable[[], str | Exception]:
+    """A thunk compiling a fresh model under ``default`` and returning Inductor's code for it, or what
+    compiling or running it raised."""
 
-    def default_code() -> str | None:
+    def default_code() -> str | Exception:
         baseline = CompiledModel(make_model(), baseline_of(selection), watcher)
         evidence = CompileEvidence()
         try:
             with gather(evidence):
                 call(baseline)
-        except Exception:
-            return None
+        except Exception as error:  # any failure of the baseline: the verdict says it could not compare
+            return error
         return evidence.code
 
     return default_code
@@ -240,7 +243,7 @@ def effects_of(
     model: Any,
     selection: Selection,
     device: Device,
-    default_code: Callable[[], str | None] | None,
+    default_code: Callable[[], str | Exception] | None,
     call_again: Callable[[], Any] | None = None,
 ) -> list[Effect]:
     """The verdicts for a model that compiled and ran (none for the eager row or another backend's).

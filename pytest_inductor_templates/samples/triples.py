@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,7 @@ class PreparedTriple:
     tolerance: Tolerance | None = None
     require_effect: bool = False  # --inductor-require-effect
     error: str | None = None  # why the sample could not be built
+    error_traceback: str = ""  # where building it raised, for an error other than a SampleError
     model: Any = None  # the compiled model, or the eager one for the eager row
     inputs: list[Inputs] = field(default_factory=list)
     verdict: Verdict | None = None  # the check's verdict, once it ran
@@ -63,7 +65,9 @@ class PreparedTriple:
     def _check(self) -> Verdict:
         if self.error is not None:
             reason = f"sample {self.sample.id} is broken: {self.error}"
-            return Verdict(CheckResult(Outcome.EAGER_FAIL, reason, reason))
+            return Verdict(
+                CheckResult(Outcome.EAGER_FAIL, reason, "\n".join(filter(None, [reason, self.error_traceback])))
+            )
         import torch
 
         device = torch.device(self.case.device.name)
@@ -112,6 +116,7 @@ class TripleCache:
             return prepared
         except Exception as error:  # a sample that cannot even be built fails its own items only
             prepared.error = f"building it raised {type(error).__name__}: {error}"
+            prepared.error_traceback = traceback.format_exc()
             return prepared
         prepared.model = CompiledModel(model, case.selection, watcher) if case.selection.compiles else EagerModel(model)
         return prepared

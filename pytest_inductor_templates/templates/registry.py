@@ -11,7 +11,7 @@ from ..machine import Device, package_missing
 from .torch_config import settings_problems, unknown_name
 
 # Settings that only take effect through the global config, never through
-# ``torch.compile(options=...)`` (shared/DESIGN.md section 3, fact 1).
+# ``torch.compile(options=...)`` (measured: docs/design.md).
 ALWAYS_SCOPED = frozenset({"freezing"})
 
 

@@ -1,0 +1,59 @@
+"""The docs document what the plugin has: generated tables in step with the code, links that resolve."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_inductor_templates.record import ItemRecord
+from pytest_inductor_templates.samples.builtin import samples_table
+from pytest_inductor_templates.settings import options_markdown
+from pytest_inductor_templates.templates.listing import markdown_table
+from pytest_inductor_templates.templates.registry import TemplateRegistry
+
+ROOT = Path(__file__).parent.parent
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _between(path: Path, marker: str) -> str:
+    text = path.read_text(encoding="utf-8")
+    start, end = f"<!-- {marker} -->\n", f"\n<!-- /{marker} -->"
+    return text[text.index(start) + len(start) : text.index(end)]
+
+
+def test_generated_tables_match_the_code() -> None:
+    guide = ROOT / "docs" / "guide.md"
+    assert _between(guide, "templates-table") == markdown_table(TemplateRegistry())
+    assert _between(guide, "samples-table") == samples_table()
+    for page in (ROOT / "README.md", ROOT / "docs" / "reference.md"):
+        assert _between(page, "options-table") == options_markdown(), page
+
+
+def test_every_option_is_registered_from_the_table(pytestconfig: pytest.Config) -> None:
+    group = pytestconfig._parser.getgroup("inductor-templates")
+    documented = options_markdown()
+    assert len(group.options) >= 14
+    for option in group.options:
+        assert f"`{option.names()[0]}" in documented
+
+
+def test_every_record_field_is_in_the_reference() -> None:
+    reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    for field in dataclasses.fields(ItemRecord):
+        assert f"`{field.name}`" in reference, field.name
+
+
+def test_the_readme_is_a_front_door() -> None:
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+def test_links_stay_inside_the_repository_and_resolve(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    assert "shared/" not in text and "DESIGN.md" not in text
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if not target.startswith(("http://", "https://")):
+            assert (page.parent / target).resolve().is_file(), f"{page.name}: {target}"
