@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from pytest_inductor_templates.check.compare import _error_vs, round_to_tf32
+from pytest_inductor_templates.check.diff import _error_vs, round_to_tf32
 from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
 
 

@@ -21,17 +21,17 @@ RATIO = re.compile(r"ratio (plugin / \w+ )?\d")
 
 
 def without_samples(run: Run, samples: set[str]) -> Run:
-    """The run without the entries and outcomes of ``samples`` (a later shard re-ran them)."""
+    """The run without the entries and records of ``samples`` (a later shard re-ran them)."""
     data = dict(run.data)
     data["benchmarks"] = [b for b in data["benchmarks"] if b.get("extra_info", {}).get("sample") not in samples]
-    section = dict(data.get(SECTION, {}))
-    section["outcomes"] = [o for o in section.get("outcomes", []) if o.get("sample") not in samples]
+    section = dict(data[SECTION])
+    section["items"] = [r for r in section["items"] if r.get("sample") not in samples]
     data[SECTION] = section
     return from_data(run.path, data)
 
 
 def samples_of(run: Run) -> list[str]:
-    return list(dict.fromkeys(key[0] for key in [*run.entries, *run.outcomes]))
+    return list(dict.fromkeys(sample for sample, _, _ in run.cells))
 
 
 def logs_named(directories: list[Path], name: str) -> list[Path]:
