@@ -15,6 +15,8 @@ from typing import Any, Generic, TypeVar
 
 import pytest
 
+from .runs.tables import render
+
 T = TypeVar("T")
 
 GROUP = "inductor-templates"
@@ -120,15 +122,14 @@ def register(parser: pytest.Parser) -> None:
 
 def options_markdown() -> str:
     """The options table of the docs, generated from ``OPTIONS``."""
-    rows = ["| option | ini key | what it does |", "| --- | --- | --- |"]
+    rows = []
     for option in OPTIONS:
         value = option.metavar or "|".join(option.argparse.get("choices", ()))
         if value and option.argparse.get("nargs") == "?":
             value = f"[{value}]"
         flag = f"`{option.flag} {value}`".replace("|", "\\|") if value else f"`{option.flag}`"
-        ini = f"`{option.name}`" if option.ini_type else "-"
-        rows.append(f"| {flag} | {ini} | {option.help} |")
-    return "\n".join(rows)
+        rows.append([flag, f"`{option.name}`" if option.ini_type else "-", option.help])
+    return "\n".join(render(["option", "ini key", "what it does"], rows, markdown=True))
 
 
 @dataclass(frozen=True)

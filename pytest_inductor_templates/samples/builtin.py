@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ..runs.tables import render
 from .base import Inputs, Sample, Tolerance, stable_seed
 
 ModelFactory = Callable[[], Any]
@@ -319,11 +320,16 @@ BUILTIN_SAMPLES: tuple[BuiltinSample, ...] = (
 
 def samples_table() -> str:
     """The docs' table of built-in samples (``python -m pytest_inductor_templates.samples.builtin``)."""
-    rows = ["| sample | dtype | what it exercises | own tolerance |", "| --- | --- | --- | --- |"]
-    for s in BUILTIN_SAMPLES:
-        tolerance = f"rtol {s.tolerance.rtol:g}, atol {s.tolerance.atol:g}" if s.tolerance else "dtype default"
-        rows.append(f"| `{s.id}` | {s.dtype} | {s.description} | {tolerance} |")
-    return "\n".join(rows)
+    rows = [
+        [
+            f"`{s.id}`",
+            s.dtype,
+            s.description,
+            f"rtol {s.tolerance.rtol:g}, atol {s.tolerance.atol:g}" if s.tolerance else "dtype default",
+        ]
+        for s in BUILTIN_SAMPLES
+    ]
+    return "\n".join(render(["sample", "dtype", "what it exercises", "own tolerance"], rows, markdown=True))
 
 
 if __name__ == "__main__":

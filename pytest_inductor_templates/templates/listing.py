@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..machine import Device
+from ..runs.tables import render
 from .registry import Template, TemplateRegistry
 
 
@@ -40,18 +41,17 @@ def listing(registry: TemplateRegistry, devices: list[Device], torch_version: st
 
 
 def markdown_table(registry: TemplateRegistry) -> str:
-    """The README's table of templates, generated from the registry."""
-    rows = ["| template | what it does | Inductor settings | requires |", "| --- | --- | --- | --- |"]
+    """The docs' table of templates, generated from the registry."""
+    rows = []
     for t in registry:
-        settings = (
-            ", ".join(f"`{k}={v!r}`" + (" (scoped patch)" if k in t.scoped else "") for k, v in t.settings.items())
-            or "none"
+        settings = ", ".join(
+            f"`{k}={v!r}`" + (" (scoped patch)" if k in t.scoped else "") for k, v in t.settings.items()
         )
         requires = t.requires.describe()
         if t.requires.below_capability:
             requires += f"; below it: {t.requires.below_capability}"
-        rows.append(f"| `{t.name}` | {t.description} | {settings} | {requires} |")
-    return "\n".join(rows)
+        rows.append([f"`{t.name}`", t.description, settings or "none", requires])
+    return "\n".join(render(["template", "what it does", "Inductor settings", "requires"], rows, markdown=True))
 
 
 if __name__ == "__main__":
