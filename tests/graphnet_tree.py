@@ -95,6 +95,12 @@ BROKEN = {
         "metadata does not match forward: forward takes L_mask_ with no tensor metadata; "
         "metadata names L_mask2_, which forward does not take",
     ),
+    "broken/graph_net_json": ({"graph_net.json": '{"framework": "torch",'}, "graph_net.json is not valid JSON"),
+    "broken/float_shape": (
+        {"weight_meta.py": GOOD_META.replace("shape = [8]", "shape = [8.5]")},
+        "weight_meta.py: Program_weight_tensor_meta_L_self_modules_fc_parameters_bias_.shape must be a list of "
+        "integers >= 0, got 8.5 in",
+    ),
 }
 
 

@@ -103,11 +103,37 @@ def test_freezing_is_not_left_on():
 """
 
 
-def test_freezing_folds_weights(pytester: pytest.Pytester) -> None:
+def test_freezing_folds_weights_whoever_defined_the_template(pytester: pytest.Pytester) -> None:
+    """Whoever turns freezing on gets an inference-only column: a user template with ``freezing = true`` runs
+    its compiled calls without grad as the built-in does, so the weights really are folded."""
     pytester.makepyfile(test_freezing=FREEZING_TESTS)
-    result = pytester.runpytest_subprocess("--inductor-template=freezing", "-W", "ignore::DeprecationWarning")
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*template freezing from --inductor-template (command line)*"])
+    pytester.path.joinpath("templates.toml").write_text(
+        '[templates.frozen_user]\ndescription = "frozen weights"\nsettings = { freezing = true }\n'
+    )
+    result = pytester.runpytest_subprocess(
+        "--inductor-templates-file=templates.toml",
+        "--inductor-template=freezing,frozen_user",
+        "-W",
+        "ignore::DeprecationWarning",
+    )
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*template freezing, template frozen_user from --inductor-template (command line)*",
+            "inductor-templates: frozen_user: inference only: compiled calls run under*",
+        ]
+    )
+
+
+def test_freezing_needs_inference_whoever_asks_for_it() -> None:
+    from pytest_inductor_templates.templates.registry import Template
+    from pytest_inductor_templates.templates.selection import Selection
+
+    assert Template("mine", "", {"freezing": True}).requires.inference_only
+    assert not Template("mine", "", {"freezing": False}).requires.inference_only
+    options = Selection(options={"freezing": True, "max_autotune": True})
+    assert options.inference_only and options.config_patches == {"freezing": True}
+    assert options.compile_options == {"max_autotune": True}
 
 
 def test_without_freezing_the_same_probe_sees_the_update(pytester: pytest.Pytester) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 import torch
-from graphnet_tree import BROKEN, write_sample, write_tree
+from graphnet_tree import BROKEN, GOOD_META, write_sample, write_tree
 
 from pytest_inductor_templates.samples.base import SampleError
 from pytest_inductor_templates.samples.graphnet import GraphNetSample, discover
@@ -68,3 +69,30 @@ def test_each_broken_sample_names_its_reason(corpus: Path, relative: str) -> Non
         sample.make_model("cpu")
         sample.make_inputs("cpu")
     assert BROKEN[relative][1] in str(raised.value)
+
+
+def test_graphnet_float_literals_are_read_without_executing_anything(tmp_path: Path) -> None:
+    """GraphNet writes ``std = float("nan")`` (torchaudio/squim_subjective), infinities and negative numbers:
+    they are literals to it, and to the loader; any other call is still refused."""
+    meta = GOOD_META.replace("mean = 0.5\n    std = 1.0", 'mean = -0.5\n    std = float("nan")')
+    meta = meta.replace("min_val = 3\n    max_val = 7", 'min_val = -2\n    max_val = float("7")')
+    sample = GraphNetSample(write_sample(tmp_path / "c" / "s", {"weight_meta.py": meta}).parent, "s")
+    by_name = {m.name: m for m in sample.metas}
+    assert by_name["L_x_"].mean == -0.5 and math.isnan(by_name["L_x_"].std)
+    assert (by_name["L_ids_"].min_val, by_name["L_ids_"].max_val) == (-2, 7.0)
+    x = sample.make_inputs("cpu")[0].kwargs["L_x_"]
+    assert torch.equal(x, torch.full((4, 16), -0.5))  # a NaN std: the mean, as GraphNet's nan_to_num gives
+    for call in ('float("nan") + 1', 'float("bad")', "len([1])", "float(x)"):
+        bad = GOOD_META.replace("std = 1.0", f"std = {call}")
+        broken = GraphNetSample(write_sample(tmp_path / "b" / "s", {"weight_meta.py": bad}).parent, "s")
+        with pytest.raises(SampleError, match=r"L_x_\.std at line 8 is not a literal"):
+            broken.metas  # noqa: B018
+
+
+def test_symlinked_sample_directories_are_found_once(tmp_path: Path) -> None:
+    elsewhere = write_sample(tmp_path / "elsewhere" / "real")
+    root = tmp_path / "corpus"
+    write_sample(root / "here")
+    (root / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (root / "here" / "loop").symlink_to(root, target_is_directory=True)  # a cycle is walked once
+    assert discover(root) == ["here", "linked"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from pathlib import Path
 
@@ -122,6 +123,53 @@ def test_sample_list_naming_unknown_samples_is_a_usage_error(pytester: pytest.Py
 def test_missing_root_is_a_usage_error(pytester: pytest.Pytester) -> None:
     line = usage_error_line(pytester.runpytest_inprocess("--inductor-samples=nowhere"))
     assert "--inductor-samples (command line): sample root 'nowhere' is not a directory" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--inductor-samples", "test_sentinel.py"],  # the bare flag took the test path as its root
+            "--inductor-samples (command line): sample root 'test_sentinel.py' is a file (--inductor-samples PATH "
+            "takes PATH as a sample root: for the built-in samples beside test paths, write "
+            "--inductor-samples=builtin)",
+        ),
+        (
+            ["--inductor-samples", "empty"],
+            "sample root 'empty' holds no sample (no directory with a model.py) (--inductor-samples PATH",
+        ),
+        (
+            ["--inductor-samples=one/corpus", "--inductor-samples=two/corpus"],
+            "sample id 'corpus/*' is found twice, in */one/corpus and in */two/corpus: rename one root",
+        ),
+        (["--inductor-samples=one/corpus", "--inductor-sample-list=empty.txt"], "empty.txt lists no sample"),
+        (["--inductor-samples=one/corpus", "--inductor-sample-list=latin1.txt"], "latin1.txt is not UTF-8"),
+        (["--inductor-options=@latin1.txt"], "latin1.txt is not UTF-8: invalid continuation byte at byte 0"),
+        (["--inductor-options=@deep.json"], "deep.json is nested too deeply to read"),
+    ],
+    ids=[
+        "test-path-taken-as-root",
+        "empty-root",
+        "same-root-name",
+        "empty-list",
+        "latin1-list",
+        "latin1-options",
+        "deep-options",
+    ],
+)
+def test_sample_roots_and_files_that_would_run_nothing_or_the_wrong_thing(
+    sentinel_test: pytest.Pytester, args: list[str], expected: str
+) -> None:
+    """Each is one line and exit code 4 before any test runs: a run that silently ran nothing, or one
+    sample of two, or an INTERNALERROR, would all pass unnoticed in CI."""
+    for parent in ("one", "two"):
+        write_tree(sentinel_test.path / parent / "corpus", good=("vision/tiny",))
+    (sentinel_test.path / "empty").mkdir()
+    (sentinel_test.path / "empty.txt").write_text("# nothing here\n\n")
+    (sentinel_test.path / "latin1.txt").write_bytes("\xe9t\xe9\n".encode("latin-1"))
+    (sentinel_test.path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    line = usage_error_line(sentinel_test.runpytest_inprocess(*args))
+    assert fnmatch.fnmatch(line, f"*{expected}*"), line
 
 
 def test_ini_twins_and_relative_roots(pytester: pytest.Pytester) -> None:

@@ -157,11 +157,23 @@ def test_selected_unavailable_user_template_skips_with_reason(pytester: pytest.P
         ("[templates.default]\n", "template 'default' (templates.toml) is already defined (built-in)"),
         ('[templates.a]\nrequires = { min_capability = "nine" }\n', 'requires.min_capability must look like "9.0"'),
         ("[templates.a\n", "is not valid TOML"),
+        (
+            '[templates.a]\nsettings = { max_autotune = true }\nscoped = ["max_autotun"]\n',
+            "template 'a': 'scoped' names 'max_autotun', which is not among its settings; did you mean "
+            "'max_autotune'? (max_autotune)",
+        ),
+        ('[templates."a,b"]\n', "templates.toml: template name 'a,b': use letters, digits, '_' and '.'"),
+        ('[templates."x[y]-cpu::z"]\n', "template name 'x[y]-cpu::z': use letters, digits"),
+        ('[templates.""]\n', "template name '': use letters, digits"),
+        ("[templates.all]\n", "template name 'all' is reserved"),
+        (b"[templates.a]\ndescription = '\xff'\n", "templates.toml is not UTF-8"),
+        ("x = " + "[" * 2000 + "]" * 2000 + "\n", "is nested too deeply"),
         ("other = 1\n", "must hold only [templates.NAME] tables"),
     ],
 )
-def test_bad_templates_file_is_one_line(sentinel_test: pytest.Pytester, toml: str, expected: str) -> None:
-    sentinel_test.path.joinpath("templates.toml").write_text(toml)
+def test_bad_templates_file_is_one_line(sentinel_test: pytest.Pytester, toml: str | bytes, expected: str) -> None:
+    path = sentinel_test.path.joinpath("templates.toml")
+    path.write_bytes(toml) if isinstance(toml, bytes) else path.write_text(toml)
     line = usage_error_line(sentinel_test.runpytest_inprocess("--inductor-templates-file=templates.toml"))
     assert expected in line
 

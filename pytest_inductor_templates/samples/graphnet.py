@@ -26,10 +26,14 @@ _DEVICE_STRING = re.compile(r"(cuda|cpu|xpu|mps)(:\d+)?")
 
 
 def discover(root: Path) -> list[str]:
-    """Relative paths (POSIX, sorted) of every directory under ``root`` that holds a ``model.py``."""
+    """Relative paths (POSIX, sorted) of every directory under ``root`` that holds a ``model.py``.
+
+    Symbolic links to directories are followed (a directory reached twice is walked once)."""
     found = []
-    for directory, subdirs, files in os.walk(root):
-        subdirs.sort()
+    seen: set[str] = set()
+    for directory, subdirs, files in os.walk(root, followlinks=True):
+        seen.add(os.path.realpath(directory))
+        subdirs[:] = sorted(d for d in subdirs if os.path.realpath(os.path.join(directory, d)) not in seen)
         if "model.py" in files:
             found.append(Path(directory).relative_to(root).as_posix())
     return sorted(found)
@@ -136,11 +140,20 @@ class GraphNetSample(Sample):
         return floating.most_common(1)[0][0] if floating else "none"
 
     def _devices_required(self) -> int:
-        try:
-            info = json.loads((self.directory / "graph_net.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        """``num_devices_required`` of ``graph_net.json`` (1 without the file); a broken file is a SampleError."""
+        path = self.directory / "graph_net.json"
+        if not path.is_file():
             return 1
-        return int(info.get("num_devices_required", 1) or 1)
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, RecursionError) as error:
+            raise SampleError(f"cannot read graph_net.json: {getattr(error, 'strerror', None) or error}") from None
+        except json.JSONDecodeError as error:
+            raise SampleError(f"graph_net.json is not valid JSON: {error}") from None
+        count = info.get("num_devices_required", 1) if isinstance(info, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise SampleError(f"graph_net.json: num_devices_required must be an integer >= 1, got {count!r}")
+        return count
 
     def make_model(self, device: Any) -> Any:
         if self._devices_required() > 1:

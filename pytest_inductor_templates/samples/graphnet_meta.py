@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,32 @@ def parse_file(path: Path) -> ast.Module:
         raise SampleError(f"cannot read {path.name}: {error.strerror}") from None
 
 
+class _FloatCalls(ast.NodeTransformer):
+    """``float("nan")``, ``float("inf")``, ``float("-inf")``, ``float(1)``: the constants GraphNet writes."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "float"
+            and len(node.args) == 1
+            and not node.keywords
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, (str, int, float))
+            and not isinstance(node.args[0].value, bool)
+        ):
+            return ast.copy_location(ast.Constant(float(node.args[0].value)), node)  # ValueError: not a float
+        return self.generic_visit(node)
+
+
+def literal(node: ast.expr) -> Any:
+    """A metadata value: a Python literal, with ``float("nan")``-style constants; nothing is executed."""
+    return ast.literal_eval(_FloatCalls().visit(copy.deepcopy(node)))
+
+
+def _is_dimension(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def read_meta_file(path: Path) -> list[TensorMeta]:
     """Every metadata class in ``path``, read as literals; a SampleError names what is wrong."""
     tree = parse_file(path)
@@ -50,8 +77,8 @@ def read_meta_file(path: Path) -> list[TensorMeta]:
                 target = statement.targets[0]
                 if isinstance(target, ast.Name) and target.id in FIELDS:
                     try:
-                        values[target.id] = ast.literal_eval(statement.value)
-                    except ValueError:
+                        values[target.id] = literal(statement.value)
+                    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                         raise SampleError(
                             f"{path.name}: {node.name}.{target.id} at line {statement.lineno} is not a literal"
                         ) from None
@@ -59,10 +86,18 @@ def read_meta_file(path: Path) -> list[TensorMeta]:
         if missing:
             raise SampleError(f"{path.name}: class {node.name} lacks {', '.join(missing)}")
         data = values.get("data")
+        shape = values["shape"]
+        if not isinstance(shape, (list, tuple)):
+            raise SampleError(f"{path.name}: {node.name}.shape must be a list of integers >= 0, got {shape!r}")
+        for dimension in shape:
+            if not _is_dimension(dimension):
+                raise SampleError(
+                    f"{path.name}: {node.name}.shape must be a list of integers >= 0, got {dimension!r} in {shape!r}"
+                )
         metas.append(
             TensorMeta(
                 name=str(values["name"]),
-                shape=tuple(int(d) for d in values["shape"]),
+                shape=tuple(shape),
                 dtype=str(values["dtype"]),
                 mean=values.get("mean"),
                 std=values.get("std"),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..settings import BUILTIN_SAMPLES, Settings
+from pathlib import Path
+
+from ..settings import BUILTIN_SAMPLES, Settings, Sourced
 from .base import Sample
 from .builtin import BUILTIN_SAMPLES as BUILTINS
 from .cast import CastSample
@@ -17,16 +19,43 @@ def select_samples(settings: Settings) -> list[Sample]:
     return [CastSample(sample, settings.sample_dtype) for sample in samples]
 
 
+def _root_samples(value: Sourced[str]) -> list[GraphNetSample]:
+    """Every sample under one root; a root that is not a directory, or holds no sample, is a usage error."""
+    hint = (
+        " (--inductor-samples PATH takes PATH as a sample root: for the built-in samples beside test paths, "
+        "write --inductor-samples=builtin)"
+        if value.from_command_line
+        else ""
+    )
+    root = value.path().resolve()
+    if not root.is_dir():
+        kind = "a file" if root.is_file() else "not a directory"
+        raise value.usage_error(f"sample root {value.value!r} is {kind}{hint}")
+    found = [GraphNetSample(root, relative) for relative in discover(root)]
+    if not found:
+        raise value.usage_error(f"sample root {value.value!r} holds no sample (no directory with a model.py){hint}")
+    return found
+
+
 def _listed_samples(settings: Settings) -> list[Sample]:
     samples: dict[str, Sample] = {}
+    roots: dict[Path, Sourced[str]] = {}
     for value in settings.all("inductor_samples"):
         if value.value == BUILTIN_SAMPLES:
             samples.update((s.id, s) for s in BUILTINS)
             continue
-        root = value.path().resolve()
-        if not root.is_dir():
-            raise value.usage_error(f"sample root {value.value!r} is not a directory")
-        samples.update((s.id, s) for s in (GraphNetSample(root, rel) for rel in discover(root)))
+        if value.path().resolve() in roots:  # the same root twice: its samples once
+            continue
+        roots[value.path().resolve()] = value
+        for sample in _root_samples(value):
+            other = samples.get(sample.id)
+            if other is not None:
+                where = other.root if isinstance(other, GraphNetSample) else "the built-in samples"
+                raise value.usage_error(
+                    f"sample id {sample.id!r} is found twice, in {where} and in {sample.root}: "
+                    "rename one root folder (sample ids start with the root's folder name)"
+                )
+            samples[sample.id] = sample
     listed = settings.get("inductor_sample_list")
     if listed is None:
         return list(samples.values())
@@ -35,7 +64,11 @@ def _listed_samples(settings: Settings) -> list[Sample]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as error:
         raise listed.usage_error(f"cannot read {path}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise listed.usage_error(f"{path} is not UTF-8: {error.reason} at byte {error.start}") from None
     entries = [line.strip().strip("/") for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if not entries:
+        raise listed.usage_error(f"{path.name} lists no sample")
     by_entry = {}
     for sample in samples.values():
         by_entry[sample.id] = sample

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -13,6 +14,26 @@ from .torch_config import settings_problems, unknown_name
 # Settings that only take effect through the global config, never through
 # ``torch.compile(options=...)`` (measured: docs/design.md).
 ALWAYS_SCOPED = frozenset({"freezing"})
+# Settings that only take effect without grad: whoever turns them on gets an inference-only column.
+NEEDS_INFERENCE = frozenset({"freezing"})
+# A template name goes into test ids (``test[NAME-cpu]``) and comma lists: letters, digits, ``_`` and ``.``;
+# no ``-`` (it separates the template from the device, and starts the ``mode-``/``options-`` labels).
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*")
+RESERVED_NAMES = frozenset({"all"})  # --inductor-template=all
+
+
+def needs_inference(settings: Mapping[str, Any]) -> bool:
+    """Whether these settings only take effect when the model runs without grad (freezing)."""
+    return any(settings.get(key) for key in NEEDS_INFERENCE)
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name a template, or None."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        return f"template name {name!r}: use letters, digits, '_' and '.' (it goes into test ids)"
+    if name in RESERVED_NAMES:
+        return f"template name {name!r} is reserved (--inductor-template=all)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -41,7 +62,8 @@ class Template:
     """A named group of Inductor settings.
 
     ``scoped`` names the settings applied as a ``torch._inductor.config.patch``
-    around compilation and every call instead of through ``options=``.
+    around compilation and every call instead of through ``options=``. A template whose
+    settings need inference (freezing) is inference-only, however it was defined.
     """
 
     name: str
@@ -55,6 +77,8 @@ class Template:
     def __post_init__(self) -> None:
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
         object.__setattr__(self, "scoped", frozenset(self.scoped) | (ALWAYS_SCOPED & set(self.settings)))
+        if needs_inference(self.settings) and not self.requires.inference_only:
+            object.__setattr__(self, "requires", replace(self.requires, inference_only=True))
 
     @property
     def compile_options(self) -> dict[str, Any]:
@@ -161,7 +185,6 @@ BUILTIN_TEMPLATES: tuple[Template, ...] = (
         "freezing",
         "weights folded into constants; compiled calls run without grad",
         {"freezing": True},
-        requires=Requirements(inference_only=True),
     ),
     Template(
         "tma",
@@ -197,7 +220,9 @@ class TemplateRegistry:
             self.add(template)
 
     def add(self, template: Template) -> None:
-        """Register a template; a name may be used once."""
+        """Register a template; a name may be used once, and must be fit for test ids."""
+        if problem := name_problem(template.name):
+            raise ValueError(f"{template.origin}: {problem}")
         if template.name in self._templates:
             raise ValueError(
                 f"template {template.name!r} ({template.origin}) is already defined "

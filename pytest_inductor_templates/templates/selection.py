@@ -12,7 +12,7 @@ import pytest
 from ..machine import Device
 from ..settings import SELECTION_KINDS, Settings, Sourced
 from . import torch_config
-from .registry import Template, TemplateRegistry
+from .registry import ALWAYS_SCOPED, Template, TemplateRegistry, needs_inference
 
 DEFAULT_BACKEND = "inductor"
 
@@ -57,7 +57,7 @@ class Selection:
     def compile_options(self) -> dict[str, Any] | None:
         """``options=`` for torch.compile (None when nothing is passed)."""
         if self.options is not None:
-            return dict(self.options)
+            return {k: v for k, v in self.options.items() if k not in ALWAYS_SCOPED} or None
         if self.template is not None and self.template.compile_options:
             return self.template.compile_options
         return None
@@ -65,6 +65,8 @@ class Selection:
     @property
     def config_patches(self) -> dict[str, Any]:
         """Settings applied as a scoped ``torch._inductor.config.patch``."""
+        if self.options is not None:
+            return {k: v for k, v in self.options.items() if k in ALWAYS_SCOPED}
         return self.template.config_patches if self.template else {}
 
     @property
@@ -83,7 +85,10 @@ class Selection:
 
     @property
     def inference_only(self) -> bool:
-        return bool(self.template and self.template.requires.inference_only)
+        """Whether compiled calls run without grad: the template says so, or the settings need it (freezing)."""
+        if self.template is not None:
+            return self.template.requires.inference_only
+        return needs_inference(self.effective_settings)
 
 
 def parse_options(raw: Sourced[str]) -> dict[str, Any]:
@@ -96,6 +101,8 @@ def parse_options(raw: Sourced[str]) -> dict[str, Any]:
             text = path.read_text(encoding="utf-8")
         except OSError as error:
             raise raw.usage_error(f"cannot read {path}: {error.strerror}") from None
+        except UnicodeDecodeError as error:
+            raise raw.usage_error(f"{path} is not UTF-8: {error.reason} at byte {error.start}") from None
         source = str(path)
     try:
         options = json.loads(text)
@@ -103,6 +110,8 @@ def parse_options(raw: Sourced[str]) -> dict[str, Any]:
         raise raw.usage_error(
             f"{source} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno} (char {error.pos})",
         ) from None
+    except RecursionError:
+        raise raw.usage_error(f"{source} is nested too deeply to read") from None
     if not isinstance(options, dict):
         raise raw.usage_error(f"expected a JSON object of Inductor options, got {type(options).__name__}")
     known = torch_config.known_options()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .registry import Requirements, Template, TemplateRegistry
-from .torch_config import unknown_name
+from .torch_config import did_you_mean, unknown_name
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -83,7 +83,14 @@ def build_template(name: str, spec: Any, registry: TemplateRegistry, origin: str
         parent = registry[parent_name]
     requires = _requirements(spec.get("requires", {}), parent.requires, where)
     description = description or (f"{parent_name} with {dict(settings)}" if parent_name else "user template")
-    return parent.extended(name, description, settings, origin, scoped, requires)
+    template = parent.extended(name, description, settings, origin, scoped, requires)
+    for key in scoped:
+        if key not in template.settings:
+            raise TemplateDefinitionError(
+                f"{where}: 'scoped' names {key!r}, which is not among its settings"
+                f"{did_you_mean(key, template.settings)} ({', '.join(template.settings) or 'none'})"
+            )
+    return template
 
 
 def add_user_templates(registry: TemplateRegistry, definitions: Mapping[str, Any], origin: str) -> None:
@@ -112,8 +119,14 @@ def load_templates_file(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise TemplateDefinitionError(f"cannot read templates file {path}: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise TemplateDefinitionError(
+            f"templates file {path} is not UTF-8: {error.reason} at byte {error.start}"
+        ) from None
     except tomllib.TOMLDecodeError as error:
         raise TemplateDefinitionError(f"templates file {path} is not valid TOML: {error}") from None
+    except RecursionError:
+        raise TemplateDefinitionError(f"templates file {path} is nested too deeply to read") from None
     templates = data.get("templates")
     if not isinstance(templates, dict) or set(data) != {"templates"}:
         raise TemplateDefinitionError(f"templates file {path} must hold only [templates.NAME] tables")
