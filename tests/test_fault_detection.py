@@ -96,6 +96,12 @@ def test_eager_nondeterministic(inductor_check):
     inductor_check(lambda x: x + torch.rand_like(x), torch.ones(3))
 
 
+def test_suppressed_backend_failure(inductor_check):
+    FAULT["kind"] = "compile_error"
+    with torch._dynamo.config.patch(suppress_errors=True):  # what TORCHDYNAMO_SUPPRESS_ERRORS=1 sets
+        inductor_check(TwoHeads().eval(), torch.randn(4, 8))
+
+
 @pytest.mark.inductor_tolerance(rtol=0.0, atol=1.0)
 def test_marker_tolerance_accepts_a_small_error(inductor_check):
     FAULT["kind"] = "perturb"
@@ -177,6 +183,18 @@ def test_eager_problems_are_not_blamed_on_the_compiler(fault_run) -> None:
     assert re.search(r"SKIPPED \[1\] test_faults.py:\d+: eager_nondeterministic: eager disagrees with itself", output)
 
 
+def test_a_compile_failure_hidden_by_suppress_errors_is_still_a_compile_failure(fault_run) -> None:
+    """With suppress_errors Dynamo runs the code eagerly when the backend fails, and the call returns eager's
+    output: without this, the item would pass (and time eager as the compiled model's speed)."""
+    _, properties = fault_run
+    props = properties["test_faults::test_suppressed_backend_failure[default]"]
+    assert props["inductor_outcome"] == "compile_fail"
+    assert props["inductor_reason"] == (
+        "compile failed in backend 'faulty': RuntimeError: planted compile error; Dynamo ran the code eagerly "
+        "instead (torch._dynamo.config.suppress_errors, TORCHDYNAMO_SUPPRESS_ERRORS)"
+    )
+
+
 def test_marker_tolerance_is_used(fault_run) -> None:
     _, properties = fault_run
     assert properties["test_faults::test_marker_tolerance_accepts_a_small_error[default]"]["inductor_outcome"] == "pass"
@@ -185,7 +203,7 @@ def test_marker_tolerance_is_used(fault_run) -> None:
 def test_summary_table_counts_every_category(fault_run) -> None:
     output, _ = fault_run
     table = output.split("inductor-templates: check outcomes per template")[1]
-    assert re.search(r"default\s+14\s+2\s+8\s+1\s+1\s+1\s+1\s+0\s+0\s+14%", table), table
+    assert re.search(r"default\s+15\s+2\s+8\s+2\s+1\s+1\s+1\s+0\s+0\s+13%", table), table
     assert "accuracy_fail test_faults.py::test_fault[perturb-default]: call 1 of 2: out['a']" in output
 
 
@@ -195,7 +213,7 @@ def test_long_traceback_shows_the_compile_error(pytester: pytest.Pytester) -> No
     result = pytester.runpytest_subprocess(
         "--inductor-backend=faulty", "--tb=long", "-k", "compile_error", "-W", "ignore::DeprecationWarning"
     )
-    result.assert_outcomes(failed=1, deselected=13)
+    result.assert_outcomes(failed=1, deselected=14)
     result.stdout.fnmatch_lines(['*raise RuntimeError("planted compile error")*', "*BackendCompilerFailed*"])
 
 

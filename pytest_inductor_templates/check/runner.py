@@ -16,6 +16,7 @@ from .outcomes import CheckResult
 from .tolerances import Tolerance
 
 MAX_LEAVES_SHOWN = 8
+SUPPRESSED = "; Dynamo ran the code eagerly instead (torch._dynamo.config.suppress_errors, TORCHDYNAMO_SUPPRESS_ERRORS)"
 EXACT = Tolerance(0.0, 0.0)
 
 
@@ -75,14 +76,24 @@ def _explain(what: str, mismatches: list[Mismatch]) -> str:
     return what + "\n" + "\n".join(lines)
 
 
+def _backend_failure(subject: CheckSubject) -> BaseException | None:
+    """What the backend raised while compiling the model under test, if it failed."""
+    return getattr(getattr(subject.model, "stats", None), "compile_failure", None)
+
+
+def _compile_fail(
+    subject: CheckSubject, backend_error: BaseException, error: BaseException, note: str = ""
+) -> CheckResult:
+    reason = f"compile failed in {compile_stage(backend_error, subject.backend)}: {first_line(backend_error)}{note}"
+    return CheckResult(Outcome.COMPILE_FAIL, reason, reason, error=error)
+
+
 def _failure(subject: CheckSubject, error: Exception, call_number: int) -> CheckResult:
     import torch._dynamo.exc
 
-    stats = getattr(subject.model, "stats", None)
-    backend_error = getattr(stats, "compile_failure", None)
+    backend_error = _backend_failure(subject)
     if backend_error is not None:
-        reason = f"compile failed in {compile_stage(backend_error, subject.backend)}: {first_line(backend_error)}"
-        return CheckResult(Outcome.COMPILE_FAIL, reason, reason, error=error)
+        return _compile_fail(subject, backend_error, error)
     if isinstance(error, torch._dynamo.exc.TorchDynamoException):
         reason = f"compile failed in Dynamo (tracing): {first_line(innermost(error))}"
         return CheckResult(Outcome.COMPILE_FAIL, reason, reason, error=error)
@@ -111,6 +122,8 @@ def run_check(subject: CheckSubject) -> CheckResult:
             actual.append(subject.call(subject.model, x))
         except Exception as error:
             return _failure(subject, error, number)
+        if (backend_error := _backend_failure(subject)) is not None:  # the call returned: eager ran instead
+            return _compile_fail(subject, backend_error, backend_error, SUPPRESSED)
         if number == 1:
             first_copy = map_tensors(lambda t: t.detach().clone(), actual[0])
 
