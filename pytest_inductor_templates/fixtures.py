@@ -13,7 +13,7 @@ import pytest
 from .check.inputs import Inputs
 from .check.outcomes import CheckResult
 from .check.runner import CheckSubject
-from .check.tolerances import Tolerance
+from .check.tolerances import Tolerance, tolerance_from_marker
 from .check.verdict import check_and_judge
 from .compile.compiled import CompiledModel, EagerModel, no_grad_call
 from .compile.isolation import CompileWatcher, isolated_compile_state
@@ -40,9 +40,19 @@ class CompiledModelFactory:
         self._watcher = watcher
 
     def __call__(self, target: Any) -> CompiledModel | EagerModel:
+        require_callable(target, "compiled_model")
         if not self.selection.compiles:
             return EagerModel(target)
         return CompiledModel(target, self.selection, self._watcher)
+
+
+def require_callable(target: Any, fixture: str) -> None:
+    """Fail the test in one line when ``target`` is not a module or function (rather than deep inside Dynamo)."""
+    if not callable(target):
+        shown = repr(target) if len(repr(target)) <= 60 else repr(target)[:57] + "..."
+        pytest.fail(
+            f"{fixture} takes a torch.nn.Module or a function, got {type(target).__name__} {shown}", pytrace=False
+        )
 
 
 def _matrix_params(node: pytest.Item) -> dict[str, Any]:
@@ -85,15 +95,22 @@ def prepare_checking_tests(state: InductorSession, items: list[pytest.Item]) -> 
             use_synchronizing_timer(item, case.device.type)
 
 
-def tolerance_of(state: InductorSession, node: pytest.Item) -> Tolerance | None:
-    """The test's ``@pytest.mark.inductor_tolerance(rtol=, atol=)``, else the session's."""
+def marker_tolerance(node: Any) -> Tolerance | None:
+    """The test's ``@pytest.mark.inductor_tolerance(rtol=, atol=)``; a bad one fails with one line (at collection,
+    where ``pytest_generate_tests`` asks first)."""
     marker = node.get_closest_marker(TOLERANCE_MARKER)
     if marker is None:
-        return state.tolerance
+        return None
     try:
-        return Tolerance(float(marker.kwargs["rtol"]), float(marker.kwargs["atol"]))
-    except (KeyError, TypeError, ValueError):
-        pytest.fail(f"@pytest.mark.{TOLERANCE_MARKER} takes rtol= and atol= numbers", pytrace=False)
+        return tolerance_from_marker(marker.args, marker.kwargs)
+    except ValueError as error:
+        problem = str(error)
+    pytest.fail(f"@pytest.mark.{TOLERANCE_MARKER} {problem}", pytrace=False)  # outside except: no chained traceback
+
+
+def tolerance_of(state: InductorSession, node: pytest.Item) -> Tolerance | None:
+    """The test's ``@pytest.mark.inductor_tolerance(rtol=, atol=)``, else the session's."""
+    return marker_tolerance(node) or state.tolerance
 
 
 @contextlib.contextmanager
@@ -113,11 +130,14 @@ def compiled_models(state: InductorSession, request: pytest.FixtureRequest) -> I
         yield CompiledModelFactory(case.selection, watcher)
 
 
-def _checked(state: InductorSession, node: pytest.Item, watcher: CompileWatcher, model: Any, inputs: Inputs) -> Any:
+def _checked(
+    state: InductorSession, node: pytest.Item, watcher: CompileWatcher, fixture: str, model: Any, inputs: Inputs
+) -> Any:
     """Check a copy of ``model`` against fresh eager copies and judge its template's effect.
 
     Returns the verdict, the compiled model and a maker of fresh eager copies.
     """
+    require_callable(model, fixture)
     case = case_of(state, node)
     pristine = copy.deepcopy(model)
 
@@ -136,7 +156,7 @@ def checks(state: InductorSession, request: pytest.FixtureRequest) -> Iterator[C
 
         def inductor_check(model: Any, *args: Any, **kwargs: Any) -> CheckResult:
             """Compile ``model`` with the test's template, run it and eager, compare, explain any mismatch."""
-            verdict, compiled, _ = _checked(state, node, watcher, model, Inputs(args, kwargs))
+            verdict, compiled, _ = _checked(state, node, watcher, "inductor_check", model, Inputs(args, kwargs))
             conclude(node, verdict, compiled.stats)
             return verdict.result
 
@@ -165,7 +185,9 @@ def benchmarks(
             calls += 1
             if calls > 1:
                 pytest.fail("inductor_benchmark times one model per test, as pytest-benchmark does", pytrace=False)
-            verdict, compiled, make_eager = _checked(state, node, watcher, model, Inputs(args, kwargs))
+            verdict, compiled, make_eager = _checked(
+                state, node, watcher, "inductor_benchmark", model, Inputs(args, kwargs)
+            )
             record = record_of(node)
             assert record is not None
             if verdict.result.outcome in UNTIMEABLE:

@@ -77,6 +77,7 @@ def _session(config: pytest.Config) -> InductorSession:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not any(name in metafunc.fixturenames for name in MATRIX_FIXTURES):
         return
+    fixtures.marker_tolerance(metafunc.definition)  # a bad marker fails this module's collection, in one line
     with_device = "inductor_device" in metafunc.fixturenames
     params = _session(metafunc.config).test_params(metafunc.definition, with_device)
     names = ("inductor_selection", "inductor_device") if with_device else ("inductor_selection",)

@@ -144,7 +144,7 @@ class InductorSession:
         dynamic = {None: "auto", True: "true", False: "false"}[first.dynamic]
         lines = [
             f"inductor-templates: torch {torch.__version__}; visible devices: {visible}",
-            f"inductor-templates: {', '.join(c.description for c in self.columns)} from {first.origin}; "
+            f"inductor-templates: {', '.join(c.description for c in self.columns)} {first.came_from}; "
             f"backend {first.backend}, fullgraph {first.fullgraph}, dynamic {dynamic}",
             f"inductor-templates: devices: {', '.join(d.name for d in self.devices)}",
         ]

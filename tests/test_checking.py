@@ -135,3 +135,18 @@ def test_fp32_under_tf32_is_judged_against_tf32_rounding() -> None:
     wrong = compiled.clone()
     wrong[3, 7] += 1.0  # a miscompiled element (values are ~16, TF32 noise ~0.005) stays caught
     assert not compare(wrong, eager, reference64=lambda: exact, reference_tf32=lambda: tf32_exact).ok
+
+
+def test_messages_name_both_sides_and_say_when_a_relative_error_is_undefined() -> None:
+    zeros = torch.zeros(4)
+    off = zeros.clone()
+    off[2] = 0.5
+    assert compare(off, zeros).mismatches[0].message == (
+        "out: float32 [4]: 1 of 4 elements (25.0%) differ beyond rtol 1.3e-06, atol 1e-05; max abs error 0.5, "
+        "max rel error undefined (eager is 0 where they differ); worst at index (2,): compiled 0.5, eager 0.0"
+    )
+    runs = ("eager run 2", "eager run 1")  # how the check names eager compared with itself
+    assert compare(off, zeros, names=runs).mismatches[0].message.endswith("eager run 2 0.5, eager run 1 0.0")
+    assert compare({"a": zeros}, {"a": zeros, "b": zeros}, names=runs).mismatches[0].message == (
+        "out: keys missing from the eager run 2 output: ['b']"
+    )

@@ -181,6 +181,8 @@ def test_eager_problems_are_not_blamed_on_the_compiler(fault_run) -> None:
         properties["test_faults::test_eager_nondeterministic[default]"]["inductor_outcome"] == "eager_nondeterministic"
     )
     assert re.search(r"SKIPPED \[1\] test_faults.py:\d+: eager_nondeterministic: eager disagrees with itself", output)
+    reason = properties["test_faults::test_eager_nondeterministic[default]"]["inductor_reason"]
+    assert "eager run 2 " in reason and "eager run 1 " in reason and "compiled" not in reason  # no compiler involved
 
 
 def test_a_compile_failure_hidden_by_suppress_errors_is_still_a_compile_failure(fault_run) -> None:

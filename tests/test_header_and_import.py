@@ -95,3 +95,14 @@ def test_header_says_when_the_template_cannot_run_here(pytester: pytest.Pytester
     result.stdout.fnmatch_lines(
         ["inductor-templates: skipped: template 'cudagraphs' is unavailable on cpu: needs a cuda device, not cpu"]
     )
+
+
+def test_header_says_the_default_is_the_default(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_inprocess("--inductor-fullgraph", "--inductor-devices=cpu")
+    result.stdout.fnmatch_lines(
+        [
+            "inductor-templates: template default (no template, mode or options given: the default); "
+            "backend inductor, fullgraph True, dynamic auto",
+        ]
+    )

@@ -132,3 +132,54 @@ def test_backend_that_names_options_takes_them(pytester: pytest.Pytester) -> Non
     pytester.makepyfile("def test_ok():\n    pass\n")
     result = pytester.runpytest_inprocess("--inductor-backend=my_backend", '--inductor-options={"freezing": true}')
     assert result.ret == 0, result.stderr.str()
+
+
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [
+        ("rtol='tight', atol=1e-5", "@pytest.mark.inductor_tolerance rtol must be a finite number >= 0, got 'tight'"),
+        ("rtol=float('nan'), atol=0", "@pytest.mark.inductor_tolerance rtol must be a finite number >= 0, got nan"),
+        ("rtol=0, atol=-1", "@pytest.mark.inductor_tolerance atol must be a finite number >= 0, got -1"),
+        ("rtol=1e-3", "@pytest.mark.inductor_tolerance takes rtol= and atol= only, got (rtol=0.001)"),
+        ("1e-3, 1e-5", "@pytest.mark.inductor_tolerance takes rtol= and atol= only, got (0.001, 1e-05)"),
+    ],
+)
+def test_a_bad_tolerance_marker_is_a_usage_error_of_that_test(
+    pytester: pytest.Pytester, marker: str, expected: str
+) -> None:
+    """Not a runtime_fail of the compiler, nor a chained traceback: the module fails collection in one line."""
+    pytester.makepyfile(
+        test_marked=f"import pytest\n\n\n@pytest.mark.inductor_tolerance({marker})\n"
+        "def test_checked(inductor_check):\n    raise AssertionError('ran')\n",
+        test_other="def test_other():\n    pass\n",
+    )
+    result = pytester.runpytest_inprocess("-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.assert_outcomes(errors=1)
+    output = result.stdout.str()
+    assert expected in output, output
+    assert "During handling" not in output and "Traceback" not in output and "AssertionError: ran" not in output
+    assert "check outcomes per template" not in output  # no item ran, so none counts as a compiler failure
+
+
+def test_a_model_that_is_not_callable_fails_in_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_relu="""
+        import torch
+
+        def test_compiled(compiled_model):
+            compiled_model("relu")
+
+        def test_checked(inductor_check):
+            inductor_check("relu", torch.ones(2))
+        """
+    )
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "--inductor-devices=cpu")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*compiled_model takes a torch.nn.Module or a function, got str 'relu'",
+            "*inductor_check takes a torch.nn.Module or a function, got str 'relu'",
+        ]
+    )
+    assert "torch/" not in result.stdout.str()

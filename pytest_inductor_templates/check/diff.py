@@ -12,6 +12,8 @@ from .tolerances import LEVELS, LOW_PRECISION, Tolerance, default_tolerance, dty
 
 SECOND_OPINION_FACTOR = 3.0  # compiled RMSE vs fp64 may be this many times eager's (as torch._dynamo.utils.same)
 SECOND_OPINION_MAX_FACTOR = 10.0  # and its worst element this many times eager's worst: one bad element stays caught
+Names = tuple[str, str]  # what the two sides are called in messages
+COMPILED_VS_EAGER: Names = ("compiled", "eager")
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class OutputDiff:
         return not self.mismatches
 
 
-def _structure(actual: Any, expected: Any, path: str, out: list[Mismatch]) -> None:
+def _structure(actual: Any, expected: Any, path: str, out: list[Mismatch], names: Names = COMPILED_VS_EAGER) -> None:
     import torch
 
     if isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor):
@@ -44,27 +46,31 @@ def _structure(actual: Any, expected: Any, path: str, out: list[Mismatch]) -> No
     if type(actual) is not type(expected):
         out.append(
             Mismatch(
-                path, "structure", f"{path}: compiled gives {type(actual).__name__}, eager {type(expected).__name__}"
+                path,
+                "structure",
+                f"{path}: {names[0]} gives {type(actual).__name__}, {names[1]} {type(expected).__name__}",
             )
         )
     elif isinstance(expected, dict):
         missing = [k for k in expected if k not in actual]
         extra = [k for k in actual if k not in expected]
         if missing or extra:
-            parts = [f"keys missing from the compiled output: {missing}"] if missing else []
-            parts += [f"keys only in the compiled output: {extra}"] if extra else []
+            parts = [f"keys missing from the {names[0]} output: {missing}"] if missing else []
+            parts += [f"keys only in the {names[0]} output: {extra}"] if extra else []
             out.append(Mismatch(path, "structure", f"{path}: " + "; ".join(parts)))
         for key in expected:
             if key in actual:
-                _structure(actual[key], expected[key], f"{path}[{key!r}]", out)
+                _structure(actual[key], expected[key], f"{path}[{key!r}]", out, names)
     elif isinstance(expected, (list, tuple)):
         if len(actual) != len(expected):
-            out.append(Mismatch(path, "structure", f"{path}: compiled has {len(actual)} items, eager {len(expected)}"))
+            out.append(
+                Mismatch(path, "structure", f"{path}: {names[0]} has {len(actual)} items, {names[1]} {len(expected)}")
+            )
         for index, (a, e) in enumerate(zip(actual, expected, strict=False)):
-            _structure(a, e, f"{path}[{index}]", out)
+            _structure(a, e, f"{path}[{index}]", out, names)
     elif dataclasses.is_dataclass(expected) and not isinstance(expected, type):
         for f in dataclasses.fields(expected):
-            _structure(getattr(actual, f.name), getattr(expected, f.name), f"{path}.{f.name}", out)
+            _structure(getattr(actual, f.name), getattr(expected, f.name), f"{path}.{f.name}", out, names)
 
 
 def _index(flat_index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -131,7 +137,7 @@ def _within_second_opinion(a: Any, e: Any, ref: Any, tolerance: Tolerance, tf32_
     )
 
 
-def _values_message(path: str, a: Any, e: Any, errors: _LeafErrors, tolerance: Tolerance) -> str:
+def _values_message(path: str, a: Any, e: Any, errors: _LeafErrors, tolerance: Tolerance, names: Names) -> str:
     count, total = int(errors.bad.sum()), errors.bad.numel()
     flat = errors.bad.reshape(-1)
     worst = int(flat.nonzero()[0]) if errors.nonfinite else int((errors.abs_err.reshape(-1) * flat).argmax())
@@ -139,15 +145,21 @@ def _values_message(path: str, a: Any, e: Any, errors: _LeafErrors, tolerance: T
     shown_a, shown_e = _real(a)[index].item(), _real(e)[index].item()
     head = f"{path}: {dtype_name(e.dtype)} {list(e.shape)}: {count} of {total} elements ({count / total:.1%}) differ"
     if not e.is_floating_point() and not e.is_complex():
-        return f"{head} (compared exactly); first at index {index}: compiled {shown_a}, eager {shown_e}"
-    nonzero = _real(e).double().abs() > 0
-    max_rel = float(errors.rel_err[nonzero].max()) if bool(nonzero.any()) else 0.0
+        return f"{head} (compared exactly); first at index {index}: {names[0]} {shown_a}, {names[1]} {shown_e}"
     nonfinite = f" ({errors.nonfinite} where only one side is NaN or Inf)" if errors.nonfinite else ""
     return (
         f"{head}{nonfinite} beyond rtol {tolerance.rtol:g}, atol {tolerance.atol:g}; max abs error "
-        f"{float(errors.abs_err.max()):.3g}, max rel error {max_rel:.3g}; worst at index {index}: "
-        f"compiled {shown_a!r}, eager {shown_e!r}"
+        f"{float(errors.abs_err.max()):.3g}, {_max_relative(e, errors)}; worst at index {index}: "
+        f"{names[0]} {shown_a!r}, {names[1]} {shown_e!r}"
     )
+
+
+def _max_relative(e: Any, errors: _LeafErrors) -> str:
+    """The largest relative error among the differing elements; undefined where eager is 0 there."""
+    nonzero = errors.bad & (_real(e).double().abs() > 0)
+    if not bool(nonzero.any()):
+        return "max rel error undefined (eager is 0 where they differ)"
+    return f"max rel error {float(errors.rel_err[nonzero].max()):.3g}"
 
 
 def tf32_enabled() -> bool:
@@ -171,6 +183,7 @@ def compare_outputs(
     tolerance: Tolerance | None = None,
     reference64: Callable[[], Any] | None = None,
     reference_tf32: Callable[[], Any] | None = None,
+    names: Names = COMPILED_VS_EAGER,
 ) -> OutputDiff:
     """Compare compiled ``actual`` with eager ``expected``; ``reference64`` gives fp64 outputs on demand.
 
@@ -183,7 +196,7 @@ def compare_outputs(
     import torch
 
     result = OutputDiff()
-    _structure(actual, expected, "out", result.mismatches)
+    _structure(actual, expected, "out", result.mismatches, names)
     if result.mismatches:
         result.level = None
         return result
@@ -192,7 +205,7 @@ def compare_outputs(
     for (path, a), (_, e) in zip(leaves(actual), leaves(expected), strict=True):
         if not isinstance(e, torch.Tensor):
             if a != e:
-                result.mismatches.append(Mismatch(path, "value", f"{path}: compiled {a!r}, eager {e!r}"))
+                result.mismatches.append(Mismatch(path, "value", f"{path}: {names[0]} {a!r}, {names[1]} {e!r}"))
             continue
         for kind, got, want in (
             ("dtype", a.dtype, e.dtype),
@@ -200,7 +213,7 @@ def compare_outputs(
             ("device", a.device.type, e.device.type),
         ):
             if got != want:
-                result.mismatches.append(Mismatch(path, kind, f"{path}: {kind} compiled {got}, eager {want}"))
+                result.mismatches.append(Mismatch(path, kind, f"{path}: {kind} {names[0]} {got}, {names[1]} {want}"))
                 break
         else:
             a_cpu, e_cpu = a.detach().cpu(), e.detach().cpu()
@@ -226,7 +239,7 @@ def compare_outputs(
                     result.second_opinions.append(path)
                     continue
             kind = "nonfinite" if errors.nonfinite else "values"
-            message = _values_message(path, a_cpu, e_cpu, errors, leaf_tolerance)
+            message = _values_message(path, a_cpu, e_cpu, errors, leaf_tolerance, names)
             result.mismatches.append(Mismatch(path, kind, message))
     if result.mismatches:
         result.level = result.level if all(m.kind == "values" for m in result.mismatches) else None

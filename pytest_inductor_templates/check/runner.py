@@ -111,7 +111,7 @@ def run_check(subject: CheckSubject) -> CheckResult:
     except Exception as error:
         reason = f"eager raised: {first_line(error)}"
         return CheckResult(Outcome.EAGER_FAIL, reason, reason, error=error)
-    self_check = compare_outputs(repeat, expected[0], subject.tolerance)
+    self_check = compare_outputs(repeat, expected[0], subject.tolerance, names=("eager run 2", "eager run 1"))
     if not self_check.ok:
         reason = f"eager disagrees with itself on the same input: {self_check.mismatches[0].message}"
         return CheckResult(Outcome.EAGER_NONDETERMINISTIC, reason, _explain(reason, self_check.mismatches))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,3 +44,18 @@ def graphnet_tolerance(dtype: Any, level: int) -> Tolerance:
     """The tolerance of GraphNet's level ``t`` for ``dtype``."""
     slope = _GRAPHNET_RTOL_SLOPE.get(dtype_name(dtype), _GRAPHNET_RTOL_SLOPE["float32"])
     return Tolerance(rtol=10 ** (slope * level), atol=10.0**level)
+
+
+def tolerance_from_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tolerance:
+    """The tolerance of ``@pytest.mark.inductor_tolerance(rtol=..., atol=...)``; ValueError says what is wrong."""
+    if args or set(kwargs) != {"rtol", "atol"}:
+        raise ValueError(f"takes rtol= and atol= only, got {_call(args, kwargs)}")
+    for name in ("rtol", "atol"):
+        value = kwargs[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return Tolerance(float(kwargs["rtol"]), float(kwargs["atol"]))
+
+
+def _call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    return "(" + ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())]) + ")"

@@ -15,6 +15,7 @@ from . import torch_config
 from .registry import ALWAYS_SCOPED, Template, TemplateRegistry, needs_inference
 
 DEFAULT_BACKEND = "inductor"
+NOTHING_SELECTED = "no template, mode or options given: the default"
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class Selection:
     backend: str = DEFAULT_BACKEND
     fullgraph: bool = False
     dynamic: bool | None = None
-    origin: str = "nothing selected"
+    origin: str = NOTHING_SELECTED  # where the selection came from
     overridden: tuple[str, ...] = ()  # ini settings the command line overrode
     mode_options: dict[str, Any] = field(default_factory=dict)  # what the mode turns on
 
@@ -40,6 +41,11 @@ class Selection:
             digest = hashlib.sha1(json.dumps(self.options, sort_keys=True).encode()).hexdigest()
             return f"options-{digest[:8]}"
         return self.template.name if self.template else "default"
+
+    @property
+    def came_from(self) -> str:
+        """``from --inductor-template (command line)``, or why it is the default."""
+        return f"({self.origin})" if self.origin == NOTHING_SELECTED else f"from {self.origin}"
 
     @property
     def description(self) -> str:
@@ -191,7 +197,7 @@ def resolve(settings: Settings, registry: TemplateRegistry, devices: list[Device
         "backend": backend,
         "fullgraph": settings.fullgraph,
         "dynamic": settings.dynamic,
-        "origin": chosen.origin if chosen else "nothing selected",
+        "origin": chosen.origin if chosen else NOTHING_SELECTED,
         "overridden": overridden,
     }
     if chosen is None:
