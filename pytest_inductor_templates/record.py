@@ -144,8 +144,9 @@ def speedup_of(eager_median: float | None, median: float | None, outcome: Outcom
 
 
 def fill_speedups(records: list[ItemRecord]) -> list[ItemRecord]:
-    """Give every compiled sample bench record the median of its eager row (same sample, device and GPU)
-    and its speedup. Records timed with their own eager baseline (user tests) keep it."""
+    """Give every compiled sample bench record without an eager median the median of its eager row (same
+    sample, device and GPU), and every compiled bench record its speedup. A record that has its eager median
+    (timed with its own baseline, or read from a saved run, whose eager row it keeps across a merge) keeps it."""
     eager = {
         (r.sample, r.device, r.gpu): r.median
         for r in records
@@ -154,7 +155,7 @@ def fill_speedups(records: list[ItemRecord]) -> list[ItemRecord]:
     for record in records:
         if record.kind != "bench" or record.template == EAGER:
             continue
-        if record.source == "sample":
+        if record.source == "sample" and record.eager_median is None:
             record.eager_median = eager.get((record.sample, record.device, record.gpu))
         record.speedup = speedup_of(record.eager_median, record.median, record.outcome)
     return records

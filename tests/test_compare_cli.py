@@ -47,7 +47,8 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Real runs: a base, a rerun, a run with a planted miscompile, and two shards."""
+    """Real runs: a base, a rerun, a run with a planted miscompile, and two shards split by template (each with
+    its eager row, as one CI job per template runs them)."""
     root = tmp_path_factory.mktemp("runs")
     (root / "conftest.py").write_text(PLANTED_FAULT)
     k = ("-k", "launch_bound or embedding")
@@ -55,7 +56,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     run_pytest(root, *SAMPLES, *k, "--benchmark-json=rerun.json", *FAST)
     run_pytest(root, *SAMPLES, *k, "--inductor-backend=shifted", "--benchmark-json=failing.json", *FAST)
     run_pytest(root, *SAMPLES, "-k", "launch_bound", "--benchmark-json=shard1.json", *FAST)
-    run_pytest(root, *SAMPLES, "-k", "embedding", "--benchmark-json=shard2.json", *FAST)
+    by_template = [a if a != "--inductor-template=default" else "--inductor-template=aten" for a in SAMPLES]
+    run_pytest(root, *by_template, "-k", "launch_bound", "--benchmark-json=shard2.json", *FAST)  # one job a template
     return {name: root / f"{name}.json" for name in ("base", "rerun", "failing", "shard1", "shard2")}
 
 
@@ -113,19 +115,45 @@ def test_markdown_and_json_formats(runs) -> None:
     assert rows["builtin/launch_bound"]["speedup_change"] is not None
 
 
-def test_merge_joins_shards_and_refuses_overlaps(runs, tmp_path: Path) -> None:
+def test_merge_joins_shards_split_by_template_and_refuses_overlaps(runs, tmp_path: Path) -> None:
+    """One CI job per template: every shard runs the eager row. merge keeps the first shard's, and each compiled
+    entry keeps its speedup over its own shard's eager row (timed beside it, on the same machine)."""
     out = tmp_path / "merged.json"
     merged = cli("merge", str(runs["shard1"]), str(runs["shard2"]), "-o", str(out))
     assert merged.returncode == 0, merged.stderr
+    assert f"{runs['shard2']}: 2 eager item(s) already in an earlier shard: dropped" in merged.stdout
     data = json.loads(out.read_text())
-    samples = {(b["extra_info"]["sample"], b["extra_info"]["template"]) for b in data["benchmarks"]}
-    assert samples == {(s, t) for s in ("builtin/launch_bound", "builtin/embedding") for t in ("eager", "default")}
-    assert all(b["extra_info"]["speedup"] > 0 for b in data["benchmarks"] if b["extra_info"]["template"] != "eager")
-    assert len(data["inductor_templates"]["items"]) == 8  # 2 samples x 2 templates x (check, bench)
+    entries = {b["extra_info"]["template"]: b for b in data["benchmarks"]}
+    assert len(data["benchmarks"]) == 3 and set(entries) == {"eager", "default", "aten"}
+    assert [(r["template"], r["kind"]) for r in data["inductor_templates"]["items"]] == [
+        (t, k) for t in ("eager", "default", "aten") for k in ("check", "bench")
+    ]
+    for template, shard in (("default", "shard1"), ("aten", "shard2")):
+        own = next(
+            b for b in json.loads(runs[shard].read_text())["benchmarks"] if b["extra_info"]["template"] == template
+        )
+        assert entries[template]["extra_info"]["speedup"] == pytest.approx(own["extra_info"]["speedup"])
     assert cli("compare", str(runs["base"]), str(out), "--fail-on", "correctness").returncode == 0
     overlap = cli("merge", str(runs["shard1"]), str(runs["shard1"]), "-o", str(tmp_path / "x.json"))
     assert overlap.returncode == 2
-    assert overlap.stderr.startswith("pytest-inductor-templates merge: error: inductor-samples::builtin/launch_bound")
+    assert overlap.stderr.startswith(
+        "pytest-inductor-templates merge: error: inductor-samples::builtin/launch_bound::check[default-cpu] is in both"
+    )
+
+
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(runs, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    nowhere = tmp_path / "missing-folder"
+    for args in (
+        ["merge", str(runs["shard1"]), "-o", str(nowhere / "m.json")],
+        ["plot", str(runs["base"]), "-o", str(nowhere / "p.png")],
+    ):
+        result = cli(*args)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert (
+            result.stderr
+            == f"pytest-inductor-templates {args[0]}: error: {args[-1]}: cannot write: No such file or directory\n"
+        )
 
 
 def test_merge_computes_speedups_across_shards(runs, tmp_path: Path) -> None:
@@ -146,6 +174,42 @@ def test_merge_computes_speedups_across_shards(runs, tmp_path: Path) -> None:
     eager = next(b for b in merged["benchmarks"] if b["extra_info"]["template"] == "eager")
     compiled = next(b for b in merged["benchmarks"] if b["extra_info"]["template"] == "default")
     assert compiled["extra_info"]["speedup"] == pytest.approx(eager["stats"]["median"] / compiled["stats"]["median"])
+
+
+def test_plot_labels_do_not_overlap_when_speedups_span_decades(runs) -> None:
+    """Speedups of 0.01x and 300x: decades are labelled, the ticks between them are not (they would smear into one
+    another); over a narrow span the ticks between decades are labelled."""
+    pytest.importorskip("matplotlib")
+    from pytest_inductor_templates.runs.files import load
+    from pytest_inductor_templates.runs.plot import speedup_figure
+
+    for factors, wanted in (((100.0, 1 / 300), {"0.01x", "0.1x", "1x", "10x", "100x"}), ((1.1, 0.9), {"1x"})):
+        data = json.loads(runs["base"].read_text())
+        eager = {
+            r["sample"]: r["median"]
+            for r in data["inductor_templates"]["items"]
+            if r["template"] == "eager" and r["kind"] == "bench"
+        }
+        compiled = [
+            r for r in data["inductor_templates"]["items"] if r["template"] == "default" and r["kind"] == "bench"
+        ]
+        for record, factor in zip(compiled, factors, strict=True):  # the speedup becomes 1 / factor
+            record["median"], record["eager_median"] = eager[record["sample"]] * factor, None
+        path = runs["base"].with_name(f"span-{factors[0]}.json")
+        path.write_text(json.dumps(data))
+        figure = speedup_figure(load(str(path)))
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        labels = [t for t in figure.axes[0].yaxis.get_ticklabels(which="both") if t.get_visible() and t.get_text()]
+        boxes = [
+            t.get_window_extent(renderer)
+            for t in labels
+            if figure.axes[0].get_ylim()[0] <= t.get_position()[1] <= figure.axes[0].get_ylim()[1]
+        ]
+        assert wanted <= {t.get_text() for t in labels}
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+        if factors == (1.1, 0.9):
+            assert len(boxes) >= 3  # between the decades, ticks are labelled too
 
 
 def test_plot_writes_a_png(runs, tmp_path: Path) -> None:

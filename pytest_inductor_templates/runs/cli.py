@@ -10,10 +10,9 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from . import compare as comparing
-from .files import RunError, load, merge
+from .files import RunError, load, merge, write_text
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 
@@ -37,7 +36,7 @@ def fail_on(text: str) -> tuple[str, float]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pytest-inductor-templates",
-        description="Compare, merge and plot pytest-benchmark JSON runs of pytest-inductor-templates.",
+        description="Compare, merge, report and plot pytest-benchmark JSON runs of pytest-inductor-templates.",
         epilog="Exit codes: 0 done, 1 a --fail-on condition met, 2 bad usage or an unusable file.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -81,9 +80,11 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    merged = merge([load(path) for path in args.runs])
-    Path(args.output).write_text(json.dumps(merged, indent=4))
+    merged, notes = merge([load(path) for path in args.runs])
+    write_text(args.output, json.dumps(merged, indent=4))
     print(f"merged {len(args.runs)} runs ({len(merged['benchmarks'])} timed entries) into {args.output}")
+    for note in notes:
+        print(note)
     return EXIT_OK
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..record import FORMAT, SECTION, ItemRecord, Outcome, fill_speedups
+from ..record import EAGER, FORMAT, SECTION, ItemRecord, Outcome, fill_speedups
 
 
 class RunError(Exception):
@@ -101,27 +101,45 @@ def load(path: str) -> Run:
     return from_data(path, data)
 
 
-def merge(runs: list[Run]) -> dict[str, Any]:
-    """One run from shards: timed entries and records concatenated, speedups recomputed across shards.
+def write_text(path: str, text: str) -> None:
+    """Write an output file; a path that cannot be written is a RunError."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise RunError(f"{path}: cannot write: {error.strerror or error}") from None
 
-    machine_info and commit_info come from the first shard; shards on other GPUs keep theirs in each
-    record (``gpu``). The same item in two shards is an error.
+
+def merge(runs: list[Run]) -> tuple[dict[str, Any], list[str]]:
+    """One run from shards, and notes on what was dropped: timed entries and records concatenated.
+
+    Every shard of a split by template runs the ``eager`` reference row: the first shard's eager items are
+    kept, the others' dropped (named in the notes). Each compiled entry keeps the speedup over the eager
+    row of its own shard; one from a shard without an eager row is given the merged run's (same sample,
+    device and GPU). machine_info and commit_info come from the first shard; shards on other GPUs keep
+    theirs in each record (``gpu``). Any other item in two shards is an error.
     """
     merged = copy.deepcopy(runs[0].data)
-    merged["benchmarks"], records = [], []
+    merged["benchmarks"], records, notes = [], [], []
     seen: dict[tuple[str, ...], str] = {}
     for run in runs:
-        merged["benchmarks"] += copy.deepcopy(run.data.get("benchmarks", []))
+        dropped = set()
         for record in run.records:
             identity = (*record.key, record.kind, record.source)
+            if identity in seen and record.template == EAGER:
+                dropped.add(record.nodeid)
+                continue
             if identity in seen:
                 raise RunError(f"{record.nodeid or '/'.join(record.key)} is in both {seen[identity]} and {run.path}")
             seen[identity] = run.path
             records.append(copy.deepcopy(record))
+        entries = run.data.get("benchmarks", [])
+        merged["benchmarks"] += [copy.deepcopy(e) for e in entries if e.get("fullname") not in dropped]
+        if dropped:
+            notes.append(f"{run.path}: {len(dropped)} eager item(s) already in an earlier shard: dropped")
     left_out = {r["template"]: (r["template"], r["reason"]) for run in runs for r in run.left_out}
     write_records(merged, records, list(left_out.values()))
     merged[SECTION]["merged_from"] = [run.path for run in runs]
-    return merged
+    return merged, notes
 
 
 def write_records(data: dict[str, Any], records: list[ItemRecord], left_out: list[tuple[str, str]]) -> None:

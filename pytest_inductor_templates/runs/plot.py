@@ -2,20 +2,40 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..record import EAGER, geomean
 from .files import Run, RunError
 
 
-def plot_speedups(run: Run, output: str) -> None:
-    """Bars of speedup per (sample, device) and template, a geomean group, a line at 1x; failures marked."""
+def _pyplot() -> Any:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        import matplotlib.ticker
     except ImportError:
         raise RunError("plot needs matplotlib: pip install 'pytest-inductor-templates[plot]'") from None
+    return plt
+
+
+def _speedup_axis(axes: Any) -> None:
+    """A log axis labelled ``2x``: decades always, the ticks between them only where the axis spans about one
+    decade or less (matplotlib's LogFormatter decides), so labels never run into each other."""
+    import matplotlib.ticker
+
+    class Times(matplotlib.ticker.LogFormatter):
+        def __call__(self, value: float, pos: int | None = None) -> str:
+            return f"{value:g}x" if super().__call__(value, pos) else ""
+
+    axes.set_yscale("log")  # speedups are ratios: 2x and 0.5x lie as far from 1x
+    axes.yaxis.set_major_formatter(Times(labelOnlyBase=True))
+    axes.yaxis.set_minor_formatter(Times(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+
+
+def speedup_figure(run: Run) -> Any:
+    """Bars of speedup per (sample, device) and template, a geomean group, a line at 1x; failures marked."""
+    plt = _pyplot()
     compiled = {key: cell for key, cell in run.cells.items() if key[1] != EAGER and cell.bench is not None}
     if not compiled:
         raise RunError(f"{run.path}: no timed compiled entries to plot")
@@ -45,15 +65,22 @@ def plot_speedups(run: Run, output: str) -> None:
                     color="firebrick",
                 )
     axes.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-    axes.set_yscale("log")  # speedups are ratios: 2x and 0.5x lie as far from 1x
-    as_times = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}x")
-    axes.yaxis.set_major_formatter(as_times)
-    axes.yaxis.set_minor_formatter(as_times)
+    _speedup_axis(axes)
     axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
     axes.set_ylabel("speedup over eager (eager median / median)")
     gpu = run.gpu or "CPU"
     axes.set_title(f"pytest-inductor-templates: {run.path.rsplit('/', 1)[-1]} ({gpu})", fontsize=10)
     axes.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(output, dpi=120)
-    plt.close(figure)
+    return figure
+
+
+def plot_speedups(run: Run, output: str) -> None:
+    """Write the run's speedup chart to ``output`` (a format matplotlib knows by the suffix, e.g. ``.png``)."""
+    figure = speedup_figure(run)
+    try:
+        figure.savefig(output, dpi=120)
+    except (OSError, ValueError) as error:
+        raise RunError(f"{output}: cannot write: {getattr(error, 'strerror', None) or error}") from None
+    finally:
+        _pyplot().close(figure)
