@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import junit_properties, run_pytest
+from conftest import junit_properties, no_cuda_machine, run_pytest
 from pytest_inductor_templates.record import FORMAT, ItemRecord, Outcome, fill_speedups
 
 FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider", "-W", "ignore")
@@ -109,3 +109,29 @@ def test_the_command_imports_neither_torch_nor_pytest() -> None:
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'pytest', '_pytest', 'numpy'}))"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
+
+
+@no_cuda_machine
+def test_a_skipped_test_keeps_its_template_and_a_warning_points_at_the_users_test(pytester: pytest.Pytester) -> None:
+    """A checked test skipped at setup (cudagraphs on a CPU machine) counts under its template, not ``?``; a
+    NoEffectWarning names the user's test file and line, not the plugin's."""
+    pytester.makepyfile(
+        test_user="""
+        import torch
+
+
+        def test_block(inductor_check):
+            inductor_check(lambda x: x.relu() + 1, torch.randn(8))
+        """
+    )
+    result = pytester.runpytest_subprocess("--inductor-template=aten,cudagraphs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*check outcomes per template*",
+            "aten *1 *1 *0 *0 *0 *0 *0 *0 *0 *100%",
+            "cudagraphs *1 *0 *0 *0 *0 *0 *0 *0 *1 *-",
+        ]
+    )
+    assert "\n?" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*/test_user.py:4: NoEffectWarning: template 'aten' had no effect: aten: no GEMM*"])
