@@ -280,3 +280,9 @@ def test_templates_that_all_leaves_out_are_named_with_the_reason(tmp_path: Path)
     assert data["inductor_templates"]["left_out"] == [{"template": n, "reason": why} for n, why in expected]
     report = cli("report", str(tmp_path / "run.json")).stdout
     assert all(f"- `{name}`: {why}" in report for name, why in expected)
+
+
+def test_help_names_every_command() -> None:
+    result = cli("--help")
+    assert result.returncode == 0 and "Compare, merge, report and plot" in result.stdout
+    assert "{compare,merge,report,plot}" in result.stdout

@@ -94,5 +94,6 @@ def test_symlinked_sample_directories_are_found_once(tmp_path: Path) -> None:
     root = tmp_path / "corpus"
     write_sample(root / "here")
     (root / "linked").symlink_to(elsewhere, target_is_directory=True)
-    (root / "here" / "loop").symlink_to(root, target_is_directory=True)  # a cycle is walked once
+    (root / "here" / "loop").symlink_to(root, target_is_directory=True)  # a cycle: not followed
+    (root / "here" / "again").symlink_to(root / "linked", target_is_directory=True)  # a tree already walked
     assert discover(root) == ["here", "linked"]

@@ -28,15 +28,28 @@ _DEVICE_STRING = re.compile(r"(cuda|cpu|xpu|mps)(:\d+)?")
 def discover(root: Path) -> list[str]:
     """Relative paths (POSIX, sorted) of every directory under ``root`` that holds a ``model.py``.
 
-    Symbolic links to directories are followed (a directory reached twice is walked once)."""
+    A symbolic link to a directory is followed unless it leads into, or around, a tree already walked (the
+    root, or another link's target): no loop, and no sample found twice."""
     found = []
-    seen: set[str] = set()
+    walked = [os.path.realpath(root)]
     for directory, subdirs, files in os.walk(root, followlinks=True):
-        seen.add(os.path.realpath(directory))
-        subdirs[:] = sorted(d for d in subdirs if os.path.realpath(os.path.join(directory, d)) not in seen)
+        kept = []
+        for name in sorted(subdirs):
+            path = os.path.join(directory, name)
+            if os.path.islink(path):  # one lstat; realpath only for links
+                target = os.path.realpath(path)
+                if any(_nested(target, tree) or _nested(tree, target) for tree in walked):
+                    continue
+                walked.append(target)
+            kept.append(name)
+        subdirs[:] = kept
         if "model.py" in files:
             found.append(Path(directory).relative_to(root).as_posix())
     return sorted(found)
+
+
+def _nested(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
 
 class _DeviceRewriter(ast.NodeTransformer):
