@@ -247,8 +247,19 @@ def test_session_tolerance_from_command_line_and_ini(
     result.assert_outcomes(**{outcome: 1})
 
 
-def test_bad_session_tolerance_is_one_line(sentinel_test: pytest.Pytester) -> None:
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("tight", "expected RTOL,ATOL such as 1e-4,1e-5, got 'tight'"),
+        ("nan,nan", "tolerances must be finite numbers >= 0, got 'nan,nan'"),  # would turn every check off
+        ("1e-3,inf", "tolerances must be finite numbers >= 0, got '1e-3,inf'"),
+        ("-1e-3,0", "tolerances must be finite numbers >= 0, got '-1e-3,0'"),
+    ],
+)
+def test_bad_session_tolerance_is_one_line(sentinel_test: pytest.Pytester, value: str, expected: str) -> None:
     from conftest import usage_error_line
 
-    line = usage_error_line(sentinel_test.runpytest_inprocess("--inductor-tolerance=tight"))
-    assert "--inductor-tolerance (command line): expected RTOL,ATOL such as 1e-4,1e-5, got 'tight'" in line
+    line = usage_error_line(sentinel_test.runpytest_inprocess(f"--inductor-tolerance={value}"))
+    assert f"--inductor-tolerance (command line): {expected}" in line
+    sentinel_test.makeini(f"[pytest]\ninductor_tolerance = {value}\n")
+    assert f"inductor_tolerance (tox.ini): {expected}" in usage_error_line(sentinel_test.runpytest_inprocess())

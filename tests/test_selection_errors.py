@@ -87,7 +87,7 @@ def test_bad_ini_names_the_ini_file(sentinel_test: pytest.Pytester, ini: str, ex
 def test_pyproject_toml_is_named(sentinel_test: pytest.Pytester) -> None:
     sentinel_test.makepyprojecttoml('[tool.pytest.ini_options]\ninductor_mode = "turbo"\n')
     line = usage_error_line(sentinel_test.runpytest_inprocess())
-    assert "inductor_mode (pyproject.toml): unknown torch.compile mode 'turbo'" in line
+    assert "inductor_mode (pyproject.toml): unknown torch.compile mode 'turbo'. Modes of this torch: default" in line
 
 
 def test_command_line_overrides_ini_without_conflict(pytester: pytest.Pytester) -> None:
