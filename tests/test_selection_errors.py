@@ -174,7 +174,7 @@ def test_a_model_that_is_not_callable_fails_in_one_line(pytester: pytest.Pyteste
             inductor_check("relu", torch.ones(2))
         """
     )
-    result = pytester.runpytest_inprocess("-p", "no:randomly", "--inductor-devices=cpu")
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "--inductor-devices=cpu", "-W", "ignore")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [

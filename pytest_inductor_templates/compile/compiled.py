@@ -90,6 +90,7 @@ class RecordingBackend:
         self.steady = False  # set once the model is timed: compiling then would lack the scoped settings
 
     def __call__(self, graph_module: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
+        from torch._dynamo.exc import RestartAnalysis
         from torch._guards import CompileContext
 
         if self.steady:
@@ -109,6 +110,8 @@ class RecordingBackend:
         try:
             with self.skips.span(lambda: _unlogged_skip_reason(example_inputs)), gather(self.evidence):
                 compiled = self.inner(graph_module, example_inputs, **kwargs)
+        except RestartAnalysis:  # Dynamo's signal to trace the frame again, not a failure
+            raise
         except Exception as error:
             self.stats.compile_failure = error
             raise
