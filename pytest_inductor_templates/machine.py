@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
@@ -23,6 +25,22 @@ class Device:
 
 
 CPU = Device("cpu", "cpu", "CPU")
+
+
+@contextlib.contextmanager
+def device_scope(device: Device) -> Iterator[None]:
+    """Make ``device`` the current CUDA device while the block runs (nothing for the CPU).
+
+    Work queued without a device of its own (Triton launches, CUDA-graph trees, synchronize, events,
+    ``empty_cache``) goes to the current device: for an item on ``cuda:1`` that must be ``cuda:1``.
+    """
+    if device.type != "cuda":
+        yield
+        return
+    import torch
+
+    with torch.cuda.device(torch.device(device.name)):
+        yield
 
 
 def visible_devices() -> list[Device]:

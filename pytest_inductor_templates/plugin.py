@@ -10,16 +10,23 @@ import pytest
 
 from . import fixtures, hookspec, settings
 from .check.outcomes import CheckResult
+from .limits import item_limit
+from .machine import machine_info
 from .report.benchmark_json import BenchmarkJson
-from .report.book import RecordBook
+from .report.book import RecordBook, stop_on_sigterm
 from .report.item_records import complete
 from .report.terminal import TerminalSummary
+from .runs.results_file import ResultsWriter
 from .samples.items import CASE_KEY, SAMPLE_MARKER, collect_sample_items, release_after
-from .samples.triples import PreparedTriple
 from .session import SESSION_KEY, TEMPLATES_MARKER, InductorSession
 from .timing.bench import quiet_unused_fixture
+from .worker.remote import RemoteTriples
+from .worker.xdist import XdistHooks, group_triples, pin_this_worker, pinned_gpus
 
 SETTINGS_KEY = pytest.StashKey[settings.Settings]()
+BOOK_NAME = "inductor-templates-records"
+XDIST_NAME = "inductor-templates-xdist"
+NOTHING_FAILED = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
 MATRIX_FIXTURES = ("compiled_model", "inductor_check", "inductor_benchmark", "inductor_device", "inductor_selection")
 MARKERS = (
     f"{SAMPLE_MARKER}: an item of the sample x template x device matrix",
@@ -39,6 +46,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("inductor_list_templates"):
+        group_triples(config, bool(config.getoption("inductor_samples") or config.getini("inductor_samples")))
         return None
     import torch
 
@@ -54,17 +62,39 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
+    pin_this_worker(config)  # before anything here initialises CUDA
     config.stash[SETTINGS_KEY] = settings.Settings(config)
     user_templates = config.pluginmanager.hook.pytest_inductor_templates.get_hookimpls()
     if config.stash[SETTINGS_KEY].any_set or user_templates:  # validate before any test runs
         _session(config)
-    book = RecordBook()
-    config.pluginmanager.register(book, "inductor-templates-records")
+    options = config.stash[SETTINGS_KEY]
+    controller = not hasattr(config, "workerinput")  # not a pytest-xdist worker
+    results = ResultsWriter(options.results) if options.results is not None and controller else None
+    book = RecordBook(results, machine_info)
+    config.pluginmanager.register(book, BOOK_NAME)
     xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
-    config.pluginmanager.register(TerminalSummary(book, xdist_active), "inductor-templates-summary")
+    summary = TerminalSummary(book, xdist_active, options.require_run)
+    config.pluginmanager.register(summary, "inductor-templates-summary")
+    if controller:
+        config.add_cleanup(stop_on_sigterm())
+    if config.pluginmanager.hasplugin("xdist") and controller:
+        config.pluginmanager.register(_xdist_hooks(config), XDIST_NAME)
     if config.pluginmanager.hasplugin("benchmark"):
         left_out = lambda: config.stash[SESSION_KEY].left_out if SESSION_KEY in config.stash else []  # noqa: E731
         config.pluginmanager.register(BenchmarkJson(book, left_out), "inductor-templates-benchmark")
+
+
+def _xdist_hooks(config: pytest.Config) -> XdistHooks:
+    """The controller's xdist hooks: the matrix's cells (to record a crashed user test) and the GPUs to pin."""
+    if SESSION_KEY not in config.stash:
+        return XdistHooks()
+    state = config.stash[SESSION_KEY]
+    cases = [(c.selection.label, c.device.name) for c in state.sample_cases]
+    cases += [(column.label, device.name) for column in state.columns for device in state.devices]
+    devices = config.stash[SETTINGS_KEY].get("inductor_devices")
+    cuda = sum(d.type == "cuda" for d in state.visible)
+    gpus = pinned_gpus(config, cuda, str(devices.value).strip() if devices else None) if state.samples else []
+    return XdistHooks(gpus, list(dict.fromkeys(cases)))
 
 
 def _session(config: pytest.Config) -> InductorSession:
@@ -104,6 +134,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     if CASE_KEY in item.stash:
         release_after(item, nextitem, _session(item.config).triples)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the sample worker while the first items are set up: its torch import overlaps them."""
+    state = session.config.stash.get(SESSION_KEY, None)
+    if state is not None and isinstance(state.triples, RemoteTriples) and not session.config.option.collectonly:
+        if any(CASE_KEY in item.stash and item.get_closest_marker("skip") is None for item in session.items):
+            state.triples.worker.start()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    book: RecordBook = config.pluginmanager.get_plugin(BOOK_NAME)
+    if hasattr(config, "workerinput"):
+        return
+    if config.stash[SETTINGS_KEY].require_run and book.ran == 0 and exitstatus in NOTHING_FAILED:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    book.end(session.exitstatus, config.stash[SESSION_KEY].left_out if SESSION_KEY in config.stash else [])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if SESSION_KEY in config.stash:
+        config.stash[SESSION_KEY].triples.close()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -163,6 +217,8 @@ def inductor_benchmark(
 
 
 @pytest.fixture
-def inductor_sample(request: pytest.FixtureRequest) -> PreparedTriple:
-    """The prepared (sample, template, device) triple of a sample item, shared by the triple's items."""
-    return _session(request.config).triples.get(request.node.stash[CASE_KEY])
+def inductor_sample(request: pytest.FixtureRequest) -> Any:
+    """The (sample, template, device) triple of a sample item, shared by the triple's items: built in the
+    worker process (or, with --inductor-isolation=none, in this one) on first use."""
+    state = _session(request.config)
+    return state.triples.get(request.node.stash[CASE_KEY], item_limit(request.node, state.timeout))

@@ -32,6 +32,8 @@ class Outcome(str, Enum):
     EAGER_FAIL = "eager_fail"
     EAGER_NONDETERMINISTIC = "eager_nondeterministic"
     NO_EFFECT = "no_effect"  # only with --inductor-require-effect: the template changed nothing
+    CRASHED = "crashed"  # the process running the item died (signal, exit, CUDA fault), or the item called sys.exit
+    TIMEOUT = "timeout"  # the item ran past --inductor-timeout (or pytest-timeout's limit) and was stopped
     SKIPPED = "skipped"
 
 
@@ -43,10 +45,13 @@ SHORT_NAMES = {  # an outcome in a table cell
     Outcome.EAGER_FAIL: "EAGER",
     Outcome.EAGER_NONDETERMINISTIC: "nondet",
     Outcome.NO_EFFECT: "NO-EFFECT",
+    Outcome.CRASHED: "CRASHED",
+    Outcome.TIMEOUT: "TIMEOUT",
     Outcome.SKIPPED: "skip",
 }
 FAILURES = frozenset(Outcome) - {Outcome.PASS, Outcome.SKIPPED, Outcome.EAGER_NONDETERMINISTIC}
 UNTIMEABLE = frozenset({Outcome.EAGER_FAIL, Outcome.COMPILE_FAIL, Outcome.RUNTIME_FAIL})  # nothing ran to time
+ENDED_EARLY = frozenset({Outcome.CRASHED, Outcome.TIMEOUT})  # the triple's later items are skipped
 
 
 @dataclass
@@ -86,6 +91,9 @@ class ItemRecord:
     eager_rounds: int | None = None
     eager_device_time_ms: float | None = None
     speedup: float | None = None  # eager median / median; None unless the item passed
+    # memory when a sample's triple began, after the previous triple was released: flat over a run when nothing leaks
+    rss_mib: float | None = None  # resident memory of the process that ran it
+    cuda_mib: float | None = None  # CUDA memory allocated on its device
 
     @property
     def key(self) -> tuple[str, str, str]:

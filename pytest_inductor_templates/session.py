@@ -22,6 +22,7 @@ from .templates.user import (
     hook_definitions,
     load_templates_file,
 )
+from .worker.remote import RemoteTriples, remote_triples
 
 SESSION_KEY = pytest.StashKey["InductorSession"]()
 TEMPLATES_MARKER = "inductor_templates"
@@ -55,6 +56,8 @@ class InductorSession:
         tolerance: Tolerance | None = None,
         require_effect: bool = False,
         left_out: list[tuple[str, str]] | None = None,
+        triples: TripleCache | RemoteTriples | None = None,
+        timeout: float | None = None,
     ) -> None:
         self.registry = registry
         self.left_out = left_out or []  # (template, why) that --inductor-template=all leaves out here
@@ -64,21 +67,30 @@ class InductorSession:
         self.samples = samples
         self.tolerance = tolerance
         self.require_effect = require_effect
-        self.triples = TripleCache(tolerance, require_effect)
+        self.triples = triples if triples is not None else TripleCache(tolerance, require_effect)
+        self.timeout = timeout  # --inductor-timeout
 
     @classmethod
     def from_settings(cls, config: pytest.Config, settings: Settings) -> InductorSession:
         registry = build_registry(config, settings)
         visible = visible_devices()
+        tolerance = Tolerance(*settings.tolerance) if settings.tolerance else None
+        triples: TripleCache | RemoteTriples
+        if settings.isolated:
+            triples = remote_triples(config, settings, tolerance)
+        else:
+            triples = TripleCache(tolerance, settings.require_effect, settings.memory_budget)
         return cls(
             registry,
             selection_module.resolve(settings, registry, visible),
             select_devices(settings.get("inductor_devices"), visible),
             visible,
             select_samples(settings),
-            Tolerance(*settings.tolerance) if settings.tolerance else None,
+            tolerance,
             settings.require_effect,
             selection_module.left_out_by_all(settings, registry, visible),
+            triples,
+            settings.timeout,
         )
 
     @cached_property

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 import pytest
 
+from .memory import parse_size
 from .runs.tables import render
 
 T = TypeVar("T")
@@ -22,6 +23,8 @@ T = TypeVar("T")
 GROUP = "inductor-templates"
 SAMPLE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 BUILTIN_SAMPLES = "builtin"  # the --inductor-samples value naming the built-in samples
+ISOLATION_MODES = ("process", "none")
+RECYCLE_TRIPLES = 100  # --inductor-recycle-triples' default
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,45 @@ OPTIONS = (
         "fail a compiled item whose template had no effect (default: warn, and mark it in the summary)",
         ini_type="bool",
         argparse={"action": "store_const", "const": True},
+    ),
+    Option(
+        "inductor_isolation",
+        "where sample items run: process (default; a worker process, so that a crash, hang or CUDA fault ends "
+        "one item, not the run) or none (in the pytest process)",
+        argparse={"choices": ISOLATION_MODES},
+    ),
+    Option(
+        "inductor_timeout",
+        "stop a sample item that runs longer than SECONDS: outcome timeout, naming the phase (building, "
+        "compiling, eager call, compiled call, timing)",
+        "SECONDS",
+    ),
+    Option(
+        "inductor_results",
+        "append each item's record to FILE (JSON lines) as it ends; also under pytest-xdist and --benchmark-skip, "
+        "and a run cut short leaves it readable, marked partial",
+        "FILE",
+    ),
+    Option(
+        "inductor_require_run",
+        "fail a run in which every item was skipped",
+        ini_type="bool",
+        argparse={"action": "store_const", "const": True},
+    ),
+    Option(
+        "inductor_memory_budget",
+        "skip, with the reason, a sample whose weights and inputs take more than SIZE (e.g. 8GiB)",
+        "SIZE",
+    ),
+    Option(
+        "inductor_recycle_triples",
+        f"start a fresh worker process after N (sample, template, device) triples (default {RECYCLE_TRIPLES})",
+        "N",
+    ),
+    Option(
+        "inductor_recycle_rss",
+        "start a fresh worker process after a triple that left it holding more than SIZE of memory (e.g. 16GiB)",
+        "SIZE",
     ),
     Option(
         "inductor_list_templates",
@@ -181,7 +223,23 @@ class Settings:
         self.sample_dtype: str | None = dtype.value if dtype else None
         self.fullgraph = bool(self.value("inductor_fullgraph"))
         self.require_effect = bool(self.value("inductor_require_effect"))
+        self.require_run = bool(self.value("inductor_require_run"))
         self.list_templates = bool(self.value("inductor_list_templates"))
+        isolation = self.get("inductor_isolation")
+        if isolation is not None and isolation.value not in ISOLATION_MODES:
+            raise isolation.usage_error(f"expected one of {', '.join(ISOLATION_MODES)}, got {isolation.value!r}")
+        self.isolated = isolation is None or isolation.value == "process"
+        self.timeout = _positive(self.get("inductor_timeout"), float, "a number of seconds such as 300")
+        if self.timeout is not None and not self.isolated:
+            raise self.get("inductor_timeout").usage_error(  # type: ignore[union-attr]
+                "needs --inductor-isolation=process: an item that hangs can only be stopped in a process of its own"
+            )
+        self.memory_budget = _size(self.get("inductor_memory_budget"))
+        self.recycle_rss = _size(self.get("inductor_recycle_rss"))
+        recycle = _positive(self.get("inductor_recycle_triples"), int, "a whole number of triples such as 100")
+        self.recycle_triples = int(recycle) if recycle is not None else RECYCLE_TRIPLES
+        results = self.get("inductor_results")
+        self.results: Path | None = results.path() if results is not None else None
 
     def levels(self, name: str) -> tuple[list[Sourced[Any]], list[Sourced[Any]]]:
         """An option's values on the command line and in the ini file (a repeatable option may have several)."""
@@ -218,6 +276,32 @@ def _tolerance(raw: Sourced[Any] | None) -> tuple[float, float] | None:
     if not (math.isfinite(rtol) and math.isfinite(atol)) or rtol < 0 or atol < 0:
         raise raw.usage_error(f"tolerances must be finite numbers >= 0, got {raw.value!r}")
     return rtol, atol
+
+
+def _positive(raw: Sourced[Any] | None, kind: type, example: str) -> float | None:
+    """A finite number > 0 of ``kind`` (int or float), or None when not given."""
+    if raw is None:
+        return None
+    try:
+        value = kind(str(raw.value).strip())
+    except ValueError:
+        raise raw.usage_error(f"expected {example}, got {raw.value!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise raw.usage_error(f"expected {example} (more than 0), got {raw.value!r}")
+    return value
+
+
+def _size(raw: Sourced[Any] | None) -> int | None:
+    """Bytes from a size such as ``8GiB``, or None when not given."""
+    if raw is None:
+        return None
+    try:
+        size = parse_size(str(raw.value))
+    except ValueError as error:
+        raise raw.usage_error(str(error)) from None
+    if size <= 0:
+        raise raw.usage_error(f"expected a size more than 0, got {raw.value!r}")
+    return size
 
 
 def _dynamic(raw: Sourced[Any] | None) -> bool | None:

@@ -127,3 +127,48 @@ def write_tree(root: Path, good: tuple[str, ...] = ("vision/tiny", "nlp/tiny")) 
     for relative, (files, _) in BROKEN.items():
         write_sample(root / relative, files)
     return root
+
+SMALL_META = """
+class Program_weight_tensor_meta_L_x_:
+    name = "L_x_"
+    shape = [4, 8]
+    dtype = "torch.float32"
+    device = "cpu"
+    mean = 0.0
+    std = 1.0
+    data = None
+"""
+
+
+def fault_model(forward: str = "", init: str = "", top: str = "") -> str:
+    """A one-input GraphModule: ``init`` runs in ``__init__``, ``forward`` before it returns ``relu(x) + 1``."""
+    return f"""
+import ctypes, os, sys, time
+import torch
+{top}
+
+class GraphModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        {init or "pass"}
+
+    def forward(self, L_x_):
+        {forward or "pass"}
+        return (torch.relu(L_x_) + 1,)
+"""
+
+
+# Each fault sample: its model.py, and the outcome of its check items under isolation.
+FAULTS = {
+    "abort": (fault_model(forward="os.abort()"), "crashed"),
+    "segfault": (fault_model(forward="ctypes.string_at(0)"), "crashed"),
+    "os_exit": (fault_model(forward="os._exit(0)"), "crashed"),
+    "sys_exit_init": (fault_model(init="sys.exit(3)"), "crashed"),
+    "hang_compile": (fault_model(forward="if torch.compiler.is_compiling(): time.sleep(600)"), "timeout"),
+    "hang_forward": (fault_model(forward="time.sleep(600)"), "timeout"),
+}
+
+
+def write_fault_sample(directory: Path, model: str, meta: str = SMALL_META) -> Path:
+    """A sample with one small input and the given ``model.py``."""
+    return write_sample(directory, {"model.py": model, "weight_meta.py": meta})

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import phases
 from ..templates.selection import Selection
 from .evidence import CompileEvidence, gather
 from .isolation import CompileWatcher
@@ -107,6 +108,7 @@ class RecordingBackend:
             self.stats.graph_breaks += 1
             self.stats.graph_break_reasons.append(reason.reason.strip().splitlines()[0])
         start = time.perf_counter()
+        phases.enter(phases.COMPILING)
         try:
             with self.skips.span(lambda: _unlogged_skip_reason(example_inputs)), gather(self.evidence):
                 compiled = self.inner(graph_module, example_inputs, **kwargs)
@@ -116,6 +118,7 @@ class RecordingBackend:
             self.stats.compile_failure = error
             raise
         self.backend_seconds += time.perf_counter() - start
+        phases.enter(phases.COMPILED_CALL)
         return compiled
 
     def reset(self) -> None:
@@ -218,6 +221,11 @@ class CompiledModel:
         self._first_call_seconds = time.perf_counter() - start
         self._first_call_backend_seconds = self._backend.backend_seconds
         return out
+
+    @property
+    def called(self) -> bool:
+        """Whether the first call (which compiles) has returned."""
+        return self._called
 
     @property
     def evidence(self) -> CompileEvidence:

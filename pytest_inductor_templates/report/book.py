@@ -1,22 +1,74 @@
-"""Every item record of the session, as the test reports bring them (from xdist workers too)."""
+"""Every item record of the session, as the test reports bring them (from xdist workers too), and the
+results file they are appended to as they arrive."""
 
 from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from ..record import ItemRecord
+from ..runs.results_file import ResultsWriter
 from .item_records import counted
+
+TERMINATED = "terminated by SIGTERM"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what a CI cancel sends), raised as Ctrl-C is, so that pytest still writes its reports."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(TERMINATED)
+
+
+def stop_on_sigterm() -> Callable[[], None]:
+    """Make SIGTERM end the run as Ctrl-C does (JUnit XML, benchmark JSON and the results file's last line are
+    written, marked interrupted); returns what restores the previous handler. Only where none was set."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) not in (
+        signal.SIG_DFL,
+        None,
+    ):
+        return lambda: None
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 class RecordBook:
     """Decodes the record of each item from its counted report (a pytest plugin object)."""
 
-    def __init__(self) -> None:
+    def __init__(self, results: ResultsWriter | None = None, machine_info: Any = None) -> None:
         self.records: list[ItemRecord] = []
+        self.ran = 0  # items that ran (not skipped), the plugin's or not
+        self.interrupted: str | None = None  # why the run was cut short
+        self.results = results
+        self._machine_info = machine_info  # a thunk: torch is imported only when the results file starts
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.results is not None:
+            self.results.start(self._machine_info())
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not counted(report):
             return
+        if not report.skipped:
+            self.ran += 1
         record = ItemRecord.from_properties(report.user_properties)
         if record is not None:
             self.records.append(record)
+            if self.results is not None:
+                self.results.add(record)
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        self.interrupted = TERMINATED if isinstance(excinfo.value, Terminated) else "interrupted (KeyboardInterrupt)"
+
+    def end(self, exitstatus: int, left_out: list[tuple[str, str]]) -> None:
+        """Write the results file's last line (called at the end of the session)."""
+        if self.results is not None:
+            interrupted = self.interrupted or (
+                "pytest ended with an internal error" if exitstatus == pytest.ExitCode.INTERNAL_ERROR else None
+            )
+            self.results.end(int(exitstatus), interrupted is None, left_out, interrupted)

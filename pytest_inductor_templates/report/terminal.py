@@ -13,8 +13,10 @@ from .book import RecordBook
 VERDICTS = ("effect", "no effect", "not observed")
 XDIST_NOTE = (
     "pytest-xdist is active, so pytest-benchmark disabled timing: bench items ran once, untimed, and no "
-    "speedups were computed; the checks ran as usual. Run without -n to time."
+    "speedups were computed; the checks ran as usual. Run without -n to time, or with -n equal to the "
+    "number of GPUs (each worker then owns one GPU, and its CUDA items are timed)."
 )
+NOTHING_RAN = "--inductor-require-run: every item was skipped, so the run fails"
 
 
 def sample_grids(records: list[ItemRecord]) -> dict[str, list[str]]:
@@ -78,9 +80,10 @@ def speedup_table(records: list[ItemRecord]) -> list[str]:
 class TerminalSummary:
     """Prints the plugin's tables at the end of the session (a pytest plugin object)."""
 
-    def __init__(self, book: RecordBook, xdist_active: bool) -> None:
+    def __init__(self, book: RecordBook, xdist_active: bool, require_run: bool = False) -> None:
         self.book = book
         self.xdist_active = xdist_active
+        self.require_run = require_run
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         records = fill_speedups(self.book.records)
@@ -102,10 +105,12 @@ class TerminalSummary:
             for r in without:
                 terminalreporter.write_line(f"{r.nodeid}: {r.effect_evidence}")
         bench = [r for r in records if r.kind == "bench" and r.outcome is not Outcome.SKIPPED]
-        if self.xdist_active and bench:
-            self._lines(terminalreporter, "timing", [XDIST_NOTE])
-        elif any(r.median is not None for r in bench):
+        if any(r.median is not None for r in bench):
             self._lines(terminalreporter, "speedup over eager (eager median / median)", speedup_table(records))
+        elif self.xdist_active and bench:
+            self._lines(terminalreporter, "timing", [XDIST_NOTE])
+        if self.require_run and self.book.ran == 0:
+            self._lines(terminalreporter, "nothing ran", [NOTHING_RAN])
 
     @staticmethod
     def _lines(terminalreporter: pytest.TerminalReporter, title: str, lines: list[str]) -> None:

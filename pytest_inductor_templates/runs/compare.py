@@ -186,6 +186,9 @@ def _notes(comparison: RunComparison) -> list[str]:
             f"note: the runs are from different GPUs ({base_gpu or 'no GPU'} vs {new_gpu or 'no GPU'}): speedups "
             "(each against eager of its own run) compare; absolute times do not"
         )
+    for which, run in (("base", comparison.base), ("new", comparison.new)):
+        if run.partial:
+            notes.append(f"note: the {which} run is partial ({run.partial}): items it lacks show as only in the other")
     notes += [f"newly failing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_failing]
     notes += [f"newly passing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_passing]
     notes += [f"only in base: {'/'.join(k)}" for k in comparison.only_in_base]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..record import EAGER, FORMAT, SECTION, ItemRecord, Outcome, fill_speedups
+from . import results_file
 
 
 class RunError(Exception):
@@ -68,6 +69,11 @@ class Run:
         return f"{self.gpu or 'no GPU'}, torch {self.data.get('machine_info', {}).get('torch', '?')}"
 
     @property
+    def partial(self) -> str | None:
+        """Why the run is incomplete (cut short while its results were written), or None."""
+        return self.data[SECTION].get("partial")
+
+    @property
     def left_out(self) -> list[dict[str, str]]:
         """The templates ``--inductor-template=all`` left out, each with the reason."""
         return list(self.data[SECTION].get("left_out", []))
@@ -90,10 +96,17 @@ def from_data(path: str, data: Any) -> Run:
 
 
 def load(path: str) -> Run:
+    """A run from pytest-benchmark JSON written with the plugin, or from a results file (--inductor-results)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise RunError(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}") from None
+    if results_file.is_results_file(text):
+        try:
+            data = results_file.as_run_data(*results_file.read(text))
+        except (ValueError, IndexError) as error:
+            raise RunError(f"{path}: a malformed results file: {error}") from None
+        return from_data(path, data)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
@@ -116,7 +129,8 @@ def merge(runs: list[Run]) -> tuple[dict[str, Any], list[str]]:
     kept, the others' dropped (named in the notes). Each compiled entry keeps the speedup over the eager
     row of its own shard; one from a shard without an eager row is given the merged run's (same sample,
     device and GPU). machine_info and commit_info come from the first shard; shards on other GPUs keep
-    theirs in each record (``gpu``). Any other item in two shards is an error.
+    theirs in each record (``gpu``). Any other item in two shards is an error. A shard that
+    was cut short makes the merged run partial.
     """
     merged = copy.deepcopy(runs[0].data)
     merged["benchmarks"], records, notes = [], [], []
@@ -139,6 +153,9 @@ def merge(runs: list[Run]) -> tuple[dict[str, Any], list[str]]:
     left_out = {r["template"]: (r["template"], r["reason"]) for run in runs for r in run.left_out}
     write_records(merged, records, list(left_out.values()))
     merged[SECTION]["merged_from"] = [run.path for run in runs]
+    partial = [f"{run.path}: {run.partial}" for run in runs if run.partial]
+    if partial:
+        merged[SECTION]["partial"] = "; ".join(partial)
     return merged, notes
 
 

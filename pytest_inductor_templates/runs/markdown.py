@@ -33,6 +33,8 @@ def as_markdown(run: Run) -> str:
         means.append(f"{mean:.2f}x over {len(speedups)}" if mean is not None else "n/a")
     body.append(["geomean speedup", *means])
     lines = render(["sample [device]", *(f"`{t}`" for t in templates)], body, markdown=True)
+    if run.partial:
+        lines = [f"**Partial run** ({run.partial}): the items that had not ended are missing.", "", *lines]
     evidence = sorted(
         {(c.verdict.template, c.verdict.effect_evidence) for c in run.cells.values() if c.verdict.effect_evidence}
     )

@@ -41,6 +41,11 @@ class Sample(ABC):
     def make_inputs(self, device: Any) -> list[Inputs]:
         """Seeded inputs on ``device``: the first call's, then any further calls' (e.g. other batch sizes)."""
 
+    def tensor_bytes(self, float_dtype: str | None = None) -> int | None:
+        """What its weights and inputs take once built (floating ones in ``float_dtype`` when given), or None
+        when that is not known before building (the built-ins are small)."""
+        return None
+
     def device_problem(self, device_type: str) -> str | None:
         if device_type in self.device_types:
             return None

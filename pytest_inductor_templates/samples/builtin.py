@@ -39,6 +39,10 @@ class BuiltinSample(Sample):
 
         return getattr(torch, self.dtype_name)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by name (its factories are closures): the worker process finds the same sample."""
+        return (builtin_sample, (self.name,))
+
     def make_model(self, device: Any) -> Any:
         import torch
 
@@ -316,6 +320,11 @@ BUILTIN_SAMPLES: tuple[BuiltinSample, ...] = (
         "dynamic_batch", _model("DynamicBatch"), _batches, description="an MLP called with batch sizes 8, 5 and 13"
     ),
 )
+
+
+def builtin_sample(name: str) -> BuiltinSample:
+    """The built-in sample called ``name``."""
+    return next(sample for sample in BUILTIN_SAMPLES if sample.name == name)
 
 
 def samples_table() -> str:

@@ -32,6 +32,9 @@ class CastSample(Sample):
     def tolerance(self) -> Any:  # type: ignore[override]
         return self.inner.tolerance
 
+    def tensor_bytes(self, float_dtype: str | None = None) -> int | None:
+        return self.inner.tensor_bytes(float_dtype or self.dtype_name)
+
     def _cast(self, t: Any) -> Any:
         import torch
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Inputs, Sample, SampleError, stable_seed
-from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, torch_dtype
+from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, tensor_bytes, torch_dtype
 
 META_FILES = ("weight_meta.py", "input_meta.py")
 _DEVICE_STRING = re.compile(r"(cuda|cpu|xpu|mps)(:\d+)?")
@@ -151,6 +151,9 @@ class GraphNetSample(Sample):
     def dtype(self) -> str:
         floating = Counter(m.dtype.removeprefix("torch.") for m in self.metas if "float" in m.dtype)
         return floating.most_common(1)[0][0] if floating else "none"
+
+    def tensor_bytes(self, float_dtype: str | None = None) -> int | None:
+        return tensor_bytes(self.metas, float_dtype)
 
     def _devices_required(self) -> int:
         """``num_devices_required`` of ``graph_net.json`` (1 without the file); a broken file is a SampleError."""

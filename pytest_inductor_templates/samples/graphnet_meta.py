@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,8 +121,25 @@ def torch_dtype(meta: TensorMeta) -> Any:
     return dtype
 
 
+CHUNK = 1 << 20  # elements drawn at a time: float64 temporaries stay small whatever the tensor's size
+
+
+def chunks(numel: int, size: int = CHUNK) -> list[tuple[int, int]]:
+    """(start, stop) spans covering ``numel`` elements. The last span has at least 16 elements (or is the only
+    one): torch's CPU normal sampler treats spans under 16 differently, and drawing in these spans then gives
+    exactly the values of one draw over the whole tensor."""
+    edges = [*range(0, numel, size), numel]
+    if len(edges) > 2 and edges[-1] - edges[-2] < 16:
+        edges.pop(-2)
+    return list(itertools.pairwise(edges))
+
+
 def rebuild(meta: TensorMeta, generator: Any) -> Any:
-    """A CPU tensor as GraphNet's reference tool rebuilds it, drawn from ``generator``."""
+    """A CPU tensor as GraphNet's reference tool rebuilds it, drawn from ``generator``.
+
+    Drawn a chunk at a time into the finished tensor, so building it takes little more memory than the
+    tensor itself (one float64 draw over the whole tensor, then its arithmetic, took about 6x).
+    """
     import torch
 
     dtype = torch_dtype(meta)
@@ -131,17 +149,40 @@ def rebuild(meta: TensorMeta, generator: Any) -> Any:
         if values.numel() != math.prod(shape):
             raise SampleError(f"tensor {meta.name}: {values.numel()} literal values for shape {list(shape)}")
         return values.reshape(shape)
-    if dtype == torch.bool:
-        return torch.rand(shape, generator=generator) < 0.5
-    if not dtype.is_floating_point and not dtype.is_complex:
+    if not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool:
         if meta.min_val is not None and meta.max_val is not None:
             return torch.randint(int(meta.min_val), int(meta.max_val) + 1, shape, generator=generator, dtype=dtype)
+    out = torch.empty(math.prod(shape), dtype=dtype)
+    for start, stop in chunks(out.numel()):
+        out[start:stop] = _draw(meta, stop - start, generator, dtype)
+    return out.reshape(shape)
+
+
+def _draw(meta: TensorMeta, count: int, generator: Any, dtype: Any) -> Any:
+    """``count`` values of the tensor, in the order one draw over the whole tensor gives them."""
+    import torch
+
+    if dtype == torch.bool:
+        return torch.rand(count, generator=generator) < 0.5
     mean = 0.0 if meta.mean is None else float(meta.mean)
     std = 0.1 if meta.std is None else float(meta.std)
-    values = torch.randn(shape, generator=generator, dtype=torch.float64) * std * 0.2 + mean
+    values = torch.randn(count, generator=generator, dtype=torch.float64) * std * 0.2 + mean
     if meta.min_val is not None:
         values = values.clamp(min=float(meta.min_val))
     if meta.max_val is not None:
         values = values.clamp(max=float(meta.max_val))
     values = torch.nan_to_num(values, nan=mean, posinf=100.0, neginf=-100.0).clamp(-100.0, 100.0)
     return values.to(dtype)
+
+
+def tensor_bytes(metas: list[TensorMeta], float_dtype: str | None = None) -> int:
+    """What the tensors take once built (floating ones in ``float_dtype`` when given)."""
+    import torch
+
+    total = 0
+    for meta in metas:
+        dtype = torch_dtype(meta)
+        if float_dtype is not None and dtype.is_floating_point:
+            dtype = getattr(torch, float_dtype)
+        total += math.prod(meta.shape) * dtype.itemsize
+    return total

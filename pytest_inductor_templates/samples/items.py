@@ -7,41 +7,50 @@ from typing import Any
 
 import pytest
 
+from ..check.verdict import Verdict
 from ..machine import Device
-from ..record import UNTIMEABLE
+from ..record import ENDED_EARLY, UNTIMEABLE, Outcome
 from ..report.item_records import conclude, record_of, start
 from ..templates.matrix import Case
-from ..timing.bench import mark_untimed, time_into, use_synchronizing_timer
+from ..timing.bench import mark_untimed, use_synchronizing_timer
 from .base import Sample
-from .triples import PreparedTriple, SampleCase, TripleCache, call_without_grad
+from .triples import SampleCase, TripleEnded
 
 CASE_KEY = pytest.StashKey[SampleCase]()
 ROOT_NODEID = "inductor-samples"
 SAMPLE_MARKER = "inductor_sample"
 
 
-def _stats(triple: PreparedTriple) -> Any:
-    return triple.model.stats if triple.case.selection.compiles and triple.model is not None else None
-
-
-def check(inductor_sample: PreparedTriple, request: pytest.FixtureRequest) -> None:
+def check(inductor_sample: Any, request: pytest.FixtureRequest) -> None:
     """The sample's model under test matches eager on each of its input sets (and its template took effect)."""
-    conclude(request.node, inductor_sample.judged(), _stats(inductor_sample))
+    triple, item = inductor_sample, request.node
+    verdict = triple.judged()
+    record = record_of(item)
+    assert record is not None
+    record.rss_mib, record.cuda_mib = triple.rss_mib, triple.cuda_mib
+    conclude(item, verdict, triple.stats)
 
 
-def bench(inductor_sample: PreparedTriple, benchmark: Any, request: pytest.FixtureRequest) -> None:
+def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) -> None:
     """Time one call of the sample's model (compiled, or eager for the eager row) through pytest-benchmark."""
     triple, item = inductor_sample, request.node
+    checked_before = triple.verdict is not None
     verdict, record = triple.judged(), record_of(item)
     assert record is not None
-    if verdict.result.outcome in UNTIMEABLE:
+    outcome = verdict.result.outcome
+    if outcome in UNTIMEABLE | ENDED_EARLY | {Outcome.SKIPPED}:
         mark_untimed(item)
+        if outcome in ENDED_EARLY and checked_before:  # its check item ended the triple: nothing left to time
+            pytest.skip(f"the triple's check ended {outcome.value}: {verdict.result.reason}")
         conclude(item, verdict)
-    verdict.fill(record, _stats(triple))
+    verdict.fill(record, triple.stats)
     benchmark.group = f"{triple.sample.id}[{triple.case.device.name}]"
-    steady, inputs = triple.model.steady(), triple.inputs[0]  # compiled by the check; no per-call scaffolding
-    time_into(record, benchmark, item, lambda: call_without_grad(steady, inputs), triple.case.device.type)
-    conclude(item, verdict, _stats(triple))
+    try:
+        triple.time(record, benchmark, item)
+    except TripleEnded as ended:
+        mark_untimed(item)
+        conclude(item, Verdict(ended.result))
+    conclude(item, verdict, triple.stats)
 
 
 KINDS = (("check", check), ("bench", bench))
@@ -92,7 +101,7 @@ class SamplesCollector(pytest.Collector):
             yield SampleCollector.from_parent(self, name=sample.id, sample=sample, cases=self.cases)
 
 
-def release_after(item: pytest.Item, nextitem: pytest.Item | None, triples: TripleCache) -> None:
+def release_after(item: pytest.Item, nextitem: pytest.Item | None, triples: Any) -> None:
     """Release the item's triple when the next item belongs to another one."""
     following = nextitem.stash.get(CASE_KEY, None) if nextitem is not None else None
     if following is None or following.key != item.stash[CASE_KEY].key:

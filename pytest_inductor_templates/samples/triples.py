@@ -8,14 +8,18 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import phases
 from ..check.outcomes import CheckResult
 from ..check.runner import CheckSubject
 from ..check.tolerances import Tolerance
 from ..check.verdict import Verdict, check_and_judge
 from ..compile.compiled import CompiledModel, EagerModel
 from ..compile.isolation import CompileWatcher, isolated_compile_state
-from ..record import Outcome
+from ..machine import device_scope
+from ..memory import MiB, cuda_allocated, format_size, rss_bytes
+from ..record import ItemRecord, Outcome
 from ..templates.matrix import Case
+from ..timing.bench import time_into
 from .base import Inputs, Sample, SampleError
 
 
@@ -40,6 +44,21 @@ def call_without_grad(model: Any, inputs: Inputs) -> Any:
         return model(*inputs.args, **inputs.kwargs)
 
 
+class TripleEnded(Exception):
+    """An item's work on a triple ended without a result (its worker process crashed, or it timed out):
+    ``result`` says which and why."""
+
+    def __init__(self, result: CheckResult) -> None:
+        super().__init__(result.reason)
+        self.result = result
+
+
+def exited(error: SystemExit) -> CheckResult:
+    """The verdict on a sample that called ``sys.exit``: its process would have ended, so it crashed."""
+    reason = f"the sample called sys.exit({error.code!r}) while {phases.current() or 'running'}"
+    return CheckResult(Outcome.CRASHED, reason, reason)
+
+
 @dataclass
 class PreparedTriple:
     """A triple's model under test and inputs, built on first use and shared by the triple's items."""
@@ -50,19 +69,32 @@ class PreparedTriple:
     require_effect: bool = False  # --inductor-require-effect
     error: str | None = None  # why the sample could not be built
     error_traceback: str = ""  # where building it raised, for an error other than a SampleError
+    refused: str | None = None  # why the sample was not built at all (--inductor-memory-budget)
+    exit: CheckResult | None = None  # the sample called sys.exit while being built
     model: Any = None  # the compiled model, or the eager one for the eager row
     inputs: list[Inputs] = field(default_factory=list)
     verdict: Verdict | None = None  # the check's verdict, once it ran
     watcher: CompileWatcher | None = None
+    rss_mib: float | None = None  # this process's resident memory before the triple was built
+    cuda_mib: float | None = None  # CUDA memory allocated on the device before the triple was built
+    limit: float | None = None  # seconds the current item's work may take
 
     def judged(self) -> Verdict:
         """The triple's verdict: checked on first request (by the check item, or by the bench item when the
         check item was deselected), the same for every item afterwards."""
         if self.verdict is None:
-            self.verdict = self._check()
+            try:
+                with device_scope(self.case.device):
+                    self.verdict = self._check()
+            except SystemExit as error:
+                self.verdict = Verdict(exited(error))
         return self.verdict
 
     def _check(self) -> Verdict:
+        if self.refused is not None:
+            return Verdict(CheckResult(Outcome.SKIPPED, self.refused, self.refused))
+        if self.exit is not None:
+            return Verdict(self.exit)
         if self.error is not None:
             reason = f"sample {self.sample.id} is broken: {self.error}"
             return Verdict(
@@ -77,27 +109,55 @@ class PreparedTriple:
             inputs=self.inputs,
             tolerance=self.sample.tolerance or self.tolerance,
             backend=self.case.selection.backend,
-            call=call_without_grad,
+            call=self._call,
         )
         return check_and_judge(subject, self.case.selection, self.case.device, self.watcher, self.require_effect)
+
+    def _call(self, model: Any, inputs: Inputs) -> Any:
+        """A call of the check, its phase announced: the model under test compiles on its first call."""
+        if model is not self.model or not self.case.selection.compiles:
+            phases.enter(phases.EAGER_CALL)
+        elif not getattr(model, "called", True):
+            phases.enter(phases.COMPILING)  # until the backend has compiled: then it is a compiled call
+        else:
+            phases.enter(phases.COMPILED_CALL)
+        return call_without_grad(model, inputs)
+
+    @property
+    def stats(self) -> Any:
+        """The compiled model's compile stats (None for the eager row or a model that was not built)."""
+        return self.model.stats if self.case.selection.compiles and self.model is not None else None
+
+    def time(self, record: ItemRecord, benchmark: Any, item: Any) -> None:
+        """Time one call of the model under test (compiled by the check) through ``benchmark`` into ``record``."""
+        phases.enter(phases.TIMING)
+        with device_scope(self.case.device):
+            steady, inputs = self.model.steady(), self.inputs[0]  # no per-call scaffolding
+            time_into(record, benchmark, item, lambda: call_without_grad(steady, inputs), self.case.device.type)
 
 
 class TripleCache:
     """Holds the current triple; builds the next one only when the key changes, releasing the last."""
 
-    def __init__(self, tolerance: Tolerance | None = None, require_effect: bool = False) -> None:
+    def __init__(
+        self, tolerance: Tolerance | None = None, require_effect: bool = False, memory_budget: int | None = None
+    ) -> None:
         self.tolerance = tolerance
         self.require_effect = require_effect
+        self.memory_budget = memory_budget  # bytes a sample's tensors may take (--inductor-memory-budget)
         self.current: PreparedTriple | None = None
         self._key: tuple[str, str] | None = None
         self._scope = contextlib.ExitStack()
 
-    def get(self, item_case: SampleCase) -> PreparedTriple:
+    def get(self, item_case: SampleCase, limit: float | None = None) -> PreparedTriple:
+        """The item's triple, built when it is not the current one. ``limit``: seconds each of the item's
+        requests may take (see ``time_limit``)."""
         if item_case.key != self._key:
             self.release()
             self._key = item_case.key
             self.current = self._build(item_case)
         assert self.current is not None
+        self.current.limit = limit
         return self.current
 
     def _build(self, item_case: SampleCase) -> PreparedTriple:
@@ -105,12 +165,20 @@ class TripleCache:
 
         sample, case = item_case.sample, item_case.case
         prepared = PreparedTriple(sample, case, self.tolerance, self.require_effect)
+        rss, cuda = rss_bytes(), cuda_allocated(case.device)
+        prepared.rss_mib = round(rss / MiB, 1) if rss is not None else None
+        prepared.cuda_mib = round(cuda / MiB, 1) if cuda is not None else None
+        phases.enter(phases.BUILDING)
         watcher = self._scope.enter_context(isolated_compile_state())
         prepared.watcher = watcher
         device = torch.device(case.device.name)
         try:
-            prepared.inputs = sample.make_inputs(device)
-            model = sample.make_model(device)
+            prepared.refused = self._refusal(sample)
+            if prepared.refused is not None:
+                return prepared
+            with device_scope(case.device):
+                prepared.inputs = sample.make_inputs(device)
+                model = sample.make_model(device)
         except SampleError as error:
             prepared.error = str(error)
             return prepared
@@ -118,18 +186,39 @@ class TripleCache:
             prepared.error = f"building it raised {type(error).__name__}: {error}"
             prepared.error_traceback = traceback.format_exc()
             return prepared
+        except SystemExit as error:
+            prepared.exit = exited(error)
+            return prepared
         prepared.model = CompiledModel(model, case.selection, watcher) if case.selection.compiles else EagerModel(model)
         return prepared
+
+    def _refusal(self, sample: Sample) -> str | None:
+        """Why ``sample`` is not built under the memory budget, or None."""
+        if self.memory_budget is None:
+            return None
+        size = sample.tensor_bytes()
+        if size is None or size <= self.memory_budget:
+            return None
+        return (
+            f"its tensors take {format_size(size)}, more than --inductor-memory-budget "
+            f"({format_size(self.memory_budget)}): not built"
+        )
+
+    def close(self) -> None:
+        """Release the last triple (the end of the session)."""
+        self.release()
 
     def release(self) -> None:
         """Drop the current triple's models and compiled state; free CUDA memory it held."""
         if self._key is None:
             return
-        device_type = self.current.case.device.type if self.current else "cpu"
+        device = self.current.case.device if self.current else None
         self.current, self._key = None, None
-        self._scope.close()
-        if device_type == "cuda":
-            import torch
+        phases.enter(phases.RELEASING)
+        with device_scope(device) if device is not None else contextlib.nullcontext():
+            self._scope.close()
+            if device is not None and device.type == "cuda":
+                import torch
 
-            gc.collect()
-            torch.cuda.empty_cache()
+                gc.collect()
+                torch.cuda.empty_cache()

@@ -80,6 +80,11 @@ class Template:
         if needs_inference(self.settings) and not self.requires.inference_only:
             object.__setattr__(self, "requires", replace(self.requires, inference_only=True))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled through its fields (``settings`` is a read-only mapping, which pickle cannot copy)."""
+        fields = (self.name, self.description, dict(self.settings), self.scoped, self.requires, self.origin)
+        return (Template, (*fields, self.compiles))
+
     @property
     def compile_options(self) -> dict[str, Any]:
         """The settings passed to ``torch.compile(options=...)``."""

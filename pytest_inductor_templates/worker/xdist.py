@@ -1,0 +1,111 @@
+"""pytest-xdist: a crashed xdist worker's item gets a ``crashed`` record; one GPU per xdist worker when ``-n``
+equals the number of GPUs; triples kept on one worker (``--dist loadgroup``) unless the user chose a mode.
+
+Registered only when pytest-xdist is installed (its hookspecs exist only then).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any
+
+import pytest
+
+from ..record import ItemRecord, Outcome
+from .remote import PINNED_GPU
+
+SAMPLE_NODEID = re.compile(
+    r"inductor-samples::(?P<sample>.+)::(?P<kind>check|bench)\[(?P<template>.+)-(?P<device>cpu|cuda:\d+)\]"
+)
+
+
+def dist_chosen(config: pytest.Config) -> bool:
+    """Whether the user chose a --dist mode (on the command line or in addopts)."""
+    args = [*config.invocation_params.args, *config.getini("addopts")]
+    return any(a in ("--dist", "-d") or a.startswith("--dist=") or a == "--distload" for a in map(str, args))
+
+
+def group_triples(config: pytest.Config, samples_requested: bool) -> None:
+    """With ``-n`` and samples, default to ``--dist loadgroup``: a triple's items stay on one worker, which
+    builds and compiles it once (under ``load`` the bench item would compile it again elsewhere)."""
+    if samples_requested and config.getoption("numprocesses", None) and not dist_chosen(config):
+        config.option.dist = "loadgroup"
+
+
+def pin_this_worker(config: pytest.Config) -> None:
+    """In an xdist worker that owns a GPU: see only that GPU (before torch initialises CUDA here)."""
+    gpu = getattr(config, "workerinput", {}).get(PINNED_GPU)
+    if gpu is None:
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise pytest.UsageError(
+            f"pytest-xdist worker {config.workerinput.get('workerid')}: CUDA was initialised before the plugin "
+            f"could pin GPU {gpu} (by a conftest.py?); run with a -n other than the number of GPUs"
+        )
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+
+
+def crashed_record(nodeid: str, worker: str, cases: list[tuple[str, str]]) -> ItemRecord | None:
+    """The record of an item whose xdist worker died running it: a sample item, or a user test parametrized
+    by the plugin (its id ends in one of ``cases``, (template, device)); None for other tests."""
+    reason = f"the pytest-xdist worker {worker} died running it (its stderr, above, says how)"
+    if match := SAMPLE_NODEID.fullmatch(nodeid):
+        sample, template, device, kind, source = *match.group("sample", "template", "device", "kind"), "sample"
+    else:
+        base, _, params = nodeid.partition("[")
+        params = params.removesuffix("]")
+        found = next(
+            ((t, d) for t, d in cases if params == f"{t}-{d}" or params.endswith((f"-{t}-{d}", f"-{t}"))), None
+        )
+        found = found or next(((t, d) for t, d in cases if params == t), None)
+        if found is None:
+            return None
+        (template, device), kind, source = found, "check", "test"
+        rest = params.removesuffix(f"{template}-{device}").removesuffix(template).rstrip("-")
+        sample = f"{base}[{rest}]" if rest else base
+    return ItemRecord(
+        sample, template, device, kind, source=source, nodeid=nodeid, outcome=Outcome.CRASHED, reason=reason
+    )
+
+
+class XdistHooks:
+    """The controller's pytest-xdist hooks."""
+
+    def __init__(self, gpus: list[str] | None = None, cases: list[tuple[str, str]] | None = None) -> None:
+        self.gpus = gpus or []  # the GPUs to pin one to each xdist worker (empty: no pinning)
+        self.cases = cases or []  # (template, device) of the matrix, to recognise a crashed user test
+        self.owners: dict[str, str] = {}  # GPU -> the worker that owns it
+
+    def pytest_configure_node(self, node: Any) -> None:
+        if not self.gpus:
+            return
+        taken = set(self.owners)
+        gpu = next((g for g in self.gpus if g not in taken), None)
+        if gpu is not None:
+            self.owners[gpu] = node.gateway.id
+            node.workerinput[PINNED_GPU] = gpu
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        for gpu, owner in list(self.owners.items()):
+            if owner == node.gateway.id:
+                del self.owners[gpu]  # a replacement worker takes this GPU
+
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "?")
+        record = crashed_record(crashitem, worker, self.cases)
+        if record is not None:
+            report.user_properties.extend(record.properties())
+
+
+def pinned_gpus(config: pytest.Config, cuda_devices: int, devices_option: str | None) -> list[str]:
+    """The GPUs to pin one to each xdist worker: when ``-n`` equals the number of CUDA devices and the matrix
+    takes every CUDA device (the default, or ``cuda``); each worker then sees its own GPU as ``cuda:0``."""
+    workers = config.getoption("numprocesses", None)
+    if not cuda_devices or workers != cuda_devices or devices_option not in (None, "cuda"):
+        return []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [g.strip() for g in visible.split(",") if g.strip()] if visible else [str(i) for i in range(cuda_devices)]
+    return ids[:cuda_devices]
