@@ -17,6 +17,19 @@ import torch._dynamo
 import torch._dynamo.backends.registry
 import torch._inductor.config
 
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", help="also run the tests marked slow (left out of CI)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-slow"):
+        return
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.skip(reason="slow: left out of CI; run with --run-slow"))
+
+
 no_cuda_machine = pytest.mark.skipif(torch.cuda.is_available(), reason="expects a machine without a CUDA device")
 
 

@@ -128,6 +128,7 @@ def write_tree(root: Path, good: tuple[str, ...] = ("vision/tiny", "nlp/tiny")) 
         write_sample(root / relative, files)
     return root
 
+
 SMALL_META = """
 class Program_weight_tensor_meta_L_x_:
     name = "L_x_"

@@ -45,6 +45,8 @@ def conclude(item: pytest.Item, verdict: Verdict, stats: object = None) -> None:
         return
     if result.outcome is Outcome.EAGER_NONDETERMINISTIC:  # not the compiler's fault: reported at the test
         raise pytest.skip.Exception(f"eager_nondeterministic: {result.reason}", _use_item_location=True)
+    if result.outcome is Outcome.SKIPPED:  # not run on purpose (over --inductor-memory-budget)
+        raise pytest.skip.Exception(result.reason, _use_item_location=True)
     if item.config.option.tbstyle == "long" and result.error is not None:
         raise result.error
     pytest.fail(f"{result.outcome.value}: {result.details or result.reason}", pytrace=False)

@@ -48,14 +48,16 @@ def describe_exit(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-def telling_line(tail: list[str]) -> str | None:
+def telling_line(lines: list[str]) -> str | None:
     """The stderr line that best says why the worker died: faulthandler's ``Fatal Python error`` with the
-    innermost frame it printed, else the last line (never its list of extension modules)."""
-    fatal = next((i for i, line in enumerate(tail) if line.startswith("Fatal Python error")), None)
+    innermost frame of the thread that died, else the last line (never its list of extension modules)."""
+    fatal = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python error")), None)
     if fatal is not None:
-        frame = next((line.strip() for line in tail[fatal:] if line.lstrip().startswith("File ")), None)
-        return f"{tail[fatal]} ({frame})" if frame else tail[fatal]
-    useful = [line for line in tail if not line.startswith("Extension modules:")]
+        after = lines[fatal:]
+        current = next((i for i, line in enumerate(after) if line.startswith("Current thread")), 0)
+        frame = next((line.strip() for line in after[current:] if line.lstrip().startswith("File ")), None)
+        return f"{lines[fatal]} ({frame})" if frame else lines[fatal]
+    useful = [line for line in lines if line.strip() and not line.startswith("Extension modules:")]
     return useful[-1].strip() if useful else None
 
 
@@ -144,11 +146,12 @@ class WorkerProcess:
             self._kill()
             returncode = self.process.returncode
         tail = self.stderr_tail()
+        said = self.new_stderr().splitlines()
         if fault is not None:
             reason = f"CUDA fault {self._where()}: {fault} (the worker process was restarted)"
         else:
             reason = f"the worker process {describe_exit(returncode)} {self._where(starting)}"
-            if telling := telling_line(tail):
+            if telling := telling_line(said):
                 reason += f"; stderr: {telling}"
         raise WorkerLost(Outcome.CRASHED, reason, self._details(reason, tail))
 

@@ -195,7 +195,7 @@ def main() -> int:
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # what the samples print goes to stderr, not into the reply pipe
     requests = sys.stdin.buffer
-    faulthandler.enable()  # a crash prints the Python stack to stderr
+    faulthandler.enable(all_threads=False)  # a crash prints the Python stack to stderr
     faulthandler.register(signal.SIGUSR1, all_threads=False)  # a timed-out request: where it hung
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pytest process decides when this worker stops
     _watch_parent(os.getppid())

@@ -28,6 +28,8 @@ from ..templates.matrix import Case
 from . import protocol as p
 from .client import WorkerLost, WorkerProcess
 
+RELEASE_SECONDS = 120.0  # freeing a triple's memory; longer means the worker is stuck, and it is replaced
+
 
 def benchmark_settings(item: pytest.Item, benchmark: Any, timed: bool) -> dict[str, Any]:
     """The settings pytest-benchmark built the item's ``benchmark`` fixture with (its session's options, then
@@ -160,7 +162,7 @@ class RemoteTriples:
         self._sent = False
         self.triples_in_worker += 1
         try:
-            self.worker.request(p.Release(), None)
+            self.worker.request(p.Release(), RELEASE_SECONDS)
         except WorkerLost as lost:  # the triple is over; the next one starts a fresh worker
             sys.stderr.write(f"inductor-templates: releasing a triple: {lost.details}\n")
             self.triples_in_worker = 0
@@ -172,8 +174,8 @@ class RemoteTriples:
             self.triples_in_worker = 0
 
     def close(self) -> None:
-        """Release the last triple and stop the worker."""
-        self.release()
+        """Stop the worker (at the end of the session, or after an interrupt: it may still be busy)."""
+        self.current = None
         self.worker.stop()
 
 

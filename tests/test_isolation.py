@@ -1,0 +1,184 @@
+"""A crash, sys.exit, hang or oversized sample ends its own item; every other item runs; nothing is lost."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from graphnet_tree import FAULTS, write_fault_sample, write_sample
+
+from conftest import junit_properties, run_pytest, standalone_environment
+from pytest_inductor_templates.runs.files import load
+
+FAST = ("--benchmark-max-time=0.02", "--benchmark-min-rounds=2", "-p", "no:cacheprovider", "-W", "ignore")
+CRASHES = ("abort", "segfault", "os_exit", "sys_exit_init")
+BIG_META = """
+class Program_weight_tensor_meta_L_x_:
+    name = "L_x_"
+    shape = [512, 1024]
+    dtype = "torch.float32"
+    device = "cpu"
+    mean = 0.0
+    std = 1.0
+    data = None
+"""
+
+
+def fault_tree(root: Path, names: tuple[str, ...]) -> Path:
+    """The fault samples ``names``, a good GraphNet sample, and one over a 1 MiB budget, under ``root``."""
+    for name in names:
+        write_fault_sample(root / "faults" / name, FAULTS[name][0])
+    write_sample(root / "good" / "tiny")
+    write_fault_sample(root / "big" / "two_mib", FAULTS["abort"][0].replace("os.abort()", "pass"), BIG_META)
+    return root
+
+
+def outcomes(records: list[dict]) -> dict[tuple[str, str, str], str]:
+    return {(r["sample"].split("/", 1)[1], r["template"], r["kind"]): r["outcome"] for r in records}
+
+
+@pytest.fixture(scope="module")
+def fault_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One run without -n: the crashing samples in the eager row, the good one in eager and default."""
+    path = tmp_path_factory.mktemp("faults")
+    fault_tree(path / "corpus", CRASHES)
+    result = run_pytest(
+        path, "--inductor-samples=corpus", "--inductor-template=default",
+        "--inductor-devices=cpu", "-k", "eager or good", "--inductor-memory-budget=1MiB",
+        "--benchmark-json=run.json", "--junitxml=run.xml", "--inductor-results=run.jsonl", *FAST,
+    )  # fmt: skip
+    return result, path
+
+
+def test_every_fault_ends_its_own_item_and_the_good_ones_pass(fault_run) -> None:
+    result, path = fault_run
+    assert result.returncode == 1, result.stdout[-3000:]
+    data = json.loads((path / "run.json").read_text())
+    found = outcomes(data["inductor_templates"]["items"])
+    for name in CRASHES:
+        assert found[(f"faults/{name}", "eager", "check")] == "crashed"
+        assert found[(f"faults/{name}", "eager", "bench")] == "skipped"
+    good = {key: outcome for key, outcome in found.items() if key[0] == "good/tiny"}
+    assert len(good) == 4 and set(good.values()) == {"pass"}
+    assert found[("big/two_mib", "eager", "check")] == "skipped"
+    timed = {b["extra_info"]["sample"] for b in data["benchmarks"]}
+    assert timed == {"corpus/good/tiny"}
+
+
+def test_each_crash_says_how_and_where(fault_run) -> None:
+    result, path = fault_run
+    records = json.loads((path / "run.json").read_text())["inductor_templates"]["items"]
+    reasons = {r["sample"].rsplit("/", 1)[1]: r.get("reason") for r in records if r["kind"] == "check"}
+    assert re.match(
+        r"the worker process was killed by SIGABRT while eager call; stderr: Fatal Python error", reasons["abort"]
+    )
+    assert re.match(
+        r"the worker process was killed by SIGSEGV while eager call; stderr: Fatal Python error: Segmentation fault "
+        r"\(File \".+\", line \d+ in \w+\)",
+        reasons["segfault"],
+    )
+    assert reasons["os_exit"] == "the worker process exited with code 0 while eager call"
+    assert reasons["sys_exit_init"] == "the sample called sys.exit(3) while building"
+    assert reasons["two_mib"] == "its tensors take 2.0 MiB, more than --inductor-memory-budget (1.0 MiB): not built"
+    bench = next(r for r in records if r["sample"].endswith("segfault") and r["kind"] == "bench")
+    assert bench["reason"].startswith(
+        "Skipped: the triple's check ended crashed: the worker process was killed by SIGSEGV"
+    )
+    assert "last lines of the worker's stderr:" in result.stdout  # the item's failure shows the tail
+
+
+def test_junit_and_the_results_file_tell_the_same_story(fault_run) -> None:
+    _, path = fault_run
+    junit = junit_properties(path / "run.xml")
+    assert junit["inductor-samples.corpus/faults/abort::check[eager-cpu]"]["inductor_outcome"] == "crashed"
+    run = load(str(path / "run.jsonl"))
+    assert run.partial is None
+    from_json = load(str(path / "run.json"))
+    assert {k: c.outcome for k, c in run.cells.items()} == {k: c.outcome for k, c in from_json.cells.items()}
+    assert run.cells[("corpus/good/tiny", "default", "cpu")].speedup is not None
+
+
+def test_hangs_end_in_timeout_naming_the_phase(tmp_path: Path) -> None:
+    """A hang in forward (in the eager row) and one in compilation (in default) stop after the timeout."""
+    fault_tree(tmp_path / "corpus", ("hang_forward", "hang_compile"))
+    result = run_pytest(
+        tmp_path, "--inductor-samples=corpus", "--inductor-template=default", "--inductor-devices=cpu",
+        "-k", "hang_forward and eager or hang_compile and default and check", "--inductor-timeout=3",
+        "--inductor-results=run.jsonl", *FAST,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]
+    found = {
+        (r.sample.rsplit("/", 1)[1], r.kind): (r.outcome.value, r.reason)
+        for r in load(str(tmp_path / "run.jsonl")).records
+    }
+    assert found[("hang_forward", "check")] == (
+        "timeout",
+        "no result after 3 s while eager call; the worker process was stopped",
+    )
+    assert found[("hang_compile", "check")] == (
+        "timeout",
+        "no result after 3 s while compiling; the worker process was stopped",
+    )
+    assert found[("hang_forward", "bench")][0] == "skipped"
+
+
+def test_sigterm_midway_leaves_valid_partial_results(tmp_path: Path) -> None:
+    fault_tree(tmp_path / "corpus", ("hang_forward",))
+    command = [
+        sys.executable, "-m", "pytest", "--inductor-samples=corpus", "--inductor-template=eager",
+        "--inductor-devices=cpu", "-k", "big or hang_forward", "--inductor-results=run.jsonl",
+        "--junitxml=run.xml", *FAST,
+    ]  # fmt: skip
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               env=standalone_environment(), text=True)  # fmt: skip
+    results = tmp_path / "run.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and (results.read_text() if results.exists() else "").count('"pass"') < 2:
+        time.sleep(0.5)  # until both items of the first sample have ended
+    time.sleep(2.0)  # the hanging sample is now running
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    run = load(str(results))
+    assert run.partial == "terminated by SIGTERM"
+    assert run.cells[("corpus/big/two_mib", "eager", "cpu")].outcome.value == "pass"  # it runs first
+    assert ("corpus/faults/hang_forward", "eager", "cpu") not in run.cells
+    junit = (tmp_path / "run.xml").read_text()  # written at the interrupt, with the items that had ended
+    assert 'classname="inductor-samples.corpus/big/two_mib" name="check[eager-cpu]"' in junit, output[-3000:]
+
+
+def test_sys_exit_in_the_pytest_process_ends_only_its_sample(tmp_path: Path) -> None:
+    """Without isolation a sys.exit while building is caught: that sample is crashed, the next one passes."""
+    fault_tree(tmp_path / "corpus", ("sys_exit_init",))
+    result = run_pytest(
+        tmp_path, "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-isolation=none",
+        "--inductor-devices=cpu", "-k", "sys_exit or good", "--benchmark-disable", "--junitxml=run.xml", *FAST,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]
+    junit = junit_properties(tmp_path / "run.xml")
+    assert junit["inductor-samples.corpus/faults/sys_exit_init::check[eager-cpu]"]["inductor_outcome"] == "crashed"
+    assert junit["inductor-samples.corpus/good/tiny::check[eager-cpu]"]["inductor_outcome"] == "pass"
+    assert "not torn down properly" not in result.stdout
+
+
+@pytest.mark.slow
+def test_faults_under_xdist(tmp_path: Path) -> None:
+    """The same faults spread over two xdist workers: each ends its own item, and no xdist worker dies."""
+    fault_tree(tmp_path / "corpus", CRASHES)
+    result = run_pytest(
+        tmp_path, "-n", "2", "--inductor-samples=corpus", "--inductor-template=default", "--inductor-devices=cpu",
+        "-k", "corpus and eager or good", "--inductor-memory-budget=1MiB", "--benchmark-skip", "--junitxml=run.xml",
+        "--inductor-results=run.jsonl", *FAST,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "crashed worker" not in result.stdout
+    found = outcomes([r.to_dict() for r in load(str(tmp_path / "run.jsonl")).records])
+    assert {found[(f"faults/{n}", "eager", "check")] for n in CRASHES} == {"crashed"}
+    assert found[("good/tiny", "default", "check")] == found[("good/tiny", "eager", "check")] == "pass"
+    assert found[("big/two_mib", "eager", "check")] == "skipped"
