@@ -17,6 +17,7 @@ from .check.tolerances import Tolerance, tolerance_from_marker
 from .check.verdict import check_and_judge
 from .compile.compiled import CompiledModel, EagerModel, no_grad_call
 from .compile.isolation import CompileWatcher, isolated_compile_state
+from .machine import device_scope
 from .record import UNTIMEABLE
 from .report.item_records import conclude, record_of, start
 from .session import InductorSession, torch_device
@@ -115,10 +116,12 @@ def tolerance_of(state: InductorSession, node: pytest.Item) -> Tolerance | None:
 
 @contextlib.contextmanager
 def compile_scope(state: InductorSession, node: pytest.Item) -> Iterator[CompileWatcher]:
-    """Skip where the cell cannot run; isolate compile state; warn on recompile-limit hits."""
-    if reason := case_of(state, node).problem(state.visible):
+    """Skip where the cell cannot run; make its device the current one; isolate compile state; warn on
+    recompile-limit hits."""
+    case = case_of(state, node)
+    if reason := case.problem(state.visible):
         pytest.skip(reason)
-    with isolated_compile_state() as watcher:
+    with device_scope(case.device), isolated_compile_state() as watcher:
         yield watcher
     for hit in watcher.recompile_limit_hits:
         warnings.warn(RecompileLimitWarning(hit), stacklevel=1)

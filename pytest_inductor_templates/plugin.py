@@ -161,9 +161,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    if SESSION_KEY in config.stash:
-        return config.stash[SESSION_KEY].header_lines()
-    return ["inductor-templates: template default (no --inductor-* option given)"]
+    if SESSION_KEY not in config.stash:
+        return ["inductor-templates: template default (no --inductor-* option given)"]
+    lines = config.stash[SESSION_KEY].header_lines()
+    options = config.stash[SETTINGS_KEY]
+    if options.timeout is not None:
+        lines.append(f"inductor-templates: a sample item is stopped after {options.timeout:g} s (--inductor-timeout)")
+    xdist: XdistHooks | None = config.pluginmanager.get_plugin(XDIST_NAME)
+    if xdist is not None and xdist.gpus:
+        lines.append(
+            f"inductor-templates: pytest-xdist: each of the {len(xdist.gpus)} workers owns one GPU (it sees it as "
+            "cuda:0) and times its CUDA items"
+        )
+    return lines
 
 
 @pytest.fixture

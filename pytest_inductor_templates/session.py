@@ -185,6 +185,7 @@ class InductorSession:
                 f"inductor-templates: {len(self.samples)} sample(s) x {len(self.sample_cases)} "
                 "case(s) (eager row included)"
             )
+            lines.append(f"inductor-templates: {self.triples.description}")
         return lines
 
 

@@ -204,6 +204,11 @@ class TripleCache:
             f"({format_size(self.memory_budget)}): not built"
         )
 
+    @property
+    def description(self) -> str:
+        """Where the triples run, for the header."""
+        return "samples run in this process (--inductor-isolation=none): a crash ends the run"
+
     def close(self) -> None:
         """Release the last triple (the end of the session)."""
         self.release()

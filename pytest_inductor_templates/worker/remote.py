@@ -20,6 +20,7 @@ import pytest
 from ..check.outcomes import CheckResult
 from ..check.tolerances import Tolerance
 from ..check.verdict import Verdict
+from ..memory import format_size
 from ..record import ItemRecord
 from ..samples.base import Sample
 from ..samples.triples import SampleCase, TripleEnded
@@ -119,6 +120,17 @@ class RemoteTriples:
         self.current: RemoteTriple | None = None
         self.triples_in_worker = 0
         self._sent = False  # whether the current triple reached the worker
+
+    @property
+    def description(self) -> str:
+        """Where the triples run, for the header."""
+        recycle = [f"after {self.recycle_after} triples"] if self.recycle_after else []
+        recycle += [f"above {format_size(self.recycle_rss)} resident"] if self.recycle_rss else []
+        text = "samples run in a worker process (a crash or hang ends one item)"
+        text += f", replaced {' or '.join(recycle)}" if recycle else ""
+        if self.pinned_timing:
+            text += "; this pytest-xdist worker owns one GPU, and its CUDA items are timed"
+        return text
 
     def get(self, item_case: SampleCase, limit: float | None = None) -> RemoteTriple:
         if self.current is None or self.current.item_case.key != item_case.key:

@@ -1,0 +1,92 @@
+"""On a host with two GPUs: every GPU works, in one process and with one xdist worker per GPU; a CUDA fault
+ends its own item. Run with ``pytest tests/test_gpu_isolation.py -m gpu -s``; skipped with fewer GPUs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from graphnet_tree import write_fault_sample
+
+from conftest import run_pytest
+from pytest_inductor_templates.runs.files import load
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices"),
+]
+QUIET = ("-p", "no:cacheprovider", "-W", "ignore", "-m", "inductor_sample", "--inductor-results=run.jsonl")
+BUILTINS = ("--inductor-samples", "--inductor-template=default,cudagraphs")
+OUT_OF_BOUNDS = """
+import torch
+
+
+class GraphModule(torch.nn.Module):
+    def forward(self, L_x_, L_index_):
+        return (L_x_[L_index_] * 2,)
+"""
+OUT_OF_BOUNDS_META = """
+class Program_weight_tensor_meta_L_x_:
+    name = "L_x_"
+    shape = [4, 8]
+    dtype = "torch.float32"
+    device = "cuda:0"
+    mean = 0.0
+    std = 1.0
+    data = None
+
+class Program_weight_tensor_meta_L_index_:
+    name = "L_index_"
+    shape = [16]
+    dtype = "torch.int64"
+    device = "cuda:0"
+    mean = None
+    std = None
+    min_val = 1000000
+    max_val = 2000000
+"""
+
+
+def outcomes(path: Path) -> dict[tuple[str, str, str, str], str]:
+    run = load(str(path / "run.jsonl"))
+    print("\n".join(f"{r.outcome.value if r.outcome else '?':8} {r.nodeid} {r.reason}" for r in run.records))
+    return {(r.sample, r.template, r.device, r.kind): r.outcome.value if r.outcome else "?" for r in run.records}
+
+
+def test_builtins_pass_on_both_gpus_in_one_process(tmp_path: Path) -> None:
+    result = run_pytest(tmp_path, *BUILTINS, "--inductor-devices=cuda:0,cuda:1", "--benchmark-skip", *QUIET)
+    found = outcomes(tmp_path)
+    checks = {k: v for k, v in found.items() if k[3] == "check"}
+    assert {k[2] for k in checks} == {"cuda:0", "cuda:1"}
+    assert set(checks.values()) == {"pass"}, result.stdout[-4000:]
+    assert result.returncode == 0
+
+
+def test_builtins_pass_with_one_xdist_worker_per_gpu(tmp_path: Path) -> None:
+    """-n equal to the number of GPUs: each worker owns one GPU (it sees it as cuda:0) and times there."""
+    count = torch.cuda.device_count()
+    result = run_pytest(tmp_path, "-n", str(count), *BUILTINS, "--benchmark-max-time=0.05", *QUIET)
+    found = outcomes(tmp_path)
+    assert set(found.values()) == {"pass"}, result.stdout[-4000:]
+    assert {k[2] for k in found} == {"cuda:0"}
+    timed = [r for r in load(str(tmp_path / "run.jsonl")).records if r.kind == "bench"]
+    assert timed and all(r.median is not None for r in timed)
+    assert "speedup over eager" in result.stdout
+    assert result.returncode == 0
+
+
+def test_a_cuda_fault_ends_its_own_item_and_the_next_items_pass(tmp_path: Path) -> None:
+    write_fault_sample(tmp_path / "corpus" / "oob", OUT_OF_BOUNDS, OUT_OF_BOUNDS_META)
+    result = run_pytest(
+        tmp_path, "--inductor-samples=corpus", "--inductor-samples", "--inductor-template=default",
+        "--inductor-devices=cuda:1", "-k", "oob or conv_bn or launch_bound", "--benchmark-skip", *QUIET,
+    )  # fmt: skip
+    found = outcomes(tmp_path)
+    assert found[("corpus/oob", "eager", "cuda:1", "check")] == "crashed"
+    assert found[("corpus/oob", "default", "cuda:1", "check")] == "crashed"
+    others = {k: v for k, v in found.items() if k[0] != "corpus/oob" and k[3] == "check"}
+    assert len(others) == 4 and set(others.values()) == {"pass"}, result.stdout[-4000:]
+    run = load(str(tmp_path / "run.jsonl"))
+    assert "CUDA fault while eager call" in run.cells[("corpus/oob", "eager", "cuda:1")].verdict.reason
+    assert result.returncode == 1

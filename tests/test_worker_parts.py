@@ -1,0 +1,187 @@
+"""The parts behind isolation, timeouts, the results file and memory, one at a time (no inner session unless said)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from conftest import no_cuda_machine, usage_error_line
+from pytest_inductor_templates.limits import item_limit
+from pytest_inductor_templates.machine import Device
+from pytest_inductor_templates.memory import parse_size
+from pytest_inductor_templates.record import ItemRecord, Outcome
+from pytest_inductor_templates.runs.files import RunError, load, merge
+from pytest_inductor_templates.runs.results_file import ResultsWriter
+from pytest_inductor_templates.samples.graphnet_meta import TensorMeta, chunks, rebuild
+from pytest_inductor_templates.worker.client import describe_exit, telling_line
+from pytest_inductor_templates.worker.main import cuda_fault
+from pytest_inductor_templates.worker.xdist import crashed_record, pinned_gpus
+
+
+def record(sample: str, template: str, kind: str, outcome: Outcome = Outcome.PASS, **fields: object) -> ItemRecord:
+    nodeid = f"inductor-samples::{sample}::{kind}[{template}-cpu]"
+    return ItemRecord(sample, template, "cpu", kind, nodeid=nodeid, outcome=outcome, **fields)  # type: ignore[arg-type]
+
+
+def test_a_results_file_cut_off_mid_line_reads_as_partial(tmp_path: Path) -> None:
+    writer = ResultsWriter(tmp_path / "run.jsonl")
+    writer.start({"gpu": None, "torch": "2.13"})
+    writer.add(record("s", "eager", "check"))
+    writer.add(record("s", "default", "check", Outcome.CRASHED, reason="the worker process was killed by SIGSEGV"))
+    with open(tmp_path / "run.jsonl", "a") as stream:
+        stream.write('{"record": {"sample": "s", "templ')  # the run died while writing
+    run = load(str(tmp_path / "run.jsonl"))
+    assert run.partial == "the results file has no end line: the run was cut off"
+    assert run.cells[("s", "default", "cpu")].outcome is Outcome.CRASHED
+    assert run.machine == "no GPU, torch 2.13"
+
+
+def test_a_finished_results_file_is_complete_and_an_interrupted_one_says_why(tmp_path: Path) -> None:
+    for name, complete, why in (("done", True, None), ("cut", False, "terminated by SIGTERM")):
+        writer = ResultsWriter(tmp_path / f"{name}.jsonl")
+        writer.start({})
+        writer.add(record("s", "eager", "check"))
+        writer.end(0 if complete else 2, complete, [("cutlass", "not installed")], why)
+    assert load(str(tmp_path / "done.jsonl")).partial is None
+    assert load(str(tmp_path / "done.jsonl")).left_out == [{"template": "cutlass", "reason": "not installed"}]
+    assert load(str(tmp_path / "cut.jsonl")).partial == "terminated by SIGTERM"
+    (tmp_path / "bad.jsonl").write_text((tmp_path / "done.jsonl").read_text().replace('{"record"', "nonsense", 1))
+    with pytest.raises(RunError, match="a malformed results file: line 2 is not JSON"):
+        load(str(tmp_path / "bad.jsonl"))
+
+
+def test_shards_split_by_template_merge_with_one_eager_row(tmp_path: Path) -> None:
+    shards = []
+    for template, median in (("default", 1.0), ("cudagraphs", 0.5)):
+        writer = ResultsWriter(tmp_path / f"{template}.jsonl")
+        writer.start({})
+        writer.add(record("s", "eager", "bench", median=2.0 if template == "default" else 9.0))
+        writer.add(record("s", template, "bench", median=median))
+        writer.end(0, True, [])
+        shards.append(load(str(tmp_path / f"{template}.jsonl")))
+    merged = merge(shards)
+    items = merged["inductor_templates"]["items"]
+    assert [(r["template"], r.get("speedup")) for r in items] == [
+        ("eager", None),
+        ("default", 2.0),
+        ("cudagraphs", 4.0),
+    ]
+    with pytest.raises(RunError, match="is in both"):
+        merge([shards[0], shards[0]])
+
+
+def test_sizes_and_exits_read_as_people_write_them() -> None:
+    assert [parse_size(t) for t in ("512MiB", "8GiB", "1.5GB", "100")] == [512 << 20, 8 << 30, 1_500_000_000, 100]
+    with pytest.raises(ValueError, match="expected a size such as 512MiB"):
+        parse_size("lots")
+    assert describe_exit(-11) == "was killed by SIGSEGV"
+    assert describe_exit(-9) == "was killed by SIGKILL (what the out-of-memory killer sends)"
+    assert describe_exit(0) == "exited with code 0"
+
+
+def test_the_telling_stderr_line_is_the_fatal_error_and_the_frame_that_died() -> None:
+    stderr = [
+        "Fatal Python error: Segmentation fault",
+        "",
+        "Thread 0x1 (most recent call first):",
+        '  File "threading.py", line 1 in wait',
+        "Current thread 0x2 (most recent call first):",
+        '  File "model.py", line 9 in forward',
+        '  File "runner.py", line 3 in call',
+        "Extension modules: numpy, torch._C (total: 2)",
+    ]
+    assert telling_line(stderr) == 'Fatal Python error: Segmentation fault (File "model.py", line 9 in forward)'
+    assert telling_line(["warming up", "RuntimeError: boom", "Extension modules: x"]) == "RuntimeError: boom"
+
+
+def test_cuda_faults_are_told_from_errors_that_leave_the_device_usable() -> None:
+    cuda = Device("cuda:1", "cuda")
+    assert cuda_fault(cuda, RuntimeError("CUDA error: device-side assert triggered\nmore")) == (
+        "RuntimeError: CUDA error: device-side assert triggered"
+    )
+    wrapped = RuntimeError("the compiled model raised")
+    wrapped.__cause__ = RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered")
+    assert cuda_fault(cuda, wrapped) == "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered"
+    assert cuda_fault(Device("cpu", "cpu"), RuntimeError("CUDA error: whatever")) is None
+
+
+def test_a_crashed_xdist_worker_item_gets_its_record() -> None:
+    sample = crashed_record("inductor-samples::corpus/a/b::bench[mode-reduce-overhead-cuda:1]", "gw1", [])
+    assert sample is not None
+    assert (sample.sample, sample.template, sample.device, sample.kind) == (
+        "corpus/a/b",
+        "mode-reduce-overhead",
+        "cuda:1",
+        "bench",
+    )
+    assert sample.outcome is Outcome.CRASHED and "gw1" in sample.reason
+    user = crashed_record("tests/test_m.py::test_block[8-default-cpu]", "gw0", [("default", "cpu")])
+    assert user is not None and (user.sample, user.template, user.source) == (
+        "tests/test_m.py::test_block[8]",
+        "default",
+        "test",
+    )
+    assert crashed_record("tests/test_m.py::test_plain[3]", "gw0", [("default", "cpu")]) is None
+
+
+def test_one_gpu_per_xdist_worker_only_when_the_counts_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = SimpleNamespace(getoption=lambda name, default=None: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert pinned_gpus(config, 2, None) == ["0", "1"]  # type: ignore[arg-type]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    assert pinned_gpus(config, 2, "cuda") == ["4", "6"]  # type: ignore[arg-type]
+    assert pinned_gpus(config, 4, None) == []  # type: ignore[arg-type]
+    assert pinned_gpus(config, 2, "cuda:0,cuda:1") == []  # type: ignore[arg-type]
+
+
+def test_the_limit_is_the_shorter_one_and_comes_before_pytest_timeouts() -> None:
+    def item(timeout: float | None, marker: float | None = None) -> SimpleNamespace:
+        config = SimpleNamespace(
+            pluginmanager=SimpleNamespace(hasplugin=lambda name: timeout is not None),
+            getoption=lambda name, default=None: timeout,
+            getini=lambda name: None,
+        )
+        mark = SimpleNamespace(args=(marker,), kwargs={}) if marker else None
+        return SimpleNamespace(config=config, get_closest_marker=lambda name: mark)
+
+    assert item_limit(item(None), 30.0) == 30.0  # type: ignore[arg-type]
+    assert item_limit(item(20.0), 30.0) == 18.0  # type: ignore[arg-type]
+    assert item_limit(item(20.0, marker=100.0), 30.0) == 30.0  # type: ignore[arg-type]
+    assert item_limit(item(None), None) is None  # type: ignore[arg-type]
+
+
+def test_inputs_are_drawn_in_chunks_with_the_values_of_one_draw() -> None:
+    assert chunks(10, 4) == [(0, 4), (4, 10)] and chunks(40, 16) == [(0, 16), (16, 40)] and chunks(0) == []
+    meta = TensorMeta("x", (3, 1000, 357), "torch.float16", mean=0.5, std=2.0, min_val=-1.0, max_val=1.5)
+    built = rebuild(meta, torch.Generator().manual_seed(7))
+    one_draw = torch.randn(3 * 1000 * 357, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    one_draw = (one_draw * 2.0 * 0.2 + 0.5).clamp(-1.0, 1.5).to(torch.float16).reshape(3, 1000, 357)
+    assert torch.equal(built, one_draw)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--inductor-timeout=0",), "--inductor-timeout (command line): expected a number of seconds such as 300"),
+        (("--inductor-memory-budget=lots",), "--inductor-memory-budget (command line): expected a size such as"),
+        (("--inductor-recycle-triples=1.5",), "--inductor-recycle-triples (command line): expected a whole number"),
+        (("--inductor-timeout=5", "--inductor-isolation=none"), "needs --inductor-isolation=process"),
+    ],
+)
+def test_bad_values_are_one_line_before_any_test_runs(sentinel_test: pytest.Pytester, args, message) -> None:
+    assert message in usage_error_line(sentinel_test.runpytest_inprocess(*args))
+
+
+@no_cuda_machine
+def test_require_run_fails_a_run_in_which_everything_was_skipped(pytester: pytest.Pytester) -> None:
+    args = ("--inductor-samples", "--inductor-devices=cuda:0", "-k", "launch_bound", "-p", "no:cacheprovider")
+    assert pytester.runpytest_inprocess(*args).ret == pytest.ExitCode.OK
+    required = pytester.runpytest_inprocess(*args, "--inductor-require-run", "--inductor-results=run.jsonl")
+    assert required.ret == pytest.ExitCode.TESTS_FAILED
+    required.stdout.fnmatch_lines(["*--inductor-require-run: every item was skipped, so the run fails*"])
+    end = json.loads((pytester.path / "run.jsonl").read_text().splitlines()[-1])["end"]
+    assert end["exitstatus"] == 1 and end["complete"] is True
