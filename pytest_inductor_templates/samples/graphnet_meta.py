@@ -166,13 +166,12 @@ def _draw(meta: TensorMeta, count: int, generator: Any, dtype: Any) -> Any:
         return torch.rand(count, generator=generator) < 0.5
     mean = 0.0 if meta.mean is None else float(meta.mean)
     std = 0.1 if meta.std is None else float(meta.std)
-    values = torch.randn(count, generator=generator, dtype=torch.float64) * std * 0.2 + mean
+    values = torch.randn(count, generator=generator, dtype=torch.float64).mul_(std).mul_(0.2).add_(mean)
     if meta.min_val is not None:
-        values = values.clamp(min=float(meta.min_val))
+        values.clamp_(min=float(meta.min_val))
     if meta.max_val is not None:
-        values = values.clamp(max=float(meta.max_val))
-    values = torch.nan_to_num(values, nan=mean, posinf=100.0, neginf=-100.0).clamp(-100.0, 100.0)
-    return values.to(dtype)
+        values.clamp_(max=float(meta.max_val))
+    return values.nan_to_num_(nan=mean, posinf=100.0, neginf=-100.0).clamp_(-100.0, 100.0).to(dtype)
 
 
 def tensor_bytes(metas: list[TensorMeta], float_dtype: str | None = None) -> int:

@@ -1,0 +1,140 @@
+"""A GraphNet corpus under eager, default and cudagraphs, and docs/corpus-results.md from the plugin's own report.
+
+OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--templates default,cudagraphs]
+    [--devices cuda:0] [-- PYTEST ARGS]
+    One pytest run (sample items only) writing $OUT/corpus-I.jsonl (the results file) and $OUT/corpus-I.json
+    (pytest-benchmark JSON); --shard I/N runs every N-th sample from the I-th (1-based), so that shards
+    fit a time limit or run on several machines.
+python benchmarks/corpus_results.py doc RESULTS... [--doc docs/corpus-results.md]
+    Merges the shards (pytest-inductor-templates merge: one eager row) and writes the page: pass rate per
+    template, each failure's reason, speedups (pytest-inductor-templates report), and the worker's memory
+    before each triple (flat when nothing leaks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from pytest_inductor_templates.record import EAGER, FAILURES, Outcome
+from pytest_inductor_templates.runs.files import Run, from_data, load, merge
+from pytest_inductor_templates.runs.markdown import as_markdown
+from pytest_inductor_templates.runs.tables import render
+from pytest_inductor_templates.samples.graphnet import discover
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    out = Path(os.environ.get("OUT", "/tmp/corpus"))
+    out.mkdir(parents=True, exist_ok=True)
+    index, count = (int(part) for part in args.shard.split("/"))
+    samples = discover(Path(args.corpus))[index - 1 :: count]
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "no_tests").mkdir()
+        listed = Path(tmp) / "samples.txt"
+        listed.write_text("\n".join(samples) + "\n")
+        command = [
+            sys.executable, "-m", "pytest", f"{tmp}/no_tests", "-c", "/dev/null", "-q", "-p", "no:cacheprovider",
+            "-W", "ignore", f"--inductor-samples={args.corpus}", f"--inductor-sample-list={listed}",
+            f"--inductor-template={args.templates}", f"--inductor-devices={args.devices}",
+            f"--inductor-results={out}/corpus-{index}.jsonl", f"--benchmark-json={out}/corpus-{index}.json",
+            "--benchmark-max-time=0.25", *extra,
+        ]  # fmt: skip
+        print(" ".join(command), flush=True)
+        done = subprocess.run(command, check=False, capture_output=True, text=True)
+    (out / f"corpus-{index}.txt").write_text(done.stdout + done.stderr)
+    print("\n".join(done.stdout.splitlines()[-30:]))
+    return 0 if done.returncode in (0, 1) else done.returncode
+
+
+def _memory(run: Run) -> list[str]:
+    checks = [r for r in run.records if r.kind == "check" and r.source == "sample"]
+    lines = []
+    for name, field in (("resident memory of the worker process", "rss_mib"), ("CUDA memory allocated", "cuda_mib")):
+        series = [getattr(r, field) for r in checks if getattr(r, field) is not None]
+        if len(series) < 20:
+            continue
+        first, last = statistics.median(series[:10]), statistics.median(series[-10:])
+        lines.append(
+            f"- {name} before each triple, over {len(series)} triples: median of the first 10 {first:.0f} MiB, "
+            f"of the last 10 {last:.0f} MiB, highest {max(series):.0f} MiB"
+        )
+    return lines
+
+
+def doc(args: argparse.Namespace) -> int:
+    shards = [load(path) for path in args.results]
+    merged = from_data("merged", merge(shards)) if len(shards) > 1 else shards[0]
+    records = [r for r in merged.records if r.source == "sample"]
+    checks = [r for r in records if r.kind == "check"]
+    counts: dict[str, Counter[Outcome]] = defaultdict(Counter)
+    for r in checks:
+        if r.outcome is not None:
+            counts[r.template][r.outcome] += 1
+    outcomes = [o for o in Outcome if any(c[o] for c in counts.values())]
+    rows = []
+    for template, c in counts.items():
+        ran = sum(c.values()) - c[Outcome.SKIPPED]
+        rows.append(
+            [
+                template,
+                str(sum(c.values())),
+                *(str(c[o]) for o in outcomes),
+                f"{c[Outcome.PASS] / ran:.0%}" if ran else "-",
+            ]
+        )
+    info = merged.data.get("machine_info", {})
+    samples = len({r.sample for r in checks})
+    lines = [
+        "# GraphNet corpus results",
+        "",
+        f"{samples} real GraphNet samples (MIT, `shared/graphnet-corpus`) under eager, "
+        f"{', '.join(t for t in counts if t != EAGER)}; {info.get('gpu') or 'CPU'}, torch {info.get('torch')}, "
+        f"Triton {info.get('triton')}; generated {datetime.now().date()} by `benchmarks/corpus_results.py` from the "
+        "plugin's results files (`--inductor-results`), each sample in the plugin's worker process.",
+        "",
+        "Every item ended with an outcome: "
+        f"{sum(1 for r in records if r.outcome is not None)} of {len(records)} items.",
+    ]
+    if merged.partial:
+        lines.append(f"\n**Partial**: {merged.partial}")
+    lines += ["", "## Pass rate per template", ""]
+    lines += render(["template", "checks", *(o.value for o in outcomes), "pass rate"], rows, markdown=True)
+    failures = [r for r in checks if r.outcome in FAILURES]
+    lines += ["", "## Failures and their reasons", ""]
+    lines += [f"- `{r.sample}` [{r.device}] `{r.template}`: {r.outcome.value}: {r.reason}" for r in failures] or [
+        "none"
+    ]
+    if memory := _memory(merged):
+        lines += ["", "## Memory over the run", "", *memory]
+    lines += ["", "## Outcome, effect and speedup per sample", "", "From `pytest-inductor-templates report`:", ""]
+    lines += [as_markdown(merged)]
+    Path(args.doc).write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.doc}")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run")
+    run_parser.add_argument("corpus")
+    run_parser.add_argument("--shard", default="1/1")
+    run_parser.add_argument("--templates", default="default,cudagraphs")
+    run_parser.add_argument("--devices", default="cuda:0")
+    doc_parser = commands.add_parser("doc")
+    doc_parser.add_argument("results", nargs="+")
+    doc_parser.add_argument("--doc", default="docs/corpus-results.md")
+    args, extra = parser.parse_known_args()
+    return run(args, [a for a in extra if a != "--"]) if args.command == "run" else doc(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
