@@ -205,7 +205,7 @@ def test_marker_tolerance_is_used(fault_run) -> None:
 def test_summary_table_counts_every_category(fault_run) -> None:
     output, _ = fault_run
     table = output.split("inductor-templates: check outcomes per template")[1]
-    assert re.search(r"default\s+15\s+2\s+8\s+2\s+1\s+1\s+1\s+0\s+0\s+13%", table), table
+    assert re.search(r"default\s+15\s+2\s+8\s+2\s+1\s+1\s+1\s+0\s+0\s+0\s+0\s+13%", table), table
     assert "accuracy_fail test_faults.py::test_fault[perturb-default]: call 1 of 2: out['a']" in output
 
 

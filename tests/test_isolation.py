@@ -143,7 +143,10 @@ def test_sigterm_midway_leaves_valid_partial_results(tmp_path: Path) -> None:
         time.sleep(0.5)  # until both items of the first sample have ended
     time.sleep(2.0)  # the hanging sample is now running
     process.send_signal(signal.SIGTERM)
-    output, _ = process.communicate(timeout=60)
+    try:
+        output, _ = process.communicate(timeout=120)
+    finally:
+        process.kill()
     assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
     run = load(str(results))
     assert run.partial == "terminated by SIGTERM"
