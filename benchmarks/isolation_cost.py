@@ -1,12 +1,13 @@
 """What process isolation costs: the same sample run with --inductor-isolation=none and =process, alternated.
 
-    python benchmarks/isolation_cost.py CORPUS [--repeats 3] [--templates default] [--devices cpu] [-- PYTEST ARGS]
+    python benchmarks/isolation_cost.py CORPUS [--repeats 3] [--templates default] [--devices cpu] [--limit N]
+        [-- PYTEST ARGS]
 
 Each repeat runs both modes back to back in fresh pytest processes (alternating which goes first), with a
 cold Inductor cache each time (its own TORCHINDUCTOR_CACHE_DIR), checks only (--benchmark-skip) unless
-PYTEST ARGS say otherwise. Prints each wall time, the median and range per mode, the ratio of medians
-and the per-repeat ratios, and writes the same to $OUT/isolation_cost.txt when OUT is set. The target:
-isolated <= 1.25x in-process.
+PYTEST ARGS say otherwise; --limit N takes the first N samples. Prints each wall time, the median and
+range per mode, the ratio of medians and the per-repeat ratios, and writes the same to
+$OUT/isolation_cost.txt when OUT is set. The target: isolated <= 1.25x in-process.
 """
 
 from __future__ import annotations
@@ -45,8 +46,16 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--templates", default="default")
     parser.add_argument("--devices", default="cpu")
+    parser.add_argument("--limit", type=int, default=None)
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
+    if args.limit is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from pytest_inductor_templates.samples.graphnet import discover
+
+        listed = Path(tempfile.mkdtemp()) / "samples.txt"
+        listed.write_text("\n".join(discover(Path(args.corpus))[: args.limit]) + "\n")
+        extra = [*(extra or ["--benchmark-skip"]), f"--inductor-sample-list={listed}"]
     walls: dict[str, list[float]] = {mode: [] for mode in MODES}
     lines = [
         f"isolation cost: {args.corpus}, templates {args.templates}, devices {args.devices}, {args.repeats} repeats"

@@ -2,7 +2,9 @@
 
 Runs the built-in samples plus two synthetic GraphNet samples under the given templates on CUDA
 (check and bench items, benchmarks disabled so each bench item runs once), and records
-``torch.cuda.memory_allocated()`` after every item and the peak within every triple.
+``torch.cuda.memory_allocated()`` after every item and the peak within every triple. The samples run in
+this process (``--inductor-isolation=none``), where the probe can see their memory; in the worker process
+the check records' ``cuda_mib`` carries the same figure (``benchmarks/corpus_results.py`` reports it).
 Usage (on a GPU machine):
     python benchmarks/memory_over_run.py [TEMPLATES] [--synthetic N] [extra pytest args]
 (N synthetic GraphNet samples beside the built-ins, default 2.)
@@ -64,6 +66,7 @@ def main(templates: str, synthetic: int, extra: list[str]) -> int:
                 f"--inductor-template={templates}",
                 "--inductor-devices=cuda",
                 "--benchmark-disable",
+                "--inductor-isolation=none",
                 "-W",
                 "ignore::DeprecationWarning",
                 "-c",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks, in one go, on a CUDA machine with torch already installed:
 #   bash benchmarks/run_gpu_checks.sh [what...]
-#   (what: env tests suite fidelity tf32 probe examples samples samples_bf16 memory; default all)
+#   (what: env tests suite fidelity tf32 probe examples samples samples_bf16 memory; default all; also, not in the
+#   default: multigpu (2 GPUs), corpus, isolation and scaling, over CORPUS (default ../shared/graphnet-corpus))
 # Logs go to $OUT (default /tmp/gpu-checks). WORKERS: xdist workers of the samples steps (default 8);
 # SAMPLES_K: a -k expression to run only some samples; SHARD: the name of a results shard; STEP_LIMIT: seconds
 # a step may run before it is interrupted (default 540; pytest then still writes what it has).
@@ -43,5 +44,17 @@ for step in $what; do
           | tee "$OUT/results-${SHARD:-all}.txt" | sed -n '/speedup over eager/,$p' | head -60 ;;
     memory) limit python3 benchmarks/memory_over_run.py default,triton,cudagraphs,freezing,aten --synthetic 6 \
           2>&1 | tee "$OUT/memory.txt" | tail -25 ;;
+    multigpu) # two GPUs: the built-ins on both, with and without xdist; a planted CUDA fault ends one item
+      limit python3 -m pytest tests/test_gpu_isolation.py -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning \
+          2>&1 | tee "$OUT/multigpu.txt" | grep -E "^(crashed|timeout) |passed|failed|skipped" ;;
+    corpus) # one shard (SHARD=I/N) of the corpus under eager, default, cudagraphs; then `corpus_results.py doc`
+      limit python3 benchmarks/corpus_results.py run "${CORPUS:-../shared/graphnet-corpus}" --shard "${SHARD:-1/1}" \
+          2>&1 | tail -25 ;;
+    isolation) # in-process vs worker process over LIMIT samples of the corpus, alternated, cold caches
+      limit python3 benchmarks/isolation_cost.py "${CORPUS:-../shared/graphnet-corpus}" --devices cuda:0 \
+          --templates default --repeats 2 --limit "${LIMIT:-30}" 2>&1 | tail -4 ;;
+    scaling) # one xdist worker per GPU, 1 then 2 GPUs, cold caches, LIMIT samples
+      limit python3 benchmarks/gpu_scaling.py "${CORPUS:-../shared/graphnet-corpus}" --gpus 1,2 \
+          --limit "${LIMIT:-40}" 2>&1 | tail -3 ;;
   esac
 done

@@ -9,6 +9,7 @@ one line before any test runs.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -105,8 +106,8 @@ OPTIONS = (
     ),
     Option(
         "inductor_isolation",
-        "where sample items run: process (default; a worker process, so that a crash, hang or CUDA fault ends "
-        "one item, not the run) or none (in the pytest process)",
+        "where sample items run: process (the default on Linux and macOS: a worker process, so that a crash, hang "
+        "or CUDA fault ends one item, not the run) or none (in the pytest process)",
         argparse={"choices": ISOLATION_MODES},
     ),
     Option(
@@ -228,7 +229,9 @@ class Settings:
         isolation = self.get("inductor_isolation")
         if isolation is not None and isolation.value not in ISOLATION_MODES:
             raise isolation.usage_error(f"expected one of {', '.join(ISOLATION_MODES)}, got {isolation.value!r}")
-        self.isolated = isolation is None or isolation.value == "process"
+        if isolation is not None and isolation.value == "process" and os.name != "posix":
+            raise isolation.usage_error("the worker process needs a POSIX system (Linux, macOS); use none")
+        self.isolated = isolation.value == "process" if isolation is not None else os.name == "posix"
         self.timeout = _positive(self.get("inductor_timeout"), float, "a number of seconds such as 300")
         if self.timeout is not None and not self.isolated:
             raise self.get("inductor_timeout").usage_error(  # type: ignore[union-attr]

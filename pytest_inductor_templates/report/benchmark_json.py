@@ -30,6 +30,8 @@ class BenchmarkJson:
         """Each timed entry's ``extra_info`` gets its item's record; ``inductor_templates`` gets every item's
         record (pytest-benchmark stores only what it timed: a compile failure must still show)."""
         write_records(output_json, self.book.records, self.left_out())
+        if self.book.interrupted:
+            output_json["inductor_templates"]["partial"] = self.book.interrupted
 
     def pytest_benchmark_compare_machine_info(
         self, config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any], compared_benchmark: Any
