@@ -95,7 +95,7 @@ def doc(args: argparse.Namespace) -> int:
     lines = [
         "# GraphNet corpus results",
         "",
-        f"{samples} real GraphNet samples (MIT, `shared/graphnet-corpus`) under eager, "
+        f"{samples} real GraphNet samples (MIT) under eager, "
         f"{', '.join(t for t in counts if t != EAGER)}; {info.get('gpu') or 'CPU'}, torch {info.get('torch')}, "
         f"Triton {info.get('triton')}; generated {datetime.now().date()} by `benchmarks/corpus_results.py` from the "
         "plugin's results files (`--inductor-results`), each sample in the plugin's worker process.",
