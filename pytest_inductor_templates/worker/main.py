@@ -9,6 +9,7 @@ process does the work, so both paths build, check and time a triple alike.
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import importlib.util
 import os
@@ -21,8 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from .. import phases
-from ..check.outcomes import first_line
-from ..check.verdict import Verdict
+from ..compile.failures import first_line
 from ..machine import Device
 from ..samples.triples import TripleCache
 from . import protocol as p
@@ -89,13 +89,13 @@ def benchmark_fixture(request: p.Time) -> Any:
 
 
 class _MarkedItem:
-    """What timing reads from an item: its benchmark marker, here holding the fixture's settings."""
+    """What timing reads from an item: its benchmark marker, here holding the item's resolved settings."""
 
-    def __init__(self, fixture: Any) -> None:
+    def __init__(self, settings: dict[str, Any]) -> None:
         import pytest
 
-        kwargs = {"min_time": fixture._min_time, "max_time": fixture._max_time, "min_rounds": fixture._min_rounds}
-        self._marker = pytest.mark.benchmark(timer=fixture._timer, **kwargs).mark
+        chosen = {name: settings[name] for name in ("min_time", "max_time", "min_rounds")}
+        self._marker = pytest.mark.benchmark(timer=settings["timer"].target, **chosen).mark
 
     def get_closest_marker(self, name: str) -> Any:
         return self._marker if name == "benchmark" else None
@@ -132,28 +132,16 @@ class Server:
         verdict = triple.judged()
         if fault := cuda_fault(triple.case.device, verdict.result.error):
             return p.Faulted(fault)
-        result = verdict.result
-        sent = Verdict(
-            type(result)(
-                result.outcome,
-                result.reason,
-                result.details,
-                result.level,
-                portable(result.error),
-                result.second_opinions,
-            ),
-            verdict.effects,
-            verdict.no_effect,
-        )
+        result = dataclasses.replace(verdict.result, error=portable(verdict.result.error))
         stats = triple.stats
         if stats is not None:
-            stats.compile_failure = portable(stats.compile_failure)
-        return p.Checked(sent, stats, triple.rss_mib, triple.cuda_mib)
+            stats = dataclasses.replace(stats, compile_failure=portable(stats.compile_failure))
+        return p.Checked(dataclasses.replace(verdict, result=result), stats, triple.rss_mib, triple.cuda_mib)
 
     def _time(self, request: p.Time) -> object:
         triple = self.triples.get(request.case)
         fixture = benchmark_fixture(request)
-        triple.time(request.record, fixture, _MarkedItem(fixture))
+        triple.time(request.record, fixture, _MarkedItem(request.benchmark))
         if fault := cuda_fault(triple.case.device):
             return p.Faulted(fault)
         if fixture.stats is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import types
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,11 @@ from ..settings import Settings
 from ..templates.matrix import Case
 from . import protocol as p
 from .client import WorkerLost, WorkerProcess
+
+
+class WorkerWarning(UserWarning):
+    """Something the sample worker could not set up like the pytest process (a conftest.py that failed)."""
+
 
 RELEASE_SECONDS = 120.0  # freeing a triple's memory; longer means the worker is stuck, and it is replaced
 
@@ -154,6 +160,9 @@ class RemoteTriples:
             self.triples_in_worker = 0
             raise TripleEnded(CheckResult(lost.outcome, lost.reason, lost.details)) from None
         self._forward_stderr()
+        for failed in self.worker.warnings:
+            warnings.warn(WorkerWarning(f"the sample worker could not import {failed}"), stacklevel=1)
+        self.worker.warnings = []
         if isinstance(reply, p.Raised):
             raise reply.error or p.RemoteError("the worker raised")
         return reply
