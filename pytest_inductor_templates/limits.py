@@ -1,17 +1,39 @@
 """How long a sample item's work may take: ``--inductor-timeout``, and pytest-timeout's limit when it is active.
 
-Under pytest-timeout, the plugin's own limit is set a little shorter than pytest-timeout's, so that the
-worker is stopped first and the item's outcome is ``timeout`` with the phase it hung in, rather than
-pytest-timeout's failure (or, with its thread method, the end of the whole session).
+Under pytest-timeout the plugin stops the worker a little before pytest-timeout's limit for the item (counted,
+as pytest-timeout counts it, from the item's start), so that the item's outcome is ``timeout`` with the phase it
+hung in, rather than pytest-timeout's failure (or, with its thread method, the end of the whole session).
 """
 
 from __future__ import annotations
 
 import os
+import time
+from dataclasses import dataclass
 
 import pytest
 
-BEFORE_PYTEST_TIMEOUT = 0.9  # the share of pytest-timeout's limit the plugin waits for a sample item
+BEFORE_PYTEST_TIMEOUT = 3.0  # seconds (or 10% of a longer limit) the plugin stops the worker before pytest-timeout
+
+
+@dataclass(frozen=True)
+class Limit:
+    """An item's limits: ``seconds`` per request (--inductor-timeout), and a ``deadline`` (``time.monotonic()``)
+    before pytest-timeout's ``pytest_timeout`` seconds run out."""
+
+    seconds: float | None = None
+    deadline: float | None = None
+    pytest_timeout: float | None = None
+
+    def for_request(self, start: float) -> tuple[float | None, str]:
+        """The deadline of a request sent at ``start``, and what set it (for the timeout's reason)."""
+        ends = []
+        if self.seconds is not None:
+            ends.append((start + self.seconds, f"--inductor-timeout={self.seconds:g} s"))
+        if self.deadline is not None and self.pytest_timeout is not None:
+            ours = ours_before(self.pytest_timeout)
+            ends.append((self.deadline, f"{ours:g} s (before pytest-timeout's {self.pytest_timeout:g} s)"))
+        return min(ends) if ends else (None, "")
 
 
 def pytest_timeout_limit(item: pytest.Item) -> float | None:
@@ -39,8 +61,15 @@ def pytest_timeout_limit(item: pytest.Item) -> float | None:
     return seconds if seconds > 0 else None
 
 
-def item_limit(item: pytest.Item, timeout: float | None) -> float | None:
-    """Seconds ``item``'s work may take: the shorter of ``timeout`` and pytest-timeout's (shortened) limit."""
+def ours_before(theirs: float) -> float:
+    """How long the plugin waits when pytest-timeout gives an item ``theirs`` seconds: enough less to stop the
+    worker (and let it print where it hung) first."""
+    margin = max(BEFORE_PYTEST_TIMEOUT, 0.1 * theirs)
+    return round(theirs - margin, 1) if theirs > 2 * margin else round(theirs / 2, 1)
+
+
+def item_limit(item: pytest.Item, timeout: float | None) -> Limit:
+    """``item``'s limits, taken as it is set up (pytest-timeout's clock started just before)."""
     theirs = pytest_timeout_limit(item)
-    limits = [t for t in (timeout, theirs * BEFORE_PYTEST_TIMEOUT if theirs else None) if t is not None]
-    return min(limits) if limits else None
+    deadline = time.monotonic() + ours_before(theirs) if theirs else None
+    return Limit(timeout, deadline, theirs)

@@ -119,13 +119,32 @@ def test_hangs_end_in_timeout_naming_the_phase(tmp_path: Path) -> None:
     }
     assert found[("hang_forward", "check")] == (
         "timeout",
-        "no result after 3 s while eager call; the worker process was stopped",
+        "no result within --inductor-timeout=3 s while eager call; the worker process was stopped",
     )
     assert found[("hang_compile", "check")] == (
         "timeout",
-        "no result after 3 s while compiling; the worker process was stopped",
+        "no result within --inductor-timeout=3 s while compiling; the worker process was stopped",
     )
     assert found[("hang_forward", "bench")][0] == "skipped"
+
+
+@pytest.mark.slow  # ~30 s: the hang must outlast the worker's start on a loaded machine (limits: test_worker_parts)
+def test_under_pytest_timeout_the_plugin_stops_the_hang_first(tmp_path: Path) -> None:
+    """With pytest-timeout's thread method (which would end the whole session), the sample item stops a little
+    before its limit with the phase named, and the run goes on."""
+    pytest.importorskip("pytest_timeout")
+    fault_tree(tmp_path / "corpus", ("hang_forward",))
+    result = run_pytest(
+        tmp_path, "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-devices=cpu",
+        "-k", "hang_forward or big", "--timeout=15", "--timeout-method=thread", "--inductor-results=run.jsonl", *FAST,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]
+    found = {(r.sample.rsplit("/", 1)[1], r.kind): r for r in load(str(tmp_path / "run.jsonl")).records}
+    assert found[("hang_forward", "check")].reason == (
+        "no result within 12 s (before pytest-timeout's 15 s) while eager call; the worker process was stopped"
+    )
+    assert found[("two_mib", "check")].outcome.value == "pass"  # runs first
+    assert "Timeout" not in result.stdout
 
 
 def test_sigterm_midway_leaves_valid_partial_results(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -148,10 +149,12 @@ def test_the_limit_is_the_shorter_one_and_comes_before_pytest_timeouts() -> None
         mark = SimpleNamespace(args=(marker,), kwargs={}) if marker else None
         return SimpleNamespace(config=config, get_closest_marker=lambda name: mark)
 
-    assert item_limit(item(None), 30.0) == 30.0  # type: ignore[arg-type]
-    assert item_limit(item(20.0), 30.0) == 18.0  # type: ignore[arg-type]
-    assert item_limit(item(20.0, marker=100.0), 30.0) == 30.0  # type: ignore[arg-type]
-    assert item_limit(item(None), None) is None  # type: ignore[arg-type]
+    start = time.monotonic()
+    assert item_limit(item(None), 30.0).for_request(start) == (start + 30.0, "--inductor-timeout=30 s")  # type: ignore[arg-type]
+    deadline, why = item_limit(item(20.0), 30.0).for_request(time.monotonic())  # type: ignore[arg-type]
+    assert why == "17 s (before pytest-timeout's 20 s)" and deadline is not None and deadline - start < 17.5
+    assert item_limit(item(20.0, marker=100.0), 30.0).for_request(start)[1] == "--inductor-timeout=30 s"  # type: ignore[arg-type]
+    assert item_limit(item(None), None).for_request(start) == (None, "")  # type: ignore[arg-type]
 
 
 def test_inputs_are_drawn_in_chunks_with_the_values_of_one_draw() -> None:

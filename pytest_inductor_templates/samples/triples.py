@@ -77,7 +77,6 @@ class PreparedTriple:
     watcher: CompileWatcher | None = None
     rss_mib: float | None = None  # this process's resident memory before the triple was built
     cuda_mib: float | None = None  # CUDA memory allocated on the device before the triple was built
-    limit: float | None = None  # seconds the current item's work may take
 
     def judged(self) -> Verdict:
         """The triple's verdict: checked on first request (by the check item, or by the bench item when the
@@ -149,15 +148,14 @@ class TripleCache:
         self._key: tuple[str, str] | None = None
         self._scope = contextlib.ExitStack()
 
-    def get(self, item_case: SampleCase, limit: float | None = None) -> PreparedTriple:
-        """The item's triple, built when it is not the current one. ``limit``: seconds each of the item's
-        requests may take (see ``time_limit``)."""
+    def get(self, item_case: SampleCase, limit: object = None) -> PreparedTriple:
+        """The item's triple, built when it is not the current one. (``limit`` is for the worker process: in
+        this one a hung item is stopped only by pytest-timeout.)"""
         if item_case.key != self._key:
             self.release()
             self._key = item_case.key
             self.current = self._build(item_case)
         assert self.current is not None
-        self.current.limit = limit
         return self.current
 
     def _build(self, item_case: SampleCase) -> PreparedTriple:

@@ -18,13 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..limits import Limit
 from ..memory import rss_bytes
 from ..record import Outcome
 from . import protocol as p
 
 START_SECONDS = 600.0  # importing torch and the conftest files, on a loaded machine
 STOP_SECONDS = 10.0
-DUMP_SECONDS = 2.0  # after SIGUSR1, for faulthandler to print where a timed-out worker hung
+DUMP_SECONDS = 1.0  # after SIGUSR1, for faulthandler to print where a timed-out worker hung
 TAIL_LINES = 20
 
 
@@ -99,27 +100,32 @@ class WorkerProcess:
         self._ready, self.phase, self.started = False, None, self.started + 1
         p.write_message(self.process.stdin, self.hello())
 
-    def request(self, message: object, timeout: float | None) -> object:
-        """Send ``message``; its reply, or WorkerLost. ``timeout`` (seconds) counts from the worker being ready."""
+    def request(self, message: object, limit: Limit | None = None) -> object:
+        """Send ``message``; its reply, or WorkerLost. ``limit.seconds`` counts from the worker being ready;
+        ``limit.deadline`` bounds the wait for the worker to start too."""
+        limit = limit or Limit()
         self.start()
         assert self.process is not None and self.process.stdin is not None
-        self._wait_ready()
+        self._wait_ready(limit)
         self.phase = None
         self._stderr_offset = self._stderr_size()
         try:
             p.write_message(self.process.stdin, message)
         except (BrokenPipeError, OSError):
             self._lost()
-        return self._reply(None if timeout is None else time.monotonic() + timeout, timeout)
+        return self._reply(*limit.for_request(time.monotonic()))
 
-    def _wait_ready(self) -> None:
+    def _wait_ready(self, limit: Limit) -> None:
         if self._ready:
             return
-        reply = self._reply(time.monotonic() + START_SECONDS, START_SECONDS, starting=True)
+        deadline, why = time.monotonic() + START_SECONDS, f"{START_SECONDS:g} s"
+        if limit.deadline is not None and limit.deadline < deadline:
+            deadline, why = limit.for_request(time.monotonic())
+        reply = self._reply(deadline, why, starting=True)
         assert isinstance(reply, p.Ready)
         self._ready, self.warnings = True, reply.warnings
 
-    def _reply(self, deadline: float | None, timeout: float | None, starting: bool = False) -> object:
+    def _reply(self, deadline: float | None, why: str, starting: bool = False) -> object:
         assert self._reader is not None
         while True:
             try:
@@ -127,7 +133,7 @@ class WorkerProcess:
             except EOFError:
                 self._lost(starting)
             if not arrived:
-                self._timed_out(timeout or 0.0, starting)
+                self._timed_out(why, starting)
             if isinstance(message, p.Phase):
                 self.phase = message.name
                 continue
@@ -155,7 +161,7 @@ class WorkerProcess:
                 reason += f"; stderr: {telling}"
         raise WorkerLost(Outcome.CRASHED, reason, self._details(reason, tail))
 
-    def _timed_out(self, timeout: float, starting: bool) -> None:
+    def _timed_out(self, why: str, starting: bool) -> None:
         assert self.process is not None
         where = self._where(starting)
         if self.alive:
@@ -165,8 +171,7 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 pass
         self._kill()
-        limit = START_SECONDS if starting else timeout
-        reason = f"no result after {limit:g} s {where}; the worker process was stopped"
+        reason = f"no result within {why} {where}; the worker process was stopped"
         raise WorkerLost(Outcome.TIMEOUT, reason, self._details(reason, self.stderr_tail()))
 
     @staticmethod

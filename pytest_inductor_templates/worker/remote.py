@@ -21,6 +21,7 @@ import pytest
 from ..check.outcomes import CheckResult
 from ..check.tolerances import Tolerance
 from ..check.verdict import Verdict
+from ..limits import Limit
 from ..memory import format_size
 from ..record import ItemRecord
 from ..samples.base import Sample
@@ -68,7 +69,7 @@ class RemoteTriple:
 
     owner: RemoteTriples
     item_case: SampleCase
-    limit: float | None = None  # seconds the current item's request may take
+    limit: Limit | None = None  # how long the current item's requests may take
     verdict: Verdict | None = None
     stats: Any = None
     rss_mib: float | None = None
@@ -138,7 +139,7 @@ class RemoteTriples:
             text += "; this pytest-xdist worker owns one GPU, and its CUDA items are timed"
         return text
 
-    def get(self, item_case: SampleCase, limit: float | None = None) -> RemoteTriple:
+    def get(self, item_case: SampleCase, limit: Limit | None = None) -> RemoteTriple:
         if self.current is None or self.current.item_case.key != item_case.key:
             self.release()
             self.current = RemoteTriple(self, item_case)
@@ -150,7 +151,7 @@ class RemoteTriples:
         xdist worker owns one GPU, its CUDA items are timed (into the records)."""
         return self.pinned_timing and case.device.type == "cuda"
 
-    def request(self, message: object, limit: float | None) -> object:
+    def request(self, message: object, limit: Limit | None) -> object:
         """Send ``message`` for the current triple; the reply, or TripleEnded when the worker was lost."""
         self._sent = True
         try:
@@ -183,7 +184,7 @@ class RemoteTriples:
         self._sent = False
         self.triples_in_worker += 1
         try:
-            self.worker.request(p.Release(), RELEASE_SECONDS)
+            self.worker.request(p.Release(), Limit(RELEASE_SECONDS))
         except WorkerLost as lost:  # the triple is over; the next one starts a fresh worker
             sys.stderr.write(f"inductor-templates: releasing a triple: {lost.details}\n")
             self.triples_in_worker = 0
