@@ -46,7 +46,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not config.getoption("inductor_list_templates"):
-        group_triples(config, bool(config.getoption("inductor_samples") or config.getini("inductor_samples")))
+        samples = bool(config.getoption("inductor_samples") or config.getini("inductor_samples"))
+        isolation = config.getoption("inductor_isolation") or config.getini("inductor_isolation")
+        group_triples(config, samples, isolation != "none" and os.name == "posix")
         return None
     import torch
 

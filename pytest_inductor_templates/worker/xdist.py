@@ -27,10 +27,12 @@ def dist_chosen(config: pytest.Config) -> bool:
     return any(a in ("--dist", "-d") or a.startswith("--dist=") or a == "--distload" for a in map(str, args))
 
 
-def group_triples(config: pytest.Config, samples_requested: bool) -> None:
-    """With ``-n`` and samples, default to ``--dist loadgroup``: a triple's items stay on one worker, which
-    builds and compiles it once (under ``load`` the bench item would compile it again elsewhere)."""
-    if samples_requested and config.getoption("numprocesses", None) and not dist_chosen(config):
+def group_triples(config: pytest.Config, samples_requested: bool, isolated: bool) -> None:
+    """With ``-n`` and samples in the worker process, default to ``--dist loadgroup``: a triple's items stay on
+    one xdist worker, which builds and compiles it once (under ``load`` the bench item may compile it again
+    elsewhere). Not without isolation: pytest-xdist 3.8 hangs under ``loadgroup`` once it has replaced a
+    crashed worker (its issues 1323, 1327, 1378), and there a sample's crash takes the xdist worker down."""
+    if samples_requested and isolated and config.getoption("numprocesses", None) and not dist_chosen(config):
         config.option.dist = "loadgroup"
 
 
@@ -97,6 +99,7 @@ class XdistHooks:
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "?")
         record = crashed_record(crashitem, worker, self.cases)
         if record is not None:
+            report.when = "call"  # xdist's "???": the item died while it ran; counted as its call report
             report.user_properties.extend(record.properties())
 
 
