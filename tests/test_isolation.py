@@ -189,18 +189,33 @@ def test_sys_exit_in_the_pytest_process_ends_only_its_sample(tmp_path: Path) -> 
     assert "not torn down properly" not in result.stdout
 
 
+CRASHING_USER_TEST = """
+import os
+
+
+def test_block(compiled_model):
+    os._exit(1)
+"""
+
+
 @pytest.mark.slow
 def test_faults_under_xdist(tmp_path: Path) -> None:
-    """The same faults spread over two xdist workers: each ends its own item, and no xdist worker dies."""
+    """The same faults spread over two xdist workers: each sample ends its own item, without an xdist worker
+    dying; a user test that crashes its xdist worker is recorded crashed too (--dist load: see the guide)."""
     fault_tree(tmp_path / "corpus", CRASHES)
+    (tmp_path / "test_user.py").write_text(CRASHING_USER_TEST)
     result = run_pytest(
-        tmp_path, "-n", "2", "--inductor-samples=corpus", "--inductor-template=default", "--inductor-devices=cpu",
-        "-k", "corpus and eager or good", "--inductor-memory-budget=1MiB", "--benchmark-skip", "--junitxml=run.xml",
-        "--inductor-results=run.jsonl", *FAST,
+        tmp_path, "-n", "2", "--dist", "load", "test_user.py", "--inductor-samples=corpus",
+        "--inductor-template=default", "--inductor-devices=cpu", "-k", "corpus and eager or good or block",
+        "--inductor-memory-budget=1MiB",
+        "--benchmark-skip", "--junitxml=run.xml", "--inductor-results=run.jsonl", *FAST,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout[-3000:]
-    assert "crashed worker" not in result.stdout
-    found = outcomes([r.to_dict() for r in load(str(tmp_path / "run.jsonl")).records])
+    records = load(str(tmp_path / "run.jsonl")).records
+    found = outcomes([r.to_dict() for r in records if r.source == "sample"])
     assert {found[(f"faults/{n}", "eager", "check")] for n in CRASHES} == {"crashed"}
     assert found[("good/tiny", "default", "check")] == found[("good/tiny", "eager", "check")] == "pass"
     assert found[("big/two_mib", "eager", "check")] == "skipped"
+    (user,) = [r for r in records if r.source == "test"]
+    assert (user.sample, user.template, user.outcome.value) == ("test_user.py::test_block", "default", "crashed")
+    assert result.stdout.count("replacing crashed worker") == 1  # the user test's; the samples crashed no xdist worker
