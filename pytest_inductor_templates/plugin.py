@@ -18,6 +18,7 @@ from .report.item_records import complete
 from .report.terminal import TerminalSummary
 from .runs.results_file import ResultsWriter
 from .samples.items import CASE_KEY, SAMPLE_MARKER, collect_sample_items, release_after
+from .samples.triples import Triple
 from .session import SESSION_KEY, TEMPLATES_MARKER, InductorSession
 from .timing.bench import quiet_unused_fixture
 from .worker.remote import RemoteTriples
@@ -229,7 +230,7 @@ def inductor_benchmark(
 
 
 @pytest.fixture
-def inductor_sample(request: pytest.FixtureRequest) -> Any:
+def inductor_sample(request: pytest.FixtureRequest) -> Triple:
     """The (sample, template, device) triple of a sample item, shared by the triple's items: built in the
     worker process (or, with --inductor-isolation=none, in this one) on first use."""
     state = _session(request.config)

@@ -14,14 +14,14 @@ from ..report.item_records import conclude, record_of, start
 from ..templates.matrix import Case
 from ..timing.bench import mark_untimed, use_synchronizing_timer
 from .base import Sample
-from .triples import SampleCase, TripleEnded
+from .triples import SampleCase, Triple, TripleEnded
 
 CASE_KEY = pytest.StashKey[SampleCase]()
 ROOT_NODEID = "inductor-samples"
 SAMPLE_MARKER = "inductor_sample"
 
 
-def check(inductor_sample: Any, request: pytest.FixtureRequest) -> None:
+def check(inductor_sample: Triple, request: pytest.FixtureRequest) -> None:
     """The sample's model under test matches eager on each of its input sets (and its template took effect)."""
     triple, item = inductor_sample, request.node
     verdict = triple.judged()
@@ -31,7 +31,7 @@ def check(inductor_sample: Any, request: pytest.FixtureRequest) -> None:
     conclude(item, verdict, triple.stats)
 
 
-def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) -> None:
+def bench(inductor_sample: Triple, benchmark: Any, request: pytest.FixtureRequest) -> None:
     """Time one call of the sample's model (compiled, or eager for the eager row) through pytest-benchmark."""
     triple, item = inductor_sample, request.node
     checked_before = triple.verdict is not None

@@ -6,7 +6,7 @@ import contextlib
 import gc
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .. import phases
 from ..check.outcomes import CheckResult
@@ -42,6 +42,28 @@ def call_without_grad(model: Any, inputs: Inputs) -> Any:
 
     with torch.no_grad():
         return model(*inputs.args, **inputs.kwargs)
+
+
+class Triple(Protocol):
+    """What a sample item uses of its triple: ``PreparedTriple`` here, ``worker.remote.RemoteTriple`` in the
+    worker process."""
+
+    verdict: Verdict | None
+    rss_mib: float | None
+    cuda_mib: float | None
+
+    @property
+    def sample(self) -> Sample: ...
+
+    @property
+    def case(self) -> Case: ...
+
+    @property
+    def stats(self) -> Any: ...
+
+    def judged(self) -> Verdict: ...
+
+    def time(self, record: ItemRecord, benchmark: Any, item: Any) -> None: ...
 
 
 class TripleEnded(Exception):

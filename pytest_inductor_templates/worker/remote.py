@@ -65,7 +65,7 @@ def feed(benchmark: Any, iterations: int, per_call: list[float]) -> None:
 
 @dataclass
 class RemoteTriple:
-    """One triple held by the worker."""
+    """One triple held by the worker (a ``samples.triples.Triple``)."""
 
     owner: RemoteTriples
     item_case: SampleCase
