@@ -154,12 +154,12 @@ def rebuild(meta: TensorMeta, generator: Any) -> Any:
             return torch.randint(int(meta.min_val), int(meta.max_val) + 1, shape, generator=generator, dtype=dtype)
     out = torch.empty(math.prod(shape), dtype=dtype)
     for start, stop in chunks(out.numel()):
-        out[start:stop] = _draw(meta, stop - start, generator, dtype)
+        out[start:stop].copy_(_draw(meta, stop - start, generator, dtype))  # converted as it is copied
     return out.reshape(shape)
 
 
 def _draw(meta: TensorMeta, count: int, generator: Any, dtype: Any) -> Any:
-    """``count`` values of the tensor, in the order one draw over the whole tensor gives them."""
+    """``count`` values of the tensor (as bool or float64), in the order one draw over the whole tensor gives them."""
     import torch
 
     if dtype == torch.bool:
@@ -171,7 +171,7 @@ def _draw(meta: TensorMeta, count: int, generator: Any, dtype: Any) -> Any:
         values.clamp_(min=float(meta.min_val))
     if meta.max_val is not None:
         values.clamp_(max=float(meta.max_val))
-    return values.nan_to_num_(nan=mean, posinf=100.0, neginf=-100.0).clamp_(-100.0, 100.0).to(dtype)
+    return values.nan_to_num_(nan=mean, posinf=100.0, neginf=-100.0).clamp_(-100.0, 100.0)
 
 
 def tensor_bytes(metas: list[TensorMeta], float_dtype: str | None = None) -> int:
