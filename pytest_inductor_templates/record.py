@@ -92,6 +92,7 @@ class ItemRecord:
     eager_device_time_ms: float | None = None
     speedup: float | None = None  # eager median / median; None unless the item passed
     # memory when a sample's triple began, after the previous triple was released: flat over a run when nothing leaks
+    pid: int | None = None  # the process that ran it: a new worker after a crash, a timeout or recycling
     rss_mib: float | None = None  # resident memory of the process that ran it
     cuda_mib: float | None = None  # CUDA memory allocated on its device
 

@@ -43,23 +43,17 @@ def outcomes(records: list[dict]) -> dict[tuple[str, str, str], str]:
     return {(r["sample"].split("/", 1)[1], r["template"], r["kind"]): r["outcome"] for r in records}
 
 
-@pytest.fixture(scope="module")
-def fault_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """One run without -n: the crashing samples in the eager row, the good one in eager and default."""
-    path = tmp_path_factory.mktemp("faults")
-    fault_tree(path / "corpus", CRASHES)
+def test_every_fault_ends_its_own_item_and_the_good_ones_pass(tmp_path: Path) -> None:
+    """One run without -n (its checks below, one test so that pytest-xdist does not run it twice): the crashing
+    samples in the eager row, the good one in eager and default, one over the memory budget."""
+    fault_tree(tmp_path / "corpus", CRASHES)
     result = run_pytest(
-        path, "--inductor-samples=corpus", "--inductor-template=default",
+        tmp_path, "--inductor-samples=corpus", "--inductor-template=default",
         "--inductor-devices=cpu", "-k", "eager or good", "--inductor-memory-budget=1MiB",
         "--benchmark-json=run.json", "--junitxml=run.xml", "--inductor-results=run.jsonl", *FAST,
     )  # fmt: skip
-    return result, path
-
-
-def test_every_fault_ends_its_own_item_and_the_good_ones_pass(fault_run) -> None:
-    result, path = fault_run
     assert result.returncode == 1, result.stdout[-3000:]
-    data = json.loads((path / "run.json").read_text())
+    data = json.loads((tmp_path / "run.json").read_text())
     found = outcomes(data["inductor_templates"]["items"])
     for name in CRASHES:
         assert found[(f"faults/{name}", "eager", "check")] == "crashed"
@@ -67,13 +61,19 @@ def test_every_fault_ends_its_own_item_and_the_good_ones_pass(fault_run) -> None
     good = {key: outcome for key, outcome in found.items() if key[0] == "good/tiny"}
     assert len(good) == 4 and set(good.values()) == {"pass"}
     assert found[("big/two_mib", "eager", "check")] == "skipped"
-    timed = {b["extra_info"]["sample"] for b in data["benchmarks"]}
-    assert timed == {"corpus/good/tiny"}
+    assert {b["extra_info"]["sample"] for b in data["benchmarks"]} == {"corpus/good/tiny"}
+    each_crash_says_how_and_where(result.stdout, data["inductor_templates"]["items"])
+    a_crash_costs_a_fresh_worker_and_sys_exit_does_not(tmp_path / "run.jsonl")
+    junit = junit_properties(tmp_path / "run.xml")
+    assert junit["inductor-samples.corpus/faults/abort::check[eager-cpu]"]["inductor_outcome"] == "crashed"
+    run = load(str(tmp_path / "run.jsonl"))  # the results file tells the JSON's story
+    assert run.partial is None
+    from_json = load(str(tmp_path / "run.json"))
+    assert {k: c.outcome for k, c in run.cells.items()} == {k: c.outcome for k, c in from_json.cells.items()}
+    assert run.cells[("corpus/good/tiny", "default", "cpu")].speedup is not None
 
 
-def test_each_crash_says_how_and_where(fault_run) -> None:
-    result, path = fault_run
-    records = json.loads((path / "run.json").read_text())["inductor_templates"]["items"]
+def each_crash_says_how_and_where(stdout: str, records: list[dict]) -> None:
     reasons = {r["sample"].rsplit("/", 1)[1]: r.get("reason") for r in records if r["kind"] == "check"}
     assert re.match(
         r"the worker process was killed by SIGABRT while eager call; stderr: Fatal Python error", reasons["abort"]
@@ -90,18 +90,28 @@ def test_each_crash_says_how_and_where(fault_run) -> None:
     assert bench["reason"].startswith(
         "Skipped: the triple's check ended crashed: the worker process was killed by SIGSEGV"
     )
-    assert "last lines of the worker's stderr:" in result.stdout  # the item's failure shows the tail
+    assert "last lines of the worker's stderr:" in stdout  # the item's failure shows the tail
 
 
-def test_junit_and_the_results_file_tell_the_same_story(fault_run) -> None:
-    _, path = fault_run
-    junit = junit_properties(path / "run.xml")
-    assert junit["inductor-samples.corpus/faults/abort::check[eager-cpu]"]["inductor_outcome"] == "crashed"
-    run = load(str(path / "run.jsonl"))
-    assert run.partial is None
-    from_json = load(str(path / "run.json"))
-    assert {k: c.outcome for k, c in run.cells.items()} == {k: c.outcome for k, c in from_json.cells.items()}
-    assert run.cells[("corpus/good/tiny", "default", "cpu")].speedup is not None
+def a_crash_costs_a_fresh_worker_and_sys_exit_does_not(results: Path) -> None:
+    checks = [r for r in load(str(results)).records if r.kind == "check"]
+    pid = {(r.sample.split("/", 1)[1], r.template): r.pid for r in checks}
+    assert pid[("faults/segfault", "eager")] is None  # its worker died before it could reply
+    after = pid[("faults/sys_exit_init", "eager")]  # caught in the worker, which carries on
+    assert pid[("big/two_mib", "eager")] != after == pid[("good/tiny", "eager")] == pid[("good/tiny", "default")]
+
+
+def test_the_worker_is_recycled_after_n_triples(tmp_path: Path) -> None:
+    """Without recycling a worker runs triple after triple (the good sample's two triples above share a pid)."""
+    result = run_pytest(
+        tmp_path, "--inductor-samples", "--inductor-template=eager", "--inductor-devices=cpu", "-k",
+        "launch_bound or norm_softmax", "--benchmark-skip", "--inductor-recycle-triples=1",
+        "--inductor-results=run.jsonl", *FAST,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "samples run in a worker process (a crash or hang ends one item), replaced after 1 triple" in result.stdout
+    pids = [r.pid for r in load(str(tmp_path / "run.jsonl")).records if r.kind == "check"]
+    assert len(pids) == 2 and None not in pids and pids[0] != pids[1]
 
 
 def test_hangs_end_in_timeout_naming_the_phase(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ def check(inductor_sample: Triple, request: pytest.FixtureRequest) -> None:
     verdict = triple.judged()
     record = record_of(item)
     assert record is not None
-    record.rss_mib, record.cuda_mib = triple.rss_mib, triple.cuda_mib
+    record.pid, record.rss_mib, record.cuda_mib = triple.pid, triple.rss_mib, triple.cuda_mib
     conclude(item, verdict, triple.stats)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -49,6 +50,7 @@ class Triple(Protocol):
     worker process."""
 
     verdict: Verdict | None
+    pid: int | None
     rss_mib: float | None
     cuda_mib: float | None
 
@@ -97,6 +99,7 @@ class PreparedTriple:
     inputs: list[Inputs] = field(default_factory=list)
     verdict: Verdict | None = None  # the check's verdict, once it ran
     watcher: CompileWatcher | None = None
+    pid: int | None = None  # the process that built it
     rss_mib: float | None = None  # this process's resident memory before the triple was built
     cuda_mib: float | None = None  # CUDA memory allocated on the device before the triple was built
 
@@ -186,6 +189,7 @@ class TripleCache:
         sample, case = item_case.sample, item_case.case
         prepared = PreparedTriple(sample, case, self.tolerance, self.require_effect)
         rss, cuda = rss_bytes(), cuda_allocated(case.device)
+        prepared.pid = os.getpid()
         prepared.rss_mib = round(rss / MiB, 1) if rss is not None else None
         prepared.cuda_mib = round(cuda / MiB, 1) if cuda is not None else None
         phases.enter(phases.BUILDING)

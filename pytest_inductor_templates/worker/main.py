@@ -136,7 +136,8 @@ class Server:
         stats = triple.stats
         if stats is not None:
             stats = dataclasses.replace(stats, compile_failure=portable(stats.compile_failure))
-        return p.Checked(dataclasses.replace(verdict, result=result), stats, triple.rss_mib, triple.cuda_mib)
+        verdict = dataclasses.replace(verdict, result=result)
+        return p.Checked(verdict, stats, triple.pid, triple.rss_mib, triple.cuda_mib)
 
     def _time(self, request: p.Time) -> object:
         triple = self.triples.get(request.case)

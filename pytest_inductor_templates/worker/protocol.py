@@ -136,6 +136,7 @@ class Phase:
 class Checked:
     verdict: Any  # check.verdict.Verdict, its exception replaced by a RemoteError
     stats: Any  # compile.compiled.CompileStats or None
+    pid: int | None = None
     rss_mib: float | None = None
     cuda_mib: float | None = None
 

@@ -72,6 +72,7 @@ class RemoteTriple:
     limit: Limit | None = None  # how long the current item's requests may take
     verdict: Verdict | None = None
     stats: Any = None
+    pid: int | None = None
     rss_mib: float | None = None
     cuda_mib: float | None = None
 
@@ -93,7 +94,7 @@ class RemoteTriple:
             else:
                 assert isinstance(reply, p.Checked)
                 self.verdict, self.stats = reply.verdict, reply.stats
-                self.rss_mib, self.cuda_mib = reply.rss_mib, reply.cuda_mib
+                self.pid, self.rss_mib, self.cuda_mib = reply.pid, reply.rss_mib, reply.cuda_mib
         return self.verdict
 
     def time(self, record: ItemRecord, benchmark: Any, item: pytest.Item) -> None:
@@ -131,7 +132,8 @@ class RemoteTriples:
     @property
     def description(self) -> str:
         """Where the triples run, for the header."""
-        recycle = [f"after {self.recycle_after} triples"] if self.recycle_after else []
+        plural = "s" if self.recycle_after != 1 else ""
+        recycle = [f"after {self.recycle_after} triple{plural}"] if self.recycle_after else []
         recycle += [f"above {format_size(self.recycle_rss)} resident"] if self.recycle_rss else []
         text = "samples run in a worker process (a crash or hang ends one item)"
         text += f", replaced {' or '.join(recycle)}" if recycle else ""
