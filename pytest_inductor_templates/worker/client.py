@@ -69,7 +69,6 @@ class WorkerProcess:
     hello: Callable[[], p.Hello]  # made when a worker starts: conftest files load during collection
     process: subprocess.Popen[bytes] | None = None
     phase: str | None = None
-    started: int = 0  # workers started so far
     warnings: list[str] = field(default_factory=list)  # conftest files the last worker could not import
     _reader: p.MessageReader | None = None
     _stderr: Path | None = None
@@ -97,7 +96,7 @@ class WorkerProcess:
         os.close(handle)
         assert self.process.stdin is not None and self.process.stdout is not None
         self._reader = p.MessageReader(self.process.stdout.fileno())
-        self._ready, self.phase, self.started = False, None, self.started + 1
+        self._ready, self.phase = False, None
         p.write_message(self.process.stdin, self.hello())
 
     def request(self, message: object, limit: Limit | None = None) -> object:
@@ -154,7 +153,7 @@ class WorkerProcess:
         tail = self.stderr_tail()
         said = self.new_stderr().splitlines()
         if fault is not None:
-            reason = f"CUDA fault {self._where()}: {fault} (the worker process was restarted)"
+            reason = f"CUDA fault {self._where()}: {fault} (its worker process was replaced)"
         else:
             reason = f"the worker process {describe_exit(returncode)} {self._where(starting)}"
             if telling := telling_line(said):
