@@ -71,7 +71,7 @@ def _memory(run: Run) -> list[str]:
 
 def doc(args: argparse.Namespace) -> int:
     shards = [load(path) for path in args.results]
-    merged = from_data("merged", merge(shards)) if len(shards) > 1 else shards[0]
+    merged = from_data("merged", merge(shards)[0]) if len(shards) > 1 else shards[0]
     records = [r for r in merged.records if r.source == "sample"]
     checks = [r for r in records if r.kind == "check"]
     counts: dict[str, Counter[Outcome]] = defaultdict(Counter)
