@@ -11,8 +11,12 @@ a real miscompilation (compiled clearly farther from float64 than eager: the fig
 
 Usage:
   python benchmarks/planted_faults.py [--corpus PATH] [--device cpu|cuda] [--dtypes float32,bfloat16]
-      [--limit-seconds 900] [--samples-k EXPR] [--max-gib 8]
-Writes summary.md and planted_faults.json to $OUT (default: a new temporary directory), and prints the summary.
+      [--limit-seconds 900] [--samples-k EXPR] [--max-gib 8] [--shard I/N] [--budget-seconds S]
+      [--observations DIR]
+Writes planted_faults.md and planted_faults.json (planted_faults-shardIofN.* for a shard) to $OUT (default: a
+new temporary directory) and prints the summary. With --observations DIR, each sample's outputs are kept there
+and a later run judges them again without compiling: shards (one per GPU) and budgeted runs fill DIR, then one
+run over everything writes the whole summary.
 """
 
 from __future__ import annotations
@@ -434,6 +438,7 @@ def _observe(sample_id: str, corpus: Path | None, dtype: str, device_name: str) 
         "first_after": observed.first_after,
         "float64": wide,
         "float64_reason": observed.float64.reason,
+        "tf32": observed.tf32.outputs() if observed.tf32 is not None else None,  # float32 on CUDA with TF32 allowed
         "reassociated": reassociated,
         "reassociated_reason": why,
         "compile_and_calls_seconds": seconds,
@@ -454,7 +459,7 @@ def _observations(sample_id: str, corpus: Path | None, dtype: str, device: str, 
     found = _observe(sample_id, corpus, dtype, device)
     if stored is not None:
         stored.parent.mkdir(parents=True, exist_ok=True)
-        keys = ("expected", "actual", "float64", "reassociated")
+        keys = ("expected", "actual", "float64", "tf32", "reassociated")
         kept = {k: _storable(v) if k in keys and v is not None else v for k, v in found.items()}
         if "first_after" in kept:
             kept["first_after"] = _storable([kept["first_after"]])[0]
@@ -478,6 +483,7 @@ def child(sample_id: str, corpus: Path | None, dtype: str, device: str, keep: Pa
         found["actual"],
         found["first_after"],
         Float64Run.of(found["float64"], found["float64_reason"]),
+        Float64Run.of(found["tf32"]) if found.get("tf32") is not None else None,
     )
     entry["compile_and_calls_seconds"] = found["compile_and_calls_seconds"]
     entry["float64"] = found["float64_reason"] or "ok"
@@ -653,6 +659,8 @@ def main() -> int:
     parser.add_argument("--limit-seconds", type=int, default=900, help="per sample and dtype")
     parser.add_argument("--samples-k", help="a pytest -k style expression over sample ids")
     parser.add_argument("--max-gib", type=float, default=8.0, help="skip samples whose tensors take more in float64")
+    parser.add_argument("--shard", default="1/1", help="I/N: run every Nth sample from the I-th (1-based)")
+    parser.add_argument("--budget-seconds", type=float, help="start no sample after this long; summarize what ran")
     parser.add_argument(
         "--observations",
         type=Path,
@@ -681,9 +689,15 @@ def main() -> int:
     )
     entries: list[dict[str, Any]] = []
     sizes = {sample_id: _weight_gib(sample_id, args.corpus) for sample_id in ids}
+    index, count = (int(n) for n in args.shard.split("/"))
+    mine = sorted(ids, key=lambda i: sizes[i])[index - 1 :: count]  # the cheap ones first
+    name = "planted_faults" if count == 1 else f"planted_faults-shard{index}of{count}"
+    deadline = time.monotonic() + args.budget_seconds if args.budget_seconds else math.inf
     with tempfile.TemporaryDirectory() as work:
-        for sample_id in sorted(ids, key=lambda i: sizes[i]):  # the cheap ones first
+        for sample_id in mine:
             for dtype in args.dtypes.split(","):
+                if time.monotonic() > deadline:
+                    continue
                 if sizes[sample_id] > args.max_gib:
                     why = f"its tensors take {sizes[sample_id]:.1f} GiB in float64 (--max-gib {args.max_gib:g})"
                     entry = {"sample": sample_id, "dtype": dtype, "device": args.device, "status": "skipped"}
@@ -697,11 +711,12 @@ def main() -> int:
                 entries.append(entry)
                 print(f"{dtype} {sample_id}: {entry['status']} {entry.get('seconds', '')}s", flush=True)
                 document = {"header": header, "legit": LEGIT, "faults": FAULTS, "harmless": HARMLESS}
-                (out / "planted_faults.json").write_text(json.dumps({**document, "entries": entries}, indent=1))
-    summary = summarize(entries, header)
-    (out / "summary.md").write_text(summary + "\n")
+                (out / f"{name}.json").write_text(json.dumps({**document, "entries": entries}, indent=1))
+    left = len(mine) * len(args.dtypes.split(",")) - len(entries)
+    summary = summarize(entries, header + (f"; {left} left for a later run (--budget-seconds)" if left else ""))
+    (out / f"{name}.md").write_text(summary + "\n")
     print(summary)
-    print(f"\nwritten: {out / 'summary.md'}, {out / 'planted_faults.json'}")
+    print(f"\nwritten: {out / f'{name}.md'}, {out / f'{name}.json'}")
     return 0
 
 
