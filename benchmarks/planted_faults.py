@@ -234,15 +234,28 @@ def _harmless(name: str, observed: Any, reassociated: list[Any] | None) -> list[
     if name == "two_ulp":
         signs = lambda t: torch.randint(0, 2, t.shape, generator=_seeded("ulp", t)).to(t.device) * 2.0 - 1  # noqa: E731
         return every_floating(lambda t: _nudge(t, 2 * signs(t)))
-    if name == "float64_recomputed":
+    if name == "float64_recomputed":  # harmless only where the float64 run computes what eager does
         wide = observed.float64.outputs()
-        if wide is None:
+        if wide is None or _untrusted(observed):
             return None
         dtypes = [dict((p, t.dtype) for p, t in _leaves(out)) for out in observed.expected]
         return [_replace(w, lambda p, t, d=d: t.to(d[p]) if p in d else t) for w, d in zip(wide, dtypes, strict=True)]
     if name == "reassociated":
         return reassociated
     raise KeyError(name)
+
+
+def _untrusted(observed: Any) -> str | None:
+    """Why the float64 run is no fair reference for some floating output, or None."""
+    from pytest_inductor_templates.check.second_opinion import untrusted
+
+    wide = observed.float64.outputs() or []
+    for out, ref in zip(observed.expected, wide, strict=False):
+        refs = dict(_leaves(ref))
+        for path, e in _leaves(out):
+            if hasattr(e, "dtype") and _floating(e) and path in refs and (why := untrusted(e, refs[path])):
+                return f"{path}: {why}"
+    return None
 
 
 def _change_beyond_legit(before: list[Any], after: list[Any], expected: list[Any], dtype: str) -> float:
@@ -486,7 +499,7 @@ def child(sample_id: str, corpus: Path | None, dtype: str, device: str, keep: Pa
         Float64Run.of(found["tf32"]) if found.get("tf32") is not None else None,
     )
     entry["compile_and_calls_seconds"] = found["compile_and_calls_seconds"]
-    entry["float64"] = found["float64_reason"] or "ok"
+    entry["float64"] = found["float64_reason"] or _untrusted(observed) or "ok"
     entry["target"] = _target(observed)
     entry["evidence"] = _evidence(observed)
     entry["faults"], entry["harmless"] = {}, {}
@@ -510,7 +523,9 @@ def child(sample_id: str, corpus: Path | None, dtype: str, device: str, keep: Pa
     for name in HARMLESS:
         actual = _harmless(name, observed, found["reassociated"])
         if actual is None:
-            why = found["float64_reason"] if name == "float64_recomputed" else found["reassociated_reason"]
+            why = found["reassociated_reason"]
+            if name == "float64_recomputed":
+                why = found["float64_reason"] or _untrusted(observed)
             entry["harmless"][name] = {"applicable": False, "why": why}
             continue
         change = _change_beyond_legit(observed.expected, actual, observed.expected, dtype)  # from eager
@@ -630,6 +645,13 @@ def _plain_rows(ok: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _float64_rows(ok: list[dict[str, Any]]) -> list[str]:
+    fine = sum(e["float64"] == "ok" for e in ok)
+    lines = [f"  float64 run: a trusted second opinion on {fine}/{len(ok)}"]
+    lines += [f"    {e['sample']}: {e['float64'][:200]}" for e in ok if e["float64"] != "ok"]
+    return lines
+
+
 def summarize(entries: list[dict[str, Any]], header: str) -> str:
     """The tables: caught/applicable per fault, false alarms per harmless change, plain default's failures."""
     lines = [header, "", "Legitimate reassociation error: a fault is applicable where it changes some element by more"]
@@ -647,7 +669,7 @@ def summarize(entries: list[dict[str, Any]], header: str) -> str:
         ok = [e for e in rows if e["status"] == "ok"]
         lines += ["", f"## {dtype} on {rows[0]['device']}: {len(rows)} samples, {len(ok)} compiled and ran", ""]
         lines += [f"  not run: {e['sample']}: {e['status']}: {e.get('reason', '')[:160]}" for e in rows if e not in ok]
-        lines += ["", *_fault_rows(ok), "", *_harmless_rows(ok), "", *_plain_rows(ok)]
+        lines += ["", *_fault_rows(ok), "", *_harmless_rows(ok), "", *_plain_rows(ok), "", *_float64_rows(ok)]
     return "\n".join(lines)
 
 
