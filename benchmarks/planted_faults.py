@@ -682,7 +682,11 @@ def main() -> int:
     parser.add_argument("--samples-k", help="a pytest -k style expression over sample ids")
     parser.add_argument("--max-gib", type=float, default=8.0, help="skip samples whose tensors take more in float64")
     parser.add_argument("--shard", default="1/1", help="I/N: run every Nth sample from the I-th (1-based)")
-    parser.add_argument("--budget-seconds", type=float, help="start no sample after this long; summarize what ran")
+    parser.add_argument(
+        "--budget-seconds",
+        type=float,
+        help="compile no sample after this long (0: only judge what --observations holds); summarize what ran",
+    )
     parser.add_argument(
         "--observations",
         type=Path,
@@ -714,18 +718,18 @@ def main() -> int:
     index, count = (int(n) for n in args.shard.split("/"))
     mine = sorted(ids, key=lambda i: sizes[i])[index - 1 :: count]  # the cheap ones first
     name = "planted_faults" if count == 1 else f"planted_faults-shard{index}of{count}"
-    deadline = time.monotonic() + args.budget_seconds if args.budget_seconds else math.inf
+    deadline = time.monotonic() + args.budget_seconds if args.budget_seconds is not None else math.inf
     with tempfile.TemporaryDirectory() as work:
         for sample_id in mine:
             for dtype in args.dtypes.split(","):
-                if time.monotonic() > deadline:
-                    continue
                 if sizes[sample_id] > args.max_gib:
                     why = f"its tensors take {sizes[sample_id]:.1f} GiB in float64 (--max-gib {args.max_gib:g})"
                     entry = {"sample": sample_id, "dtype": dtype, "device": args.device, "status": "skipped"}
                     entry["reason"] = why
                 elif _stored(args.observations, sample_id, dtype, args.device).exists():
                     entry = child(sample_id, args.corpus, dtype, args.device, args.observations)  # nothing compiles
+                elif time.monotonic() > deadline:
+                    continue  # left for a later run
                 else:
                     started = time.perf_counter()
                     entry = _run_child(sample_id, dtype, args, Path(work))
