@@ -67,6 +67,14 @@ def test_the_second_input_set_keeps_the_weights_and_varies_every_input(corpus: P
     assert second["L_mask_"].dtype == torch.bool and not torch.equal(second["L_mask_"], first["L_mask_"])
 
 
+def test_a_constant_input_varies_around_its_value_on_the_second_call(tmp_path: Path) -> None:
+    meta = GOOD_META.replace("std = 1.0", "std = 0.0")  # L_x_: the constant 0.5, as a captured all-0.5 image
+    sample = GraphNetSample(write_sample(tmp_path / "c" / "s", {"weight_meta.py": meta}).parent, "s")
+    first, second = (inputs.kwargs["L_x_"] for inputs in sample.make_inputs("cpu"))
+    assert torch.all(first == 0.5)
+    assert abs(float(second.mean()) - 0.5) < 0.05 and 0.1 < float(second.std()) < 0.3  # 0.5 + 0.2 * randn
+
+
 def test_hard_coded_cuda_strings_run_on_cpu(corpus: Path) -> None:
     sample = GraphNetSample(corpus, "vision/tiny")
     model = sample.make_model("cpu")
