@@ -304,8 +304,10 @@ def _beyond_eager_error(observed: Any, after: list[Any]) -> float:
     for call, (before_out, after_out, e_out) in enumerate(zip(observed.actual, after, observed.expected, strict=True)):
         refs = dict(_leaves(wide[call]))
         for (path, b), (_, a), (_, e) in zip(_leaves(before_out), _leaves(after_out), _leaves(e_out), strict=True):
-            if not hasattr(b, "dtype") or not _floating(b) or torch.equal(a, b):
+            if not hasattr(b, "dtype") or (a.shape == b.shape and torch.equal(a, b)):
                 continue
+            if not _floating(b):
+                return math.inf  # an integer or bool changed: no rounding excuses it
             ref = refs.get(path)
             if ref is None or a.shape != b.shape or untrusted(e, ref) is not None:
                 return math.inf
@@ -368,13 +370,44 @@ def _evidence(observed: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _probes() -> list[Any]:
+    """The benchmark's own samples: no built-in, and few captured graphs, return integers or bools."""
+    import dataclasses
+
+    import torch
+
+    from pytest_inductor_templates.check.inputs import Inputs
+    from pytest_inductor_templates.samples.builtin import BuiltinSample
+
+    class TopK(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(64, 32)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            scores = self.proj(x)
+            values, indices = scores.topk(4, dim=-1)
+            return values, indices, scores > 0
+
+    @dataclasses.dataclass(frozen=True, eq=False)
+    class Probe(BuiltinSample):
+        @property
+        def id(self) -> str:  # type: ignore[override]
+            return f"probe/{self.name}"
+
+    def inputs(generator: Any, dtype: Any) -> list[Inputs]:
+        return [Inputs((torch.randn(16, 64, generator=generator).to(dtype),)) for _ in range(2)]
+
+    return [Probe("topk_mask", TopK, inputs, description="top-4 scores, their integer indices, a bool mask")]
+
+
 def _build(sample_id: str, corpus: Path | None, dtype: str) -> Any:
     from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
     from pytest_inductor_templates.samples.cast import CastSample
     from pytest_inductor_templates.samples.graphnet import GraphNetSample
 
-    if sample_id.startswith("builtin/"):
-        sample = next(s for s in BUILTIN_SAMPLES if s.id == sample_id)
+    if sample_id.startswith(("builtin/", "probe/")):
+        sample = next(s for s in [*BUILTIN_SAMPLES, *_probes()] if s.id == sample_id)
     else:
         assert corpus is not None
         sample = GraphNetSample(corpus, sample_id.split("/", 1)[1])
@@ -543,7 +576,7 @@ def _sample_ids(corpus: Path | None, expression: str | None) -> list[str]:
     from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
     from pytest_inductor_templates.samples.graphnet import discover
 
-    ids = [s.id for s in BUILTIN_SAMPLES]
+    ids = [s.id for s in [*BUILTIN_SAMPLES, *_probes()]]
     if corpus is not None:
         ids += [f"{corpus.name}/{relative}" if relative != "." else corpus.name for relative in discover(corpus)]
     if expression:
@@ -556,7 +589,7 @@ def _sample_ids(corpus: Path | None, expression: str | None) -> list[str]:
 
 def _weight_gib(sample_id: str, corpus: Path | None) -> float:
     """The sample's tensors in float64, in GiB (from the metadata, without building anything)."""
-    if sample_id.startswith("builtin/") or corpus is None:
+    if sample_id.startswith(("builtin/", "probe/")) or corpus is None:
         return 0.0
     from pytest_inductor_templates.samples.graphnet import GraphNetSample
 
