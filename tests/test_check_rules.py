@@ -17,6 +17,9 @@ from pytest_inductor_templates.check.tolerances import Tolerance
 from pytest_inductor_templates.compile.isolation import isolated_compile_state
 from pytest_inductor_templates.record import Outcome
 
+# Inductor's CPU lowering imports torch.utils.mkldnn, whose ScriptModules warn on torch 2.13
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+
 
 def _call(model: Any, inputs: Inputs) -> Any:
     with torch.no_grad():
