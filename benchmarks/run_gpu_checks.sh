@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks, in one go, on a CUDA machine with torch already installed:
 #   bash benchmarks/run_gpu_checks.sh [what...]
-#   (what: env tests suite fidelity tf32 probe examples samples samples_bf16 memory; default all; also, not in the
-#   default: multigpu (2 GPUs), corpus, isolation and scaling, over CORPUS (default ../shared/graphnet-corpus))
+#   (what: env tests suite fidelity tf32 probe examples samples samples_bf16 memory faults; default all; also, not in
+#   the default: multigpu (2 GPUs), corpus, isolation and scaling, over CORPUS (default ../shared/graphnet-corpus))
 # Logs go to $OUT (default /tmp/gpu-checks). WORKERS: xdist workers of the samples steps (default 8);
 # SAMPLES_K: a -k expression to run only some samples; SHARD: the name of a results shard; STEP_LIMIT: seconds
 # a step may run before it is interrupted (default 540; pytest then still writes what it has).
@@ -12,7 +12,7 @@ set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-checks}
 mkdir -p "$OUT"
-what=${*:-env tests suite fidelity tf32 probe examples samples samples_bf16 memory}
+what=${*:-env tests suite fidelity tf32 probe examples samples samples_bf16 memory faults}
 if ! python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.txt" 2>&1; then
   echo "pip install -e . failed (see install.txt); loading the plugin through PYTEST_PLUGINS"
   export PYTHONPATH=$PWD PYTEST_PLUGINS=pytest_inductor_templates.plugin
@@ -42,6 +42,13 @@ for step in $what; do
           --benchmark-json="$OUT/results-${SHARD:-all}.json" --benchmark-max-time=0.25 \
           -q -p no:cacheprovider -W ignore::DeprecationWarning -m inductor_sample examples 2>&1 \
           | tee "$OUT/results-${SHARD:-all}.txt" | sed -n '/speedup over eager/,$p' | head -60 ;;
+    faults) # planted faults and harmless changes, fp32 and bf16 (CORPUS=dir adds GraphNet samples; FAULTS_SHARD=i/n
+      # one GPU's share). What compiled before the step's budget stays in .planted-faults/ (git-ignored): rerun the
+      # step to go on; a run that finds everything there only judges, and its summary covers every sample
+      OUT="$OUT/faults" limit python3 benchmarks/planted_faults.py --device cuda --dtypes float32,bfloat16 \
+          --limit-seconds 300 --budget-seconds $(( ${STEP_LIMIT:-540} - 320 )) ${CORPUS:+--corpus "$CORPUS"} \
+          ${SAMPLES_K:+--samples-k "$SAMPLES_K"} ${FAULTS_SHARD:+--shard "$FAULTS_SHARD"} \
+          --observations .planted-faults 2>&1 | tee "$OUT/faults.txt" | sed -n '/^planted_faults:/,$p' ;;
     memory) limit python3 benchmarks/memory_over_run.py default,triton,cudagraphs,freezing,aten --synthetic 6 \
           2>&1 | tee "$OUT/memory.txt" | tail -25 ;;
     multigpu) # two GPUs: the built-ins on both, with and without xdist; a planted CUDA fault ends one item

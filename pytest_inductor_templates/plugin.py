@@ -210,7 +210,8 @@ def inductor_check(request: pytest.FixtureRequest, inductor_selection: Any) -> I
     Eager runs twice (a disagreement skips the test as eager_nondeterministic); the compiled model
     runs on the inputs and on a second input, and a mismatch fails the test with every differing
     output named. Tolerances: ``@pytest.mark.inductor_tolerance``, else ``--inductor-tolerance``,
-    else torch.testing's per-dtype defaults.
+    else torch.testing's per-dtype defaults with atol scaled to each output; an output beyond its tolerance
+    gets the float64 second opinion.
     """
     yield from fixtures.checks(_session(request.config), request)
 

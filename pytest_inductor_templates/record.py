@@ -20,6 +20,8 @@ FORMAT = 2  # ``inductor_templates.format`` of the saved JSON; readers refuse ot
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
 PROPERTY_PREFIX = "inductor_"  # a record field ``outcome`` is the report property ``inductor_outcome``
 EAGER = "eager"  # the uncompiled reference row's template
+FIRST_COMPARISON = "first comparison"  # check_rule: decided by the scale-aware tolerance alone
+SECOND_OPINION = "second opinion"  # check_rule: an output beyond it was cleared by the float64 second opinion
 
 
 class Outcome(str, Enum):
@@ -72,7 +74,8 @@ class ItemRecord:
     outcome: Outcome | None = None
     reason: str = ""  # one line
     tolerance_level: int | None = None  # tightest GraphNet tolerance level t at which every output passes
-    fp64_second_opinion: str | None = None  # the outputs cleared by the float64 second opinion
+    check_rule: str | None = None  # what decided the comparison: ``first comparison``, ``second opinion``, ...
+    fp64_second_opinion: str | None = None  # each output the float64 second opinion cleared, with its figures
     # what the template did
     effect: str | None = None  # ``effect``, ``no effect``, ``not observed``; None when nothing to judge
     effect_evidence: str = ""

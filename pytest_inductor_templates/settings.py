@@ -95,7 +95,8 @@ OPTIONS = (
     ),
     Option(
         "inductor_tolerance",
-        "compare every floating output with this rtol and atol instead of torch.testing's per-dtype defaults",
+        "compare every floating output with this rtol and absolute atol instead of torch.testing's per-dtype "
+        "defaults (whose atol scales with each output)",
         "RTOL,ATOL",
     ),
     Option(

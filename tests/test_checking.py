@@ -1,4 +1,5 @@
-"""The comparison engine on its own: structure, dtype, shape, exact integers, non-finite values, levels."""
+"""The comparison engine on its own: structure, dtype, shape, exact integers, non-finite values, scale-aware
+tolerances, levels, the float64 second opinion's bounds, derived second inputs."""
 
 from __future__ import annotations
 
@@ -8,9 +9,19 @@ from collections import namedtuple
 import pytest
 import torch
 
-from pytest_inductor_templates.check.diff import compare_outputs as compare
-from pytest_inductor_templates.check.diff import round_to_tf32
+from pytest_inductor_templates.check.diff import compare_outputs
+from pytest_inductor_templates.check.float64 import round_to_tf32
+from pytest_inductor_templates.check.second_opinion import Reference
 from pytest_inductor_templates.check.tolerances import Tolerance, default_tolerance, graphnet_tolerance
+
+
+def compare(actual, expected, tolerance=None, reference64=None, reference_tf32=None, names=("compiled", "eager")):
+    """compare_outputs with the float64 outputs (and TF32-rounded ones) of a single-tensor output given."""
+    if reference64 is None:
+        return compare_outputs(actual, expected, tolerance, names=names)
+    tf32 = {"out": reference_tf32()} if reference_tf32 is not None else None
+    return compare_outputs(actual, expected, tolerance, lambda: Reference({"out": reference64()}, tf32), names)
+
 
 Pair = namedtuple("Pair", ["left", "right"])
 
@@ -65,8 +76,9 @@ def test_value_message_names_leaf_errors_and_the_worst_element() -> None:
     actual["logits"][1][0, 0] += 0.01
     message = compare(actual, expected).mismatches[0].message
     assert message == (
-        "out['logits'][1]: float32 [2, 3]: 2 of 6 elements (33.3%) differ beyond rtol 1.3e-06, atol 1e-05; "
-        "max abs error 0.25, max rel error 0.25; worst at index (1, 2): compiled 1.25, eager 1.0"
+        "out['logits'][1]: float32 [2, 3]: 2 of 6 elements (33.3%) differ beyond rtol 1.3e-06, atol 1e-05 "
+        "(1e-05 x max|eager| 1); max abs error 0.25, max rel error 0.25; "
+        "worst at index (1, 2): compiled 1.25, eager 1.0"
     )
 
 
@@ -75,7 +87,19 @@ def test_non_finite_values() -> None:
     assert compare(torch.tensor([1.0, nan, inf, -inf]), torch.tensor([1.0, nan, inf, -inf])).ok
     where_finite = compare(torch.tensor([nan, 1.0]), torch.tensor([2.0, 1.0]))
     assert where_finite.mismatches[0].kind == "nonfinite" and where_finite.level is None
-    assert "(1 where only one side is NaN or Inf)" in where_finite.mismatches[0].message
+    assert where_finite.mismatches[0].message == (
+        "out: float32 [2]: 1 of 2 elements (50.0%) differ: 1 NaN where eager is finite; "
+        "first at index (0,): compiled nan, eager 2.0"
+    )
+    mixed = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    broken = mixed.clone()
+    broken[0, 1], broken[1, 0], broken[1, 2], broken[0, 0] = nan, inf, nan, 1.5
+    message = compare(broken, mixed).mismatches[0].message
+    assert message.startswith(
+        "out: float32 [2, 3]: 4 of 6 elements (66.7%) differ: 2 NaN where eager is finite, 1 +Inf where eager is "
+        "finite; first at index (0, 1): compiled nan, eager 2.0; 1 beyond rtol 1.3e-06"
+    ), message  # counted by kind, with the first position; the finite difference after, its max error finite
+    assert "max abs error 0.5" in message
     assert not compare(torch.tensor([1.0]), torch.tensor([inf])).ok
     assert not compare(torch.tensor([-inf]), torch.tensor([inf])).ok
 
@@ -98,12 +122,13 @@ def test_level_is_the_tightest_passing_one() -> None:
 def test_low_precision_second_opinion() -> None:
     torch.manual_seed(0)
     exact = torch.randn(1000, dtype=torch.float64)
-    eager = exact.to(torch.bfloat16)
-    # a correct low-precision result: rounded differently, as close to fp64 as eager is
-    correct = (exact + torch.randn(1000, dtype=torch.float64) * 0.004 * exact.abs()).to(torch.bfloat16)
+    # eager rounds to bf16 after every step of a deep model: about 1% off float64
+    eager = (exact * (1 + 0.01 * torch.randn(1000, dtype=torch.float64))).to(torch.bfloat16)
+    correct = exact.to(torch.bfloat16)  # a compiled model that keeps float32 inside and rounds once
     assert not compare(correct, eager).ok  # beyond bf16's default tolerance on its own ...
     verdict = compare(correct, eager, reference64=lambda: exact)
-    assert verdict.ok and verdict.second_opinions == ["out"]  # ... but the fp64 reference clears it
+    assert verdict.ok and verdict.rule == "second opinion"  # ... but the fp64 reference clears it, with figures
+    assert verdict.second_opinions[0].startswith("out: against float64, compiled vs eager: RMSE ")
     wrong = eager.clone()
     wrong[10] += 1.0  # a real miscompile: one element far off
     assert not compare(wrong, eager, reference64=lambda: exact).ok
@@ -131,7 +156,7 @@ def test_fp32_under_tf32_is_judged_against_tf32_rounding() -> None:
     assert not compare(compiled, eager).ok
     assert not compare(compiled, eager, reference64=lambda: exact).ok  # eager's own error is far smaller
     verdict = compare(compiled, eager, reference64=lambda: exact, reference_tf32=lambda: tf32_exact)
-    assert verdict.ok and verdict.second_opinions == ["out"]
+    assert verdict.ok and verdict.rule == "second opinion"
     wrong = compiled.clone()
     wrong[3, 7] += 1.0  # a miscompiled element (values are ~16, TF32 noise ~0.005) stays caught
     assert not compare(wrong, eager, reference64=lambda: exact, reference_tf32=lambda: tf32_exact).ok
@@ -142,11 +167,62 @@ def test_messages_name_both_sides_and_say_when_a_relative_error_is_undefined() -
     off = zeros.clone()
     off[2] = 0.5
     assert compare(off, zeros).mismatches[0].message == (
-        "out: float32 [4]: 1 of 4 elements (25.0%) differ beyond rtol 1.3e-06, atol 1e-05; max abs error 0.5, "
-        "max rel error undefined (eager is 0 where they differ); worst at index (2,): compiled 0.5, eager 0.0"
+        "out: float32 [4]: 1 of 4 elements (25.0%) differ beyond rtol 1.3e-06, atol 1.18e-38 (1e-05 x max|eager| 0); "
+        "max abs error 0.5, max rel error undefined (eager is 0 where they differ); "
+        "worst at index (2,): compiled 0.5, eager 0.0"
     )
     runs = ("eager run 2", "eager run 1")  # how the check names eager compared with itself
     assert compare(off, zeros, names=runs).mismatches[0].message.endswith("eager run 2 0.5, eager run 1 0.0")
     assert compare({"a": zeros}, {"a": zeros, "b": zeros}, names=runs).mismatches[0].message == (
         "out: keys missing from the eager run 2 output: ['b']"
     )
+
+
+def test_the_default_tolerance_scales_with_each_output_and_an_explicit_one_does_not() -> None:
+    torch.manual_seed(0)
+    tiny = torch.randn(8, 16) * 1e-13  # an output of magnitude 1e-13
+    channel = tiny.clone()
+    channel[:, 3] *= 1.001  # one channel 0.1% off
+    assert not compare(channel, tiny).ok  # seen: atol is 1e-5 of the output's own largest value
+    assert compare(channel, tiny, Tolerance(1.3e-6, 1e-5)).ok  # an absolute atol of 1e-5 sees nothing at 1e-13
+    large = torch.randn(8, 16) * 1e4
+    wobble = large + torch.randn(8, 16) * 1e-3  # a reassociation's wobble on outputs of 1e4
+    assert compare(wobble, large).ok and compare(wobble, large).rule == "first comparison"
+    assert not compare(wobble, large, Tolerance(1.3e-6, 1e-5)).ok
+    zeros = torch.zeros(4)
+    assert compare(zeros + 1e-39, zeros).ok  # below float32's smallest normal number: no precision to judge
+    assert not compare(zeros + 1e-30, zeros).ok
+
+
+def test_second_opinion_bounds_each_slice_and_trusts_only_a_close_float64_run() -> None:
+    torch.manual_seed(0)
+    exact = torch.randn(64, 256, dtype=torch.float64)
+    eager = (exact * (1 + 0.004 * torch.randn(64, 256, dtype=torch.float64))).to(torch.bfloat16)  # ~1 ulp off
+    row = exact.clone()
+    row[-1] *= 1.02  # one row 2% off, the rest exact: the RMSE and the worst element stay within eager's
+    verdict = compare(row.to(torch.bfloat16), eager, reference64=lambda: exact)
+    assert verdict.rule == "second opinion: slice" and "at dim 0 index 63" in verdict.mismatches[0].message
+    other_program = exact.clone()
+    other_program[:, :8] = 5.0  # the float64 run computed something else there (a mask compared with ==)
+    distrusted = compare(row.to(torch.bfloat16), eager, reference64=lambda: other_program)
+    assert distrusted.rule == "first comparison"
+    assert "float64 run not trusted: eager is " in distrusted.mismatches[0].message
+
+
+def test_a_derived_second_input_varies_every_tensor_unless_eager_rejects_it() -> None:
+    from pytest_inductor_templates.check.inputs import Inputs, later_inputs
+    from pytest_inductor_templates.check.runner import CheckSubject, observe
+
+    ids, mask = torch.tensor([[3, 1, 4, 1, 5]]), torch.tensor([[True, True, False, True, True]])
+    every, floats_only = later_inputs(Inputs((ids,), {"mask": mask, "scale": torch.tensor(2.0)}))
+    assert every.args[0].tolist() == [[5, 3, 1, 4, 1]] and every.kwargs["mask"].tolist() == [[True] * 3 + [False, True]]
+    assert floats_only.args[0] is ids and every.kwargs["scale"].item() == 2.0  # one element: nothing to roll
+
+    def sorted_lengths(lengths: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        if lengths.tolist() != sorted(lengths.tolist(), reverse=True):
+            raise ValueError("lengths must be sorted")
+        return x * lengths.sum()
+
+    first = Inputs((torch.tensor([3, 2, 1]), torch.arange(4.0)))
+    observed = observe(CheckSubject(lambda: sorted_lengths, sorted_lengths, [first]))
+    assert [x.tolist() for x in observed.expected] == [[0.0, 6.0, 12.0, 18.0], [18.0, 0.0, 6.0, 12.0]]

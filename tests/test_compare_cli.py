@@ -253,8 +253,11 @@ def test_report_renders_outcome_effect_and_speedup_as_markdown(runs) -> None:
     data = json.loads(runs["failing"].read_text())
     launch = next(b for b in data["benchmarks"] if b["fullname"].endswith("launch_bound::bench[default-cpu]"))
     assert f"| builtin/launch_bound [cpu] | pass / {launch['extra_info']['speedup']:.2f}x |" in lines
-    assert "| builtin/embedding [cpu] | accuracy_fail |" in lines  # a failed item: its outcome, no speedup
-    assert any(line.startswith("- builtin/embedding/default/cpu: accuracy_fail: call 1 of 2: out[0]") for line in lines)
+    assert (
+        "| builtin/embedding [cpu] | accuracy_fail (second opinion: RMSE) |" in lines
+    )  # its outcome and rule, no speedup
+    failed = "- builtin/embedding/default/cpu: accuracy_fail (second opinion: RMSE): call 1 of 2: out[0][0]"
+    assert any(line.startswith(failed) for line in lines), result.stdout
 
 
 def test_templates_that_all_leaves_out_are_named_with_the_reason(tmp_path: Path) -> None:

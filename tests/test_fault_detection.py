@@ -86,6 +86,22 @@ def test_fault(inductor_check, kind):
     inductor_check(TwoHeads().eval(), torch.randn(4, 8))
 
 
+class TokenHead(torch.nn.Module):  # takes only integer token ids: the second call must vary them
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 8)
+
+    def forward(self, ids):
+        return self.embed(ids).sum(1), ids.argmax(-1)
+
+
+def test_stale_with_token_ids_only(inductor_check):
+    FAULT["kind"] = "stale"
+    torch.manual_seed(0)
+    inductor_check(TokenHead().eval(), torch.randint(0, 50, (4, 6)))
+
+
 def test_eager_fails(inductor_check):
     def broken(x):
         raise ValueError("eager itself is broken")
@@ -108,24 +124,44 @@ def test_marker_tolerance_accepts_a_small_error(inductor_check):
     inductor_check(TwoHeads().eval(), torch.randn(4, 8))
 """
 
-EXPECTED = {
-    "none": ("pass", None),
-    "perturb": ("accuracy_fail", "call 1 of 2: out['a']: float32 [4, 8]: 1 of 32 elements (3.1%) differ"),
-    "swap": ("accuracy_fail", "call 1 of 2: out['a']: float32 [4, 8]"),
-    "dtype": ("accuracy_fail", "call 1 of 2: out['a']: dtype compiled torch.float64, eager torch.float32"),
-    "shape": ("accuracy_fail", "call 1 of 2: out['a']: shape compiled (3, 8), eager (4, 8)"),
+EXPECTED = {  # outcome, reason, the rule that decided
+    "none": ("pass", None, "first comparison"),
+    "perturb": (
+        "accuracy_fail",
+        "call 1 of 2: out['a']: float32 [4, 8]: 1 of 32 elements (3.1%) differ",
+        "second opinion: RMSE",
+    ),
+    "swap": ("accuracy_fail", "call 1 of 2: out['a']: float32 [4, 8]", "second opinion: RMSE"),
+    "dtype": ("accuracy_fail", "call 1 of 2: out['a']: dtype compiled torch.float64, eager torch.float32", "dtype"),
+    "shape": ("accuracy_fail", "call 1 of 2: out['a']: shape compiled (3, 8), eager (4, 8)", "shape"),
     "nan": (
         "accuracy_fail",
-        "call 1 of 2: out['a']: float32 [4, 8]: 1 of 32 elements (3.1%) differ (1 where only one side is NaN or Inf)",
+        "call 1 of 2: out['a']: float32 [4, 8]: 1 of 32 elements (3.1%) differ: 1 NaN where eager is finite; "
+        "first at index (0, 5): compiled nan, eager ",
+        "nonfinite",
     ),
-    "stale": ("accuracy_fail", "call 2 of 2: out['a']"),
+    "stale": (
+        "accuracy_fail",
+        "call 2 of 2 returned a stale output: out['a']: call 2 returned call 1's values again, while eager's output "
+        "changed (in ",
+        "stale output",
+    ),
     "overwrite": (
         "accuracy_fail",
         "the first call's output changed after a later call (overwritten in place): out['a']",
+        "overwritten",
     ),
-    "drop_key": ("accuracy_fail", "call 1 of 2: out: keys missing from the compiled output: ['b']"),
-    "compile_error": ("compile_fail", "compile failed in backend 'faulty': RuntimeError: planted compile error"),
-    "runtime_error": ("runtime_fail", "the compiled model raised on call 2: RuntimeError: planted runtime error"),
+    "drop_key": ("accuracy_fail", "call 1 of 2: out: keys missing from the compiled output: ['b']", "structure"),
+    "compile_error": (
+        "compile_fail",
+        "compile failed in backend 'faulty': RuntimeError: planted compile error",
+        None,
+    ),
+    "runtime_error": (
+        "runtime_fail",
+        "the compiled model raised on call 2: RuntimeError: planted runtime error",
+        None,
+    ),
 }
 
 
@@ -153,11 +189,12 @@ def fault_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, 
 @pytest.mark.parametrize("kind", list(EXPECTED))
 def test_each_planted_fault_is_caught_with_its_category_and_leaf(fault_run, kind: str) -> None:
     output, properties = fault_run
-    outcome, reason = EXPECTED[kind]
+    outcome, reason, rule = EXPECTED[kind]
     props = properties[f"test_faults::test_fault[{kind}-default]"]
     assert props["inductor_outcome"] == outcome, output
     if reason:
         assert props["inductor_reason"].startswith(reason), props["inductor_reason"]
+    assert props.get("inductor_check_rule") == rule
     assert props["inductor_template"] == "default" and props["inductor_device"] == "cpu"
 
 
@@ -168,6 +205,13 @@ def test_accuracy_failure_explains_without_a_traceback(fault_run) -> None:
     assert "max abs error 0.5" in section and "worst at index (0, 3)" in section
     assert "Traceback" not in section and "torch/" not in section
     assert "torch.__trace" not in output  # no flood of torch's structured-trace records in captured logs
+
+
+def test_a_stale_output_is_caught_for_a_model_that_takes_only_token_ids(fault_run) -> None:
+    _, properties = fault_run
+    props = properties["test_faults::test_stale_with_token_ids_only[default]"]
+    assert props["inductor_outcome"] == "accuracy_fail" and props["inductor_check_rule"] == "stale output"
+    assert props["inductor_reason"].startswith("call 2 of 2 returned a stale output: out[0]: call 2 returned call 1's")
 
 
 def test_eager_problems_are_not_blamed_on_the_compiler(fault_run) -> None:
@@ -205,7 +249,7 @@ def test_marker_tolerance_is_used(fault_run) -> None:
 def test_summary_table_counts_every_category(fault_run) -> None:
     output, _ = fault_run
     table = output.split("inductor-templates: check outcomes per template")[1]
-    assert re.search(r"default\s+15\s+2\s+8\s+2\s+1\s+1\s+1\s+0\s+0\s+0\s+0\s+13%", table), table
+    assert re.search(r"default\s+16\s+2\s+9\s+2\s+1\s+1\s+1\s+0\s+0\s+0\s+0\s+12%", table), table
     assert "accuracy_fail test_faults.py::test_fault[perturb-default]: call 1 of 2: out['a']" in output
 
 
@@ -215,7 +259,7 @@ def test_long_traceback_shows_the_compile_error(pytester: pytest.Pytester) -> No
     result = pytester.runpytest_subprocess(
         "--inductor-backend=faulty", "--tb=long", "-k", "compile_error", "-W", "ignore::DeprecationWarning"
     )
-    result.assert_outcomes(failed=1, deselected=14)
+    result.assert_outcomes(failed=1, deselected=15)
     result.stdout.fnmatch_lines(['*raise RuntimeError("planted compile error")*', "*BackendCompilerFailed*"])
 
 

@@ -55,6 +55,26 @@ def test_tensors_follow_the_metadata_and_the_seed(corpus: Path) -> None:
     assert not torch.equal(other["L_x_"], x)  # seeded per sample
 
 
+def test_the_second_input_set_keeps_the_weights_and_varies_every_input(corpus: Path) -> None:
+    first, second = (inputs.kwargs for inputs in GraphNetSample(corpus, "vision/tiny").make_inputs("cpu"))
+    for name in ("L_self_modules_fc_parameters_weight_", "L_self_modules_fc_parameters_bias_"):
+        assert second[name] is first[name]  # the module's state: the same tensors
+    assert not torch.equal(second["L_x_"], first["L_x_"])  # floats redrawn by the metadata's rule
+    assert abs(float(second["L_x_"].mean()) - 0.5) < 0.15
+    ids = second["L_ids_"]  # integers redrawn within min_val/max_val
+    assert not torch.equal(ids, first["L_ids_"]) and int(ids.min()) >= 3 and int(ids.max()) <= 7
+    assert second["L_scale_"].tolist() == [6.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # literal data: rolled by one place
+    assert second["L_mask_"].dtype == torch.bool and not torch.equal(second["L_mask_"], first["L_mask_"])
+
+
+def test_a_constant_input_varies_around_its_value_on_the_second_call(tmp_path: Path) -> None:
+    meta = GOOD_META.replace("std = 1.0", "std = 0.0")  # L_x_: the constant 0.5, as a captured all-0.5 image
+    sample = GraphNetSample(write_sample(tmp_path / "c" / "s", {"weight_meta.py": meta}).parent, "s")
+    first, second = (inputs.kwargs["L_x_"] for inputs in sample.make_inputs("cpu"))
+    assert torch.all(first == 0.5)
+    assert abs(float(second.mean()) - 0.5) < 0.05 and 0.1 < float(second.std()) < 0.3  # 0.5 + 0.2 * randn
+
+
 def test_hard_coded_cuda_strings_run_on_cpu(corpus: Path) -> None:
     sample = GraphNetSample(corpus, "vision/tiny")
     model = sample.make_model("cpu")

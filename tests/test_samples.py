@@ -306,4 +306,5 @@ def test_benchmark_json_carries_the_check_outcome(pytester: pytest.Pytester) -> 
     info = entries["bench[default-cpu]"]["extra_info"]
     assert info["sample"] == "builtin/norm_softmax" and info["template"] == "default" and info["device"] == "cpu"
     assert info["outcome"] == "pass" and isinstance(info["tolerance_level"], int)
+    assert info["check_rule"] == "first comparison"
     assert entries["bench[default-cpu]"]["group"] == "builtin/norm_softmax[cpu]"

@@ -1,4 +1,9 @@
-"""Compiled-versus-eager differences of nested outputs: structure, then dtype and shape, then values."""
+"""Compiled-versus-eager differences of nested outputs: structure, then dtype and shape, then values.
+
+Integer and bool leaves compare exactly. A floating leaf passes the first comparison when every element is
+within ``atol + rtol * |eager|`` (by default torch.testing's tolerances for its dtype, atol scaled to the
+leaf's largest |eager|); one that does not gets the float64 second opinion (``second_opinion.judge``).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..compile.outputs import leaves
-from .tolerances import LEVELS, LOW_PRECISION, Tolerance, default_tolerance, dtype_name, graphnet_tolerance
+from ..record import FIRST_COMPARISON, SECOND_OPINION
+from . import second_opinion
+from .second_opinion import Reference
+from .tolerances import LEVELS, Tolerance, default_tolerance, dtype_name, graphnet_tolerance
 
-SECOND_OPINION_FACTOR = 3.0  # compiled RMSE vs fp64 may be this many times eager's (as torch._dynamo.utils.same)
-SECOND_OPINION_MAX_FACTOR = 10.0  # and its worst element this many times eager's worst: one bad element stays caught
+EXACT = Tolerance(0.0, 0.0)
 Names = tuple[str, str]  # what the two sides are called in messages
 COMPILED_VS_EAGER: Names = ("compiled", "eager")
 
@@ -21,8 +28,15 @@ class Mismatch:
     """One way the compiled output differs from eager, at one place in the output."""
 
     path: str
-    kind: str  # structure, value, dtype, shape, device, values, nonfinite, overwritten
+    kind: str  # structure, value, dtype, shape, device, exact, values, nonfinite, stale, overwritten
     message: str
+    rule: str = ""  # what decided it, when that is not the kind itself: ``first comparison``, ``second opinion: ...``
+    count: int = 0  # for a tensor's values: how many elements differ, of how many
+    total: int = 0
+
+    @property
+    def decided_by(self) -> str:
+        return self.rule or self.kind
 
 
 @dataclass
@@ -31,11 +45,18 @@ class OutputDiff:
 
     mismatches: list[Mismatch] = field(default_factory=list)
     level: int | None = LEVELS[0]  # tightest GraphNet tolerance level at which every leaf passes
-    second_opinions: list[str] = field(default_factory=list)  # leaves passed on the fp64 reference
+    second_opinions: list[str] = field(default_factory=list)  # the second opinion's figures, per leaf it cleared
 
     @property
     def ok(self) -> bool:
         return not self.mismatches
+
+    @property
+    def rule(self) -> str:
+        """What decided: the first mismatch's rule, else the second opinion if it cleared a leaf."""
+        if self.mismatches:
+            return self.mismatches[0].decided_by
+        return SECOND_OPINION if self.second_opinions else FIRST_COMPARISON
 
 
 def _structure(actual: Any, expected: Any, path: str, out: list[Mismatch], names: Names = COMPILED_VS_EAGER) -> None:
@@ -73,42 +94,59 @@ def _structure(actual: Any, expected: Any, path: str, out: list[Mismatch], names
             _structure(getattr(actual, f.name), getattr(expected, f.name), f"{path}.{f.name}", out, names)
 
 
-def _index(flat_index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    index = []
-    for size in reversed(shape):
-        index.append(flat_index % size if size else 0)
-        flat_index //= max(size, 1)
-    return tuple(reversed(index))
-
-
-@dataclass
-class _LeafErrors:
-    bad: Any  # bool tensor: elements beyond tolerance or with a non-finite mismatch
-    nonfinite: int
-    abs_err: Any
-    rel_err: Any
-
-
-def _errors(a: Any, e: Any, tolerance: Tolerance) -> _LeafErrors:
-    import torch
-
-    a64, e64 = _real(a).double(), _real(e).double()
-    nonfinite = (a64.isnan() != e64.isnan()) | (a64.isposinf() != e64.isposinf()) | (a64.isneginf() != e64.isneginf())
-    both = a64.isfinite() & e64.isfinite()
-    abs_err = torch.where(both, (a64 - e64).abs(), torch.zeros_like(a64))
-    rel_err = abs_err / e64.abs().clamp(min=torch.finfo(torch.float64).tiny)
-    bad = nonfinite | (abs_err > tolerance.atol + tolerance.rtol * e64.abs().nan_to_num(0.0, 0.0, 0.0))
-    return _LeafErrors(bad, int(nonfinite.sum()), abs_err, rel_err)
-
-
 def _real(t: Any) -> Any:
     import torch
 
     return torch.view_as_real(t) if t.is_complex() else t
 
 
-def _level(e: Any, errors: _LeafErrors) -> int | None:
-    if errors.nonfinite:
+def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    import torch
+
+    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if shape else ()
+
+
+def _class_names(t: Any) -> Any:
+    """Per element: 0 finite, 1 NaN, 2 +Inf, 3 -Inf."""
+    return t.isnan().long() + 2 * t.isposinf().long() + 3 * t.isneginf().long()
+
+
+_CLASS = ("finite", "NaN", "+Inf", "-Inf")
+
+
+@dataclass
+class LeafErrors:
+    """Where and by how much one tensor leaf differs from eager's."""
+
+    bad: Any  # bool tensor: elements beyond tolerance or with a non-finite mismatch
+    nonfinite: Any  # bool tensor: NaN or Inf on one side where the other has something else
+    abs_err: Any  # |a - e| where both are finite, else 0
+    scale: float  # the largest finite |eager|
+    atol: float  # the absolute tolerance used (scaled to ``scale`` when the tolerance is)
+
+    @property
+    def nonfinite_count(self) -> int:
+        return int(self.nonfinite.sum())
+
+
+def leaf_errors(a: Any, e: Any, tolerance: Tolerance) -> LeafErrors:
+    """Elementwise comparison of two CPU tensors of one dtype and shape."""
+    import torch
+
+    a64, e64 = _real(a).double(), _real(e).double()
+    nonfinite = _class_names(a64) != _class_names(e64)
+    both = a64.isfinite() & e64.isfinite()
+    abs_err = torch.where(both, (a64 - e64).abs(), torch.zeros_like(a64))
+    finite_e = e64[e64.isfinite()].abs()
+    scale = float(finite_e.max()) if finite_e.numel() else 0.0
+    atol = tolerance.atol_for(scale, e.dtype)
+    bad = nonfinite | (abs_err > atol + tolerance.rtol * e64.abs().nan_to_num(0.0, 0.0, 0.0))
+    return LeafErrors(bad, nonfinite, abs_err, scale, atol)
+
+
+def _level(e: Any, errors: LeafErrors) -> int | None:
+    """The tightest GraphNet level (absolute atol = 10^t, as GraphNet grades) at which the leaf passes."""
+    if errors.nonfinite_count:
         return None
     expected = _real(e).double().abs().nan_to_num(0.0, 0.0, 0.0)
     for level in LEVELS:
@@ -118,80 +156,70 @@ def _level(e: Any, errors: _LeafErrors) -> int | None:
     return None
 
 
-def _error_vs(a: Any, ref: Any) -> tuple[float, float]:
-    """RMSE and worst absolute error of ``a`` against the fp64 reference."""
-    diff = (a.double() - ref.double()).nan_to_num(0.0, 0.0, 0.0).abs()
-    return (float(diff.pow(2).mean().sqrt()), float(diff.max())) if diff.numel() else (0.0, 0.0)
+def _shown(t: Any, index: tuple[int, ...]) -> Any:
+    return _real(t)[index].item() if index or t.dim() == 0 else _real(t).item()
 
 
-def _within_second_opinion(a: Any, e: Any, ref: Any, tolerance: Tolerance, tf32_ref: Any = None) -> bool:
-    """Compiled's error against fp64 within a small multiple of eager's (or of TF32 rounding's, under TF32)."""
-    (compiled_rmse, compiled_max), (eager_rmse, eager_max) = _error_vs(a, ref), _error_vs(e, ref)
-    if tf32_ref is not None:
-        tf32_rmse, tf32_max = _error_vs(tf32_ref, ref)
-        eager_rmse, eager_max = max(eager_rmse, tf32_rmse), max(eager_max, tf32_max)
-    floor = tolerance.atol / 10
-    return (
-        compiled_rmse <= SECOND_OPINION_FACTOR * eager_rmse + floor
-        and compiled_max <= SECOND_OPINION_MAX_FACTOR * eager_max + floor
+def _nonfinite_message(a: Any, e: Any, errors: LeafErrors, names: Names) -> str:
+    """``2 NaN where eager is finite, 1 finite where eager is +Inf; first at index (0, 5): compiled nan, eager 0.5``."""
+    import torch
+
+    ra, re = _real(a).double(), _real(e).double()
+    pairs = torch.stack([_class_names(ra)[errors.nonfinite], _class_names(re)[errors.nonfinite]], dim=1)
+    kinds, counts = torch.unique(pairs, dim=0, return_counts=True)
+    order = counts.argsort(descending=True)
+    described = ", ".join(
+        f"{int(counts[i])} {_CLASS[int(kinds[i][0])]} where {names[1]} is {_CLASS[int(kinds[i][1])]}" for i in order
     )
+    first = _index(int(errors.nonfinite.reshape(-1).nonzero()[0]), tuple(errors.nonfinite.shape))
+    return f"{described}; first at index {first}: {names[0]} {_shown(a, first)!r}, {names[1]} {_shown(e, first)!r}"
 
 
-def _values_message(path: str, a: Any, e: Any, errors: _LeafErrors, tolerance: Tolerance, names: Names) -> str:
+def values_message(
+    path: str, a: Any, e: Any, errors: LeafErrors, tolerance: Tolerance, names: Names = COMPILED_VS_EAGER
+) -> str:
+    """One line naming how many elements differ, how (non-finite ones by kind), by how much, and the worst."""
     count, total = int(errors.bad.sum()), errors.bad.numel()
-    flat = errors.bad.reshape(-1)
-    worst = int(flat.nonzero()[0]) if errors.nonfinite else int((errors.abs_err.reshape(-1) * flat).argmax())
-    index = _index(worst, tuple(errors.bad.shape))
-    shown_a, shown_e = _real(a)[index].item(), _real(e)[index].item()
     head = f"{path}: {dtype_name(e.dtype)} {list(e.shape)}: {count} of {total} elements ({count / total:.1%}) differ"
     if not e.is_floating_point() and not e.is_complex():
-        return f"{head} (compared exactly); first at index {index}: {names[0]} {shown_a}, {names[1]} {shown_e}"
-    nonfinite = f" ({errors.nonfinite} where only one side is NaN or Inf)" if errors.nonfinite else ""
-    return (
-        f"{head}{nonfinite} beyond rtol {tolerance.rtol:g}, atol {tolerance.atol:g}; max abs error "
-        f"{float(errors.abs_err.max()):.3g}, {_max_relative(e, errors)}; worst at index {index}: "
-        f"{names[0]} {shown_a!r}, {names[1]} {shown_e!r}"
-    )
+        first = _index(int(errors.bad.reshape(-1).nonzero()[0]), tuple(errors.bad.shape))
+        shown = f"{names[0]} {_shown(a, first)}, {names[1]} {_shown(e, first)}"
+        return f"{head} (compared exactly); first at index {first}: {shown}"
+    beyond = errors.bad & ~errors.nonfinite
+    parts = [f": {_nonfinite_message(a, e, errors, names)}"] if errors.nonfinite_count else []
+    if bool(beyond.any()):
+        worst = _index(int((errors.abs_err * beyond).reshape(-1).argmax()), tuple(beyond.shape))
+        scaled = f" ({tolerance.atol:g} x max|{names[1]}| {errors.scale:.3g})" if tolerance.scaled else ""
+        parts.append(
+            ("; " + str(int(beyond.sum())) if parts else "")
+            + f" beyond rtol {tolerance.rtol:g}, atol {errors.atol:.3g}{scaled}; "
+            f"max abs error {float(errors.abs_err[beyond].max()):.3g}, {_max_relative(e, errors, beyond)}; "
+            f"worst at index {worst}: {names[0]} {_shown(a, worst)!r}, {names[1]} {_shown(e, worst)!r}"
+        )
+    return head + "".join(parts)
 
 
-def _max_relative(e: Any, errors: _LeafErrors) -> str:
+def _max_relative(e: Any, errors: LeafErrors, beyond: Any) -> str:
     """The largest relative error among the differing elements; undefined where eager is 0 there."""
-    nonzero = errors.bad & (_real(e).double().abs() > 0)
+    magnitude = _real(e).double().abs()
+    nonzero = beyond & (magnitude > 0)
     if not bool(nonzero.any()):
         return "max rel error undefined (eager is 0 where they differ)"
-    return f"max rel error {float(errors.rel_err[nonzero].max()):.3g}"
-
-
-def tf32_enabled() -> bool:
-    """Whether CUDA may run float32 matmuls or convolutions in TF32 (10-bit mantissa) right now."""
-    import torch
-
-    return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
-
-
-def round_to_tf32(t: Any) -> Any:
-    """``t`` (float64) rounded to TF32's precision: 10 explicit mantissa bits, round to nearest."""
-    import torch
-
-    mantissa, exponent = torch.frexp(t)  # mantissa in [0.5, 1): 11 significant bits are TF32's 1 + 10
-    return torch.ldexp(torch.round(mantissa * 2048) / 2048, exponent)
+    return f"max rel error {float((errors.abs_err / magnitude.clamp(min=1e-300))[nonzero].max()):.3g}"
 
 
 def compare_outputs(
     actual: Any,
     expected: Any,
     tolerance: Tolerance | None = None,
-    reference64: Callable[[], Any] | None = None,
-    reference_tf32: Callable[[], Any] | None = None,
+    reference: Callable[[], Reference] | None = None,
     names: Names = COMPILED_VS_EAGER,
 ) -> OutputDiff:
-    """Compare compiled ``actual`` with eager ``expected``; ``reference64`` gives fp64 outputs on demand.
+    """Compare compiled ``actual`` with eager ``expected``; ``reference`` gives the float64 run on demand.
 
     Integer and bool leaves compare exactly; floating leaves within ``tolerance`` (else torch.testing's
-    default for their dtype). A low-precision leaf beyond it (fp16, bf16) passes when its error against
-    the fp64 reference is within a small multiple of eager's own. ``reference_tf32`` (given when fp32 ran
-    where TF32 is allowed) gives the fp64 outputs from TF32-rounded inputs and parameters: an fp32 leaf may
-    then be as far from fp64 as a small multiple of that rounding's effect.
+    default for their dtype, atol scaled to the leaf's magnitude). A floating leaf beyond it, with no NaN or
+    Inf where eager has none, passes when the float64 second opinion clears it.
     """
     import torch
 
@@ -200,8 +228,7 @@ def compare_outputs(
     if result.mismatches:
         result.level = None
         return result
-    reference_leaves: dict[str, Any] | None = None
-    tf32_leaves: dict[str, Any] | None = None
+    ref: Reference | None = None
     for (path, a), (_, e) in zip(leaves(actual), leaves(expected), strict=True):
         if not isinstance(e, torch.Tensor):
             if a != e:
@@ -218,29 +245,30 @@ def compare_outputs(
         else:
             a_cpu, e_cpu = a.detach().cpu(), e.detach().cpu()
             floating = e.is_floating_point() or e.is_complex()
-            leaf_tolerance = (tolerance or default_tolerance(e.dtype)) if floating else Tolerance(0.0, 0.0)
-            errors = _errors(a_cpu, e_cpu, leaf_tolerance)
+            leaf_tolerance = (tolerance or default_tolerance(e.dtype)) if floating else EXACT
+            errors = leaf_errors(a_cpu, e_cpu, leaf_tolerance)
             level = _level(e_cpu, errors) if floating else (None if bool(errors.bad.any()) else LEVELS[0])
             result.level = None if level is None or result.level is None else max(result.level, level)
             if not bool(errors.bad.any()):
                 continue
-            under_tf32 = reference_tf32 is not None and e.dtype == torch.float32
-            low_precision = dtype_name(e.dtype) in LOW_PRECISION or under_tf32
-            if low_precision and not errors.nonfinite and reference64 is not None:
-                if reference_leaves is None:
-                    reference_leaves = dict(leaves(reference64()))
-                if under_tf32 and tf32_leaves is None:
-                    tf32_leaves = dict(leaves(reference_tf32()))  # type: ignore[misc]
-                ref = reference_leaves.get(path)
-                tf32_ref = (tf32_leaves or {}).get(path) if under_tf32 else None
-                if ref is not None and _within_second_opinion(
-                    a_cpu, e_cpu, ref.cpu(), leaf_tolerance, None if tf32_ref is None else tf32_ref.cpu()
-                ):
-                    result.second_opinions.append(path)
-                    continue
-            kind = "nonfinite" if errors.nonfinite else "values"
-            message = _values_message(path, a_cpu, e_cpu, errors, leaf_tolerance, names)
-            result.mismatches.append(Mismatch(path, kind, message))
+            message = values_message(path, a_cpu, e_cpu, errors, leaf_tolerance, names)
+            counts = {"count": int(errors.bad.sum()), "total": errors.bad.numel()}
+            if not floating:
+                result.mismatches.append(Mismatch(path, "exact", message, **counts))
+                continue
+            if errors.nonfinite_count:
+                result.mismatches.append(Mismatch(path, "nonfinite", message, **counts))
+                continue
+            if reference is None:
+                result.mismatches.append(Mismatch(path, "values", message, FIRST_COMPARISON, **counts))
+                continue
+            ref = ref or reference()
+            opinion = second_opinion.judge(path, a_cpu, e_cpu, ref)
+            if opinion.cleared:
+                result.second_opinions.append(opinion.evidence)
+            else:
+                message = f"{message}; {opinion.evidence}"
+                result.mismatches.append(Mismatch(path, "values", message, opinion.rule, **counts))
     if result.mismatches:
         result.level = result.level if all(m.kind == "values" for m in result.mismatches) else None
     return result

@@ -1,4 +1,4 @@
-"""A check's verdict: outcome, one-line reason, full explanation."""
+"""A check's verdict: outcome, one-line reason, full explanation, and the rule that decided."""
 
 from __future__ import annotations
 
@@ -15,5 +15,6 @@ class CheckResult:
     reason: str = ""
     details: str = ""
     level: int | None = None  # tightest GraphNet tolerance level at which the item passes
+    rule: str = ""  # what decided a compared item: ``first comparison``, ``second opinion``, ``stale output``, ...
     error: BaseException | None = None  # the exception behind a compile or runtime failure
-    second_opinions: list[str] = field(default_factory=list)  # leaves that passed on the fp64 reference
+    second_opinions: list[str] = field(default_factory=list)  # the float64 figures of each output it cleared

@@ -1,23 +1,29 @@
-"""One check: eager twice, the compiled model on every input set, every output compared and explained."""
+"""One check: eager twice, the compiled model on every input set, every output compared and explained.
+
+``observe`` makes the calls; ``judge`` decides from what they returned. Keeping them apart lets a
+benchmark judge one set of calls many ways (``benchmarks/planted_faults.py``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from ..compile.failures import compile_stage, first_line, innermost
 from ..compile.outputs import leaves, map_tensors
-from ..record import Outcome
-from .diff import Mismatch, OutputDiff, compare_outputs, round_to_tf32, tf32_enabled
-from .inputs import Inputs
+from ..record import FIRST_COMPARISON, SECOND_OPINION, Outcome
+from .diff import EXACT, Mismatch, OutputDiff, compare_outputs
+from .float64 import Float64Run, float64_run, tf32_enabled
+from .inputs import Inputs, later_inputs
 from .outcomes import CheckResult
+from .second_opinion import Reference
 from .tolerances import Tolerance
 
 MAX_LEAVES_SHOWN = 8
 SUPPRESSED = "; Dynamo ran the code eagerly instead (torch._dynamo.config.suppress_errors, TORCHDYNAMO_SUPPRESS_ERRORS)"
-EXACT = Tolerance(0.0, 0.0)
+STALE = "stale output"
+OVERWRITTEN = "overwritten"
 
 
 @dataclass
@@ -32,41 +38,24 @@ class CheckSubject:
     call: Callable[[Any, Inputs], Any] = lambda model, inputs: model(*inputs.args, **inputs.kwargs)
 
 
-def later_inputs(first: Inputs) -> Inputs:
-    """A second input of the same shapes and dtypes with other values: floating tensors rolled by one."""
+@dataclass
+class Observed:
+    """What one check's calls returned."""
 
-    def roll(t: Any) -> Any:
-        return t.reshape(-1).roll(1).reshape(t.shape) if t.is_floating_point() and t.numel() > 1 else t
+    expected: list[Any]  # eager's outputs, one per input set, from one model called in order
+    actual: list[Any]  # the model under test's outputs; the first as it was right after its call
+    first_after: Any  # the first call's output object as it is after the later calls
+    float64: Float64Run  # the float64 run of every input set, on demand
+    tf32: Float64Run | None = None  # the same from TF32-rounded inputs and weights, where fp32 may run as TF32
 
-    return Inputs(map_tensors(roll, first.args), map_tensors(roll, first.kwargs))
+    def reference(self, index: int) -> Reference:
+        """The float64 outputs of call ``index`` (0-based) by path, or why there are none."""
 
+        def by_path(run: Float64Run | None) -> dict[str, Any] | None:
+            outputs = run.outputs() if run is not None else None
+            return dict(leaves(outputs[index])) if outputs is not None else None
 
-def _to_float64(inputs: Inputs, tf32: bool = False) -> Inputs:
-    def widen(t: Any) -> Any:
-        import torch
-
-        if not t.is_floating_point():
-            return t
-        wide = t.to(torch.float64)
-        return round_to_tf32(wide) if tf32 else wide
-
-    return Inputs(map_tensors(widen, inputs.args), map_tensors(widen, inputs.kwargs))
-
-
-def _float64_model(subject: CheckSubject, tf32: bool) -> Any:
-    """The eager model in float64; with ``tf32`` its floating parameters and buffers rounded to TF32 first."""
-    import torch
-
-    model = subject.make_eager()
-    if not isinstance(model, torch.nn.Module):
-        return model
-    model = model.to(torch.float64)
-    if tf32:
-        with torch.no_grad():
-            for tensor in [*model.parameters(), *model.buffers()]:
-                if tensor.is_floating_point():
-                    tensor.copy_(round_to_tf32(tensor))
-    return model
+        return Reference(by_path(self.float64), by_path(self.tf32), self.float64.reason)
 
 
 def _explain(what: str, mismatches: list[Mismatch]) -> str:
@@ -101,13 +90,30 @@ def _failure(subject: CheckSubject, error: Exception, call_number: int) -> Check
     return CheckResult(Outcome.RUNTIME_FAIL, reason, reason, error=error)
 
 
-def run_check(subject: CheckSubject) -> CheckResult:
-    """Run eager (twice) and the model under test on every input set in order, and judge the outputs."""
-    inputs = subject.inputs if len(subject.inputs) > 1 else [subject.inputs[0], later_inputs(subject.inputs[0])]
-    eager, eager_again = subject.make_eager(), subject.make_eager()
+def _eager_calls(subject: CheckSubject) -> tuple[list[Inputs], list[Any]]:
+    """The input sets and eager's outputs on them. Where the caller gave one set, the second is derived
+    (``later_inputs``): the first candidate eager accepts."""
+    plans = (
+        [subject.inputs]
+        if len(subject.inputs) > 1
+        else [[subject.inputs[0], later] for later in later_inputs(subject.inputs[0])]
+    )
+    for number, inputs in enumerate(plans, start=1):
+        try:
+            eager = subject.make_eager()
+            return inputs, [subject.call(eager, x) for x in inputs]
+        except Exception:
+            if number == len(plans):
+                raise
+    raise AssertionError("unreachable")
+
+
+def observe(subject: CheckSubject) -> Observed | CheckResult:
+    """Call eager (twice on the first input set: a model that disagrees with itself goes no further) and the
+    model under test on every input set, in order. A failure to run is returned as its result."""
     try:
-        expected = [subject.call(eager, x) for x in inputs]
-        repeat = subject.call(eager_again, inputs[0])
+        inputs, expected = _eager_calls(subject)
+        repeat = subject.call(subject.make_eager(), inputs[0])
     except Exception as error:
         reason = f"eager raised: {first_line(error)}"
         return CheckResult(Outcome.EAGER_FAIL, reason, reason, error=error)
@@ -115,7 +121,6 @@ def run_check(subject: CheckSubject) -> CheckResult:
     if not self_check.ok:
         reason = f"eager disagrees with itself on the same input: {self_check.mismatches[0].message}"
         return CheckResult(Outcome.EAGER_NONDETERMINISTIC, reason, _explain(reason, self_check.mismatches))
-
     actual = []
     for number, x in enumerate(inputs, start=1):
         try:
@@ -126,43 +131,78 @@ def run_check(subject: CheckSubject) -> CheckResult:
             return _compile_fail(subject, backend_error, backend_error, SUPPRESSED)
         if number == 1:
             first_copy = map_tensors(lambda t: t.detach().clone(), actual[0])
-
-    @cache
-    def reference64(tf32: bool) -> list[Any] | None:
-        try:
-            model = _float64_model(subject, tf32)
-            return [subject.call(model, _to_float64(x, tf32)) for x in inputs]
-        except Exception:  # no fp64 reference for this model: the dtype tolerance alone decides
-            return None
-
-    def reference_for(index: int, tf32: bool = False) -> Callable[[], Any]:
-        return lambda: (reference64(tf32) or [None] * len(inputs))[index]
-
-    as_returned = [first_copy, *actual[1:]]  # the first output as it was before any later call
     on_cuda = any(getattr(leaf, "is_cuda", False) for _, leaf in leaves(expected[0]))
-    tf32 = tf32_enabled() and on_cuda
-    comparisons: list[tuple[str, OutputDiff]] = [
-        (
-            f"call {n} of {len(inputs)}",
-            compare_outputs(
-                a, e, subject.tolerance, reference_for(n - 1), reference_for(n - 1, True) if tf32 else None
-            ),
+    return Observed(
+        expected,
+        [first_copy, *actual[1:]],
+        actual[0],
+        float64_run(subject.make_eager, subject.call, inputs),
+        float64_run(subject.make_eager, subject.call, inputs, tf32=True) if on_cuda and tf32_enabled() else None,
+    )
+
+
+def _stale(observed: Observed, number: int, tolerance: Tolerance | None) -> list[Mismatch]:
+    """Call ``number``'s outputs that are the previous call's values again, where eager's changed."""
+    previous = number - 2  # 0-based index of the call before
+    same = compare_outputs(observed.actual[number - 1], observed.actual[previous], tolerance)
+    changed = compare_outputs(observed.expected[number - 1], observed.expected[previous], tolerance)
+    if not same.ok or changed.ok:
+        return []
+    return [
+        Mismatch(
+            m.path,
+            "stale",
+            f"{m.path}: call {number} returned call {previous + 1}'s values again, while eager's output changed "
+            + (f"(in {m.count} of {m.total} elements)" if m.total else f"({m.message.removeprefix(m.path + ': ')})"),
         )
-        for n, (a, e) in enumerate(zip(as_returned, expected, strict=True), start=1)
+        for m in changed.mismatches
     ]
-    overwritten = compare_outputs(actual[0], first_copy, EXACT)
-    levels = [c.level for _, c in comparisons]
+
+
+def judge(observed: Observed, tolerance: Tolerance | None = None) -> CheckResult:
+    """The verdict on what the calls returned: every call's output against eager's (with the float64 second
+    opinion), a stale later call, and the first output overwritten."""
+    calls = len(observed.expected)
+    comparisons: list[OutputDiff] = [
+        compare_outputs(a, e, tolerance, lambda n=n: observed.reference(n))
+        for n, (a, e) in enumerate(zip(observed.actual, observed.expected, strict=True))
+    ]
+    levels = [c.level for c in comparisons]
     level = None if None in levels else max(levels)  # type: ignore[type-var]
-    second_opinions = sorted({path for _, c in comparisons for path in c.second_opinions})
-    for what, comparison in comparisons:
-        if not comparison.ok:
-            reason = f"{what}: {comparison.mismatches[0].message}"
-            details = _explain(f"compiled output differs from eager on {what}:", comparison.mismatches)
-            return CheckResult(Outcome.ACCURACY_FAIL, reason, details, level, second_opinions=second_opinions)
+    cleared = [line for c in comparisons for line in c.second_opinions]
+    for number, comparison in enumerate(comparisons, start=1):
+        if comparison.ok:
+            continue
+        stale = _stale(observed, number, tolerance) if number > 1 else []
+        if stale:
+            what = f"call {number} of {calls} returned a stale output"
+            reason = f"{what}: {stale[0].message}"
+            return CheckResult(
+                Outcome.ACCURACY_FAIL, reason, _explain(what + ":", stale), level, STALE, second_opinions=cleared
+            )
+        what = f"call {number} of {calls}"
+        reason = f"{what}: {comparison.mismatches[0].message}"
+        details = _explain(f"compiled output differs from eager on {what}:", comparison.mismatches)
+        return CheckResult(Outcome.ACCURACY_FAIL, reason, details, level, comparison.rule, second_opinions=cleared)
+    overwritten = compare_outputs(observed.first_after, observed.actual[0], EXACT)
     if not overwritten.ok:
         mismatches = [Mismatch(m.path, "overwritten", m.message) for m in overwritten.mismatches]
         what = "the first call's output changed after a later call (overwritten in place)"
         return CheckResult(
-            Outcome.ACCURACY_FAIL, f"{what}: {mismatches[0].message}", _explain(what + ":", mismatches), level
+            Outcome.ACCURACY_FAIL,
+            f"{what}: {mismatches[0].message}",
+            _explain(what + ":", mismatches),
+            level,
+            OVERWRITTEN,
+            second_opinions=cleared,
         )
-    return CheckResult(Outcome.PASS, level=level)
+    rule = SECOND_OPINION if cleared else FIRST_COMPARISON
+    return CheckResult(Outcome.PASS, level=level, rule=rule, second_opinions=cleared)
+
+
+def run_check(subject: CheckSubject) -> CheckResult:
+    """Run eager (twice) and the model under test on every input set in order, and judge the outputs."""
+    observed = observe(subject)
+    if isinstance(observed, CheckResult):
+        return observed
+    return judge(observed, subject.tolerance)

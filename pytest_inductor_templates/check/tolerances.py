@@ -1,4 +1,4 @@
-"""Comparison tolerances: torch.testing's defaults per dtype, overrides, and GraphNet's tolerance levels."""
+"""Comparison tolerances: torch.testing's defaults per dtype, scaled to each output; overrides; GraphNet's levels."""
 
 from __future__ import annotations
 
@@ -19,15 +19,30 @@ _DEFAULTS = {
 # GraphNet's levels: atol = 10^t and rtol = 10^(slope * t) per dtype; t = -5 gives the defaults.
 _GRAPHNET_RTOL_SLOPE = {"float16": 3 / 5, "bfloat16": 1.796 / 5, "float32": 5.886 / 5, "float64": 7 / 5}
 LEVELS = range(-10, 6)
-LOW_PRECISION = ("float16", "bfloat16")
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Relative and absolute tolerance: a pair passes when |a - e| <= atol + rtol * |e|."""
+    """Relative and absolute tolerance: a pair passes when |a - e| <= atol + rtol * |e|.
+
+    ``scaled``: atol is relative to the output's own magnitude (its largest finite |eager|), as the
+    per-dtype defaults are; an explicit tolerance (session option, marker, sample) is absolute, as in
+    torch.testing.
+    """
 
     rtol: float
     atol: float
+    scaled: bool = False
+
+    def atol_for(self, scale: float, dtype: Any) -> float:
+        """The absolute tolerance of one output whose largest finite |eager| is ``scale``: ``atol * scale``
+        when scaled, never below the dtype's smallest normal number (where it has no relative precision)."""
+        if not self.scaled:
+            return self.atol
+        return max(self.atol * scale, smallest_normal(dtype))
+
+    def describe(self) -> str:
+        return f"rtol {self.rtol:g}, atol {self.atol:g}" + (" x max|eager|" if self.scaled else "")
 
 
 def dtype_name(dtype: Any) -> str:
@@ -35,13 +50,28 @@ def dtype_name(dtype: Any) -> str:
 
 
 def default_tolerance(dtype: Any) -> Tolerance:
-    """torch.testing's tolerance for a floating or complex dtype (other dtypes compare exactly)."""
+    """torch.testing's tolerance for a floating or complex dtype, its atol scaled to each output's magnitude."""
     rtol, atol = _DEFAULTS.get(dtype_name(dtype), _DEFAULTS["float32"])
-    return Tolerance(rtol, atol)
+    return Tolerance(rtol, atol, scaled=True)
+
+
+def smallest_normal(dtype: Any) -> float:
+    import torch
+
+    real = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
+    return float(torch.finfo(real.get(dtype, dtype)).tiny)
+
+
+def machine_epsilon(dtype: Any) -> float:
+    """The spacing of the dtype's numbers at 1.0."""
+    import torch
+
+    real = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
+    return float(torch.finfo(real.get(dtype, dtype)).eps)
 
 
 def graphnet_tolerance(dtype: Any, level: int) -> Tolerance:
-    """The tolerance of GraphNet's level ``t`` for ``dtype``."""
+    """The tolerance of GraphNet's level ``t`` for ``dtype`` (absolute, as GraphNet grades)."""
     slope = _GRAPHNET_RTOL_SLOPE.get(dtype_name(dtype), _GRAPHNET_RTOL_SLOPE["float32"])
     return Tolerance(rtol=10 ** (slope * level), atol=10.0**level)
 

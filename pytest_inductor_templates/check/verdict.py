@@ -27,7 +27,8 @@ class Verdict:
         """Write the verdict (and the compile figures in ``stats``) into ``record``."""
         result = self.result
         record.outcome, record.reason, record.tolerance_level = result.outcome, result.reason, result.level
-        record.fp64_second_opinion = ", ".join(result.second_opinions) or None
+        record.check_rule = result.rule or None
+        record.fp64_second_opinion = "; ".join(result.second_opinions) or None
         if self.effects:
             record.effect = verdict(self.effects)
             record.effect_evidence = "; ".join(map(str, self.effects))
@@ -53,5 +54,7 @@ def check_and_judge(
         return Verdict(result, effects)
     why = f"template {selection.label!r} had no effect: " + "; ".join(str(e) for e in effects if e.took_effect is False)
     if require_effect and result.outcome is Outcome.PASS:
-        result = CheckResult(Outcome.NO_EFFECT, why, why, result.level, second_opinions=result.second_opinions)
+        result = CheckResult(
+            Outcome.NO_EFFECT, why, why, result.level, result.rule, second_opinions=result.second_opinions
+        )
     return Verdict(result, effects, why)

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from ..record import EAGER, FAILURES, geomean
+from ..record import EAGER, FAILURES, FIRST_COMPARISON, ItemRecord, geomean
 from .files import Cell, Run
 from .tables import render
 
 MARK = {"effect": "effect", "no effect": "**no effect**", "not observed": "not observed"}
 
 
+def _outcome(record: ItemRecord) -> str:
+    """The outcome, with the rule that decided it where that is not the first comparison."""
+    outcome = record.outcome.value if record.outcome else "?"
+    return f"{outcome} ({record.check_rule})" if record.check_rule not in (None, FIRST_COMPARISON) else outcome
+
+
 def _cell(cell: Cell | None) -> str:
     if cell is None:
         return "-"
     verdict = cell.verdict
-    parts = [verdict.outcome.value if verdict.outcome else "?"]
+    parts = [_outcome(verdict)]
     if verdict.effect:
         parts.append(MARK.get(verdict.effect, verdict.effect))
     if cell.speedup is not None:
@@ -47,5 +53,9 @@ def as_markdown(run: Run) -> str:
     failures = [(key, c.verdict) for key, c in run.cells.items() if c.outcome in FAILURES]
     if failures:
         lines += ["", "Failed items:", ""]
-        lines += [f"- {'/'.join(key)}: {r.outcome.value if r.outcome else '?'}: {r.reason}" for key, r in failures]
+        lines += [f"- {'/'.join(key)}: {_outcome(r)}: {r.reason}" for key, r in failures]
+    cleared = [(key, c.verdict.fp64_second_opinion) for key, c in run.cells.items() if c.verdict.fp64_second_opinion]
+    if cleared:
+        lines += ["", "Passed on the float64 second opinion:", ""]
+        lines += [f"- {'/'.join(key)}: {evidence}" for key, evidence in cleared]
     return "\n".join(lines)

@@ -8,6 +8,7 @@ roots are trusted code: ``model.py`` is imported.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import json
 import os
@@ -18,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..check.inputs import rolled
 from .base import Inputs, Sample, SampleError, stable_seed
 from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, tensor_bytes, torch_dtype
 
@@ -192,8 +194,37 @@ class GraphNetSample(Sample):
         return module_class().eval()
 
     def make_inputs(self, device: Any) -> list[Inputs]:
+        """Two input sets from one seeded generator. The second keeps the weights and redraws every input
+        by the same rule (integers within min_val/max_val, bools from a coin), so that a compiled model that
+        returns its first output again is caught; an input given as literal data is rolled by one place, and a
+        constant floating one (std 0) varies around its value."""
         import torch
 
         generator = torch.Generator().manual_seed(stable_seed(self.id))
-        tensors = {meta.name: rebuild(meta, generator).to(device) for meta in self.metas}
-        return [Inputs(kwargs=tensors)]
+        first = {meta.name: rebuild(meta, generator) for meta in self.metas}
+        second = {}
+        for meta in self.metas:
+            if is_weight(meta.name):
+                second[meta.name] = first[meta.name]
+            elif meta.data is not None:
+                second[meta.name] = rolled(first[meta.name])
+            else:
+                second[meta.name] = rebuild(_varying(meta), generator)
+        moved: dict[int, Any] = {}  # a weight shared by both sets is moved to the device once
+        for t in [*first.values(), *second.values()]:
+            if id(t) not in moved:
+                moved[id(t)] = t.to(device)
+        return [Inputs(kwargs={name: moved[id(t)] for name, t in tensors.items()}) for tensors in (first, second)]
+
+
+def _varying(meta: TensorMeta) -> TensorMeta:
+    """``meta``, a constant floating tensor (std 0) given the spread of its own magnitude (at least 1)."""
+    if meta.std != 0 or "float" not in meta.dtype:
+        return meta
+    return dataclasses.replace(meta, std=max(abs(float(meta.mean or 0.0)), 1.0))
+
+
+def is_weight(name: str) -> bool:
+    """Whether a GraphNet tensor is the captured module's state (Dynamo names it ``L_self_..._parameters_...``
+    or ``..._buffers_...``) rather than an input of the call."""
+    return name.startswith(("L_self_", "self_")) or "_parameters_" in name or "_buffers_" in name

@@ -1,0 +1,150 @@
+"""The float64 second opinion on one floating output that failed the first comparison.
+
+In the spirit of PyTorch's own harness (``torch._dynamo.utils.same``): when compiled and eager differ by
+more than the first comparison allows, both are measured against a float64 run of the same model, and the
+compiled output passes when it is about as close to float64 as eager is: in RMSE, in its worst element,
+and in every slice along every dimension (a row, a channel, a batch entry), so that a fault confined to one
+part of the output is not averaged away. The float64 run is trusted only when eager itself is close to it:
+it may be a different program (a mask compared with ``==``, an integer cast, a data-dependent branch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..record import FIRST_COMPARISON, SECOND_OPINION
+from .tolerances import machine_epsilon
+
+RMSE_FACTOR = 3.0  # compiled's RMSE against float64 may be this many times eager's (same(): 2, or 3 in low precision)
+WORST_FACTOR = 3.0  # its worst element this many times eager's worst
+SLICE_FACTOR = 3.0  # and each slice's RMSE this many times eager's in the same slice, or in its 90th-percentile
+SLICE_QUANTILE = 0.9  # slice along that dimension, whichever is larger
+MIN_SLICE = 64  # slices of fewer elements are too noisy to compare on their own
+# Each bound also allows one rounding of what it measures: the unit roundoff (half the machine epsilon) times
+# the output's RMS (RMSE), its largest |eager| (worst element), the slice's RMS (slice).
+# The float64 run is a fair reference when eager's worst error against it is within TRUST_ROUNDOFFS unit
+# roundoffs of the output's largest |eager| (float32: 9.8e-4 of it), and never beyond TRUST_AT_MOST of it
+# (bfloat16, float16); beyond, the float64 run computes something else than eager.
+TRUST_ROUNDOFFS = 2.0**14
+TRUST_AT_MOST = 0.25
+
+
+@dataclass(frozen=True)
+class Opinion:
+    """The second opinion on one output: cleared or not, the rule that decided, the figures behind it."""
+
+    cleared: bool
+    rule: str  # ``second opinion`` when cleared; which bound failed; ``first comparison`` when no trusted reference
+    evidence: str
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The float64 outputs of one call by path (and under TF32, those from TF32-rounded inputs), or why none."""
+
+    leaves: dict[str, Any] | None
+    tf32_leaves: dict[str, Any] | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Distances:
+    """How far compiled and eager are from the float64 run, on one output: RMSE and worst element."""
+
+    compiled_rmse: float
+    eager_rmse: float
+    compiled_worst: float
+    eager_worst: float
+
+    def __str__(self) -> str:
+        return (
+            f"against float64, compiled vs eager: RMSE {self.compiled_rmse:.3g} vs {self.eager_rmse:.3g}, "
+            f"worst element {self.compiled_worst:.3g} vs {self.eager_worst:.3g}"
+        )
+
+
+def _double(t: Any) -> Any:
+    import torch
+
+    t = t.detach().cpu()
+    return (torch.view_as_real(t) if t.is_complex() else t).double()
+
+
+def _rms(t: Any) -> float:
+    return float(t.pow(2).mean().sqrt()) if t.numel() else 0.0
+
+
+def untrusted(expected: Any, ref: Any) -> str | None:
+    """Why the float64 output ``ref`` is no fair reference for eager's ``expected``, or None when it is."""
+    e, r = _double(expected), _double(ref)
+    if r.shape != e.shape:
+        return f"float64 run not trusted: its output has shape {list(r.shape)}, eager's {list(e.shape)}"
+    finite = e.isfinite()
+    if not bool((r.isfinite() == finite).all()):
+        count = int((r.isfinite() != finite).sum())
+        return f"float64 run not trusted: it is finite in {count} places where eager is not, or the reverse"
+    scale = float(e[finite].abs().max()) if bool(finite.any()) else 0.0
+    worst = float((e - r)[finite].abs().max()) if bool(finite.any()) else 0.0
+    if worst > min(TRUST_ROUNDOFFS * machine_epsilon(expected.dtype) / 2, TRUST_AT_MOST) * scale:
+        relative = f" ({worst / scale:.2g}x max|eager|)" if scale else ""
+        return f"float64 run not trusted: eager is {worst:.3g} from it at worst{relative}: it computes something else"
+    return None
+
+
+def _worst_slice(err_c: Any, err_e: Any, e: Any, roundoff: float) -> tuple[str, float, float] | None:
+    """The slice (dimension and index) where compiled's RMSE is farthest beyond ``SLICE_FACTOR`` times eager's."""
+    worst: tuple[float, str, float, float] | None = None
+    for dim, size in enumerate(err_c.shape):
+        if err_c.dim() < 2 or size < 2 or err_c.numel() // size < MIN_SLICE:
+            continue
+        others = [d for d in range(err_c.dim()) if d != dim]
+        c, w, values = (t.pow(2).mean(dim=others).sqrt() for t in (err_c, err_e, e))
+        # eager's error in a slice can be one shared rounding (a row's sum broadcast along the row), by luck
+        # near zero, while compiled's is by luck large: the bound is never below eager's 90th-percentile slice
+        typical = float(w.quantile(SLICE_QUANTILE)) if w.numel() > 1 else float(w.max())
+        excess = c - (SLICE_FACTOR * w.clamp(min=typical) + roundoff * values)
+        index = int(excess.argmax())
+        if worst is None or float(excess[index]) > worst[0]:
+            worst = (float(excess[index]), f"dim {dim} index {index}", float(c[index]), float(w[index]))
+    if worst is None or worst[0] <= 0:
+        return None
+    return worst[1], worst[2], worst[3]
+
+
+def judge(path: str, actual: Any, expected: Any, reference: Reference) -> Opinion:
+    """Whether the compiled ``actual`` is about as close to the float64 reference as eager ``expected`` is
+    (CPU tensors of one floating dtype and shape, with NaN and Inf in the same places)."""
+    ref = (reference.leaves or {}).get(path)
+    if ref is None:
+        why = reference.reason or "the float64 run gives no such output"
+        return Opinion(False, FIRST_COMPARISON, f"no float64 second opinion: {why}")
+    problem = untrusted(expected, ref)
+    if problem is not None:
+        return Opinion(False, FIRST_COMPARISON, problem)
+    import torch
+
+    a, e, r = _double(actual), _double(expected), _double(ref)
+    finite = e.isfinite()
+    zero = torch.zeros((), dtype=torch.float64)
+    err_c = torch.where(finite, (a - r).abs(), zero)
+    err_e = torch.where(finite, (e - r).abs(), zero)
+    tf32 = (reference.tf32_leaves or {}).get(path)
+    if tf32 is not None:  # eager may be as far from float64 as TF32 rounding alone takes it
+        err_e = torch.maximum(err_e, torch.where(finite, (_double(tf32) - r).abs(), zero))
+    values = torch.where(finite, e, zero).abs()
+    roundoff = machine_epsilon(expected.dtype) / 2
+    distances = Distances(_rms(err_c), _rms(err_e), float(err_c.max()), float(err_e.max()))
+    if distances.compiled_rmse > RMSE_FACTOR * distances.eager_rmse + roundoff * _rms(values):
+        return Opinion(False, "second opinion: RMSE", f"{distances}: RMSE beyond {RMSE_FACTOR:g}x eager's")
+    if distances.compiled_worst > WORST_FACTOR * distances.eager_worst + roundoff * float(values.max()):
+        return Opinion(False, "second opinion: worst element", f"{distances}: worst beyond {WORST_FACTOR:g}x eager's")
+    bad_slice = _worst_slice(err_c, err_e, values, roundoff)
+    if bad_slice is not None:
+        where, c, w = bad_slice
+        return Opinion(
+            False,
+            "second opinion: slice",
+            f"{distances}; at {where}: RMSE {c:.3g} vs {w:.3g}, beyond {SLICE_FACTOR:g}x eager's",
+        )
+    return Opinion(True, SECOND_OPINION, f"{path}: {distances}")

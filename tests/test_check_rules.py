@@ -1,0 +1,173 @@
+"""Each rule of the check on real Inductor outputs: the calls are made once per model (``observe``), then
+compiled outputs with a planted fault (or a harmless change) are judged as the check judges them."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from pytest_inductor_templates.check.float64 import float64_run
+from pytest_inductor_templates.check.inputs import Inputs
+from pytest_inductor_templates.check.runner import CheckSubject, Observed, judge, observe
+from pytest_inductor_templates.check.tolerances import Tolerance
+from pytest_inductor_templates.compile.isolation import isolated_compile_state
+from pytest_inductor_templates.record import Outcome
+
+# Inductor's CPU lowering imports torch.utils.mkldnn, whose ScriptModules warn on torch 2.13
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+
+
+def _call(model: Any, inputs: Inputs) -> Any:
+    with torch.no_grad():
+        return model(*inputs.args, **inputs.kwargs)
+
+
+def _observed(make: Callable[[], torch.nn.Module], *inputs: Inputs) -> Iterator[Observed]:
+    with isolated_compile_state():
+        observed = observe(CheckSubject(make, torch.compile(make()), list(inputs), call=_call))
+        assert isinstance(observed, Observed), observed
+        yield observed
+
+
+def _with(observed: Observed, change: Callable[[str, torch.Tensor], torch.Tensor]) -> Observed:
+    """The observation with ``change(key, tensor)`` applied to every call's compiled outputs (dicts here)."""
+    actual = [{key: change(key, t.clone()) for key, t in out.items()} for out in observed.actual]
+    return dataclasses.replace(observed, actual=actual, first_after=actual[0])
+
+
+class Scales(torch.nn.Module):
+    """Three outputs: one of about 1e-13; one of about 1e5 with reassociated reductions; and one behind a large
+    negative mask compared with ``==`` (as OPT's captured graph does): float32 absorbs the masked scores into
+    it, float64 does not, so the float64 run computes something else there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(64, 32)
+        self.w = torch.nn.Parameter(torch.randn(1024) * 100)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        large = torch.nn.functional.layer_norm(x, (1024,)) * 3000 + (x * self.w).sum(-1, keepdim=True)
+        h = self.fc(x[:, :64])
+        scores = h @ h.T
+        masked = scores + torch.triu(torch.full_like(scores, -1e10), 1)
+        mask = torch.where(masked == -1e10, torch.zeros_like(scores), scores)
+        return {"tiny": torch.tanh(h) * 1e-13, "large": large, "masked": mask}
+
+
+def _scales() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return Scales().eval()
+
+
+@pytest.fixture(scope="module")
+def scales() -> Iterator[Observed]:
+    torch.manual_seed(1)
+    yield from _observed(_scales, Inputs((torch.randn(64, 1024) * 10,)), Inputs((torch.randn(64, 1024) * 10,)))
+
+
+def test_plain_inductor_passes_on_the_first_comparison_at_every_scale(scales: Observed) -> None:
+    result = judge(scales)
+    assert result.outcome is Outcome.PASS and result.rule == "first comparison"
+    large = (scales.actual[0]["large"] - scales.expected[0]["large"]).abs().max()
+    assert float(large) > 1e-4  # a reassociation's wobble that an absolute atol of 1e-5 calls a failure
+    absolute = judge(scales, Tolerance(1.3e-6, 1e-5))  # beyond it, but as close to float64 as eager is
+    assert absolute.outcome is Outcome.PASS and absolute.rule == "second opinion"
+    assert absolute.second_opinions[0].startswith("out['large']: against float64, compiled vs eager: RMSE ")
+
+
+def test_a_fault_on_an_output_of_1e_13_is_seen(scales: Observed) -> None:
+    def channel(key: str, t: torch.Tensor) -> torch.Tensor:
+        if key == "tiny":
+            t[:, 5] *= 1.001  # one channel 0.1% off
+        return t
+
+    faulty = _with(scales, channel)
+    result = judge(faulty)
+    assert result.outcome is Outcome.ACCURACY_FAIL and result.reason.startswith("call 1 of 2: out['tiny']")
+    assert result.rule.startswith("second opinion: ")  # beyond the scaled tolerance and farther from float64
+    assert judge(faulty, Tolerance(1.3e-6, 1e-5)).outcome is Outcome.PASS  # invisible to an absolute atol
+
+
+def test_a_stale_second_call_is_named(scales: Observed) -> None:
+    stale = dataclasses.replace(scales, actual=[scales.actual[0], scales.actual[0]])
+    result = judge(stale)
+    assert result.rule == "stale output"
+    assert result.reason.startswith("call 2 of 2 returned a stale output: out['tiny']: call 2 returned call 1's values")
+
+
+def _gemm() -> torch.nn.Module:
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(
+        torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256), torch.nn.LayerNorm(256)
+    )
+    return _Named(block.to(torch.bfloat16).eval())
+
+
+class _Named(torch.nn.Module):
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"out": self.inner(x)}
+
+
+@pytest.fixture(scope="module")
+def gemm() -> Iterator[Observed]:
+    torch.manual_seed(2)
+    inputs = [Inputs((torch.randn(64, 256).to(torch.bfloat16),)) for _ in range(2)]
+    yield from _observed(_gemm, *inputs)
+
+
+def test_bf16_float64_recomputed_passes_on_the_second_opinion_with_its_figures(gemm: Observed) -> None:
+    wide = gemm.float64.outputs()
+    assert wide is not None
+    actual = [{"out": w["out"].to(torch.bfloat16)} for w in wide]
+    result = judge(dataclasses.replace(gemm, actual=actual, first_after=actual[0]))
+    assert result.outcome is Outcome.PASS and result.rule == "second opinion"
+    assert result.second_opinions[0].startswith("out['out']: against float64, compiled vs eager: RMSE ")
+
+
+def test_bf16_a_row_2_percent_off_fails_the_second_opinion(gemm: Observed) -> None:
+    def row(key: str, t: torch.Tensor) -> torch.Tensor:
+        t[-1] *= 1.02
+        return t
+
+    result = judge(_with(gemm, row))
+    assert result.outcome is Outcome.ACCURACY_FAIL and result.rule == "second opinion: slice"
+    assert "at dim 0 index 63" in result.reason
+
+
+def _masked_row_off(key: str, t: torch.Tensor) -> torch.Tensor:
+    if key == "masked":
+        t[-1] *= 1.02
+    return t
+
+
+def test_an_untrusted_float64_run_leaves_the_first_verdict(scales: Observed) -> None:
+    result = judge(_with(scales, _masked_row_off))
+    assert result.outcome is Outcome.ACCURACY_FAIL and result.rule == "first comparison"
+    assert (
+        result.reason.startswith("call 1 of 2: out['masked']") and "float64 run not trusted: eager is " in result.reason
+    )
+
+
+def test_a_float64_run_that_raises_says_why(scales: Observed) -> None:
+    def float32_only() -> Callable[[torch.Tensor], dict[str, torch.Tensor]]:
+        model = _scales()
+
+        def forward(x: torch.Tensor) -> dict[str, torch.Tensor]:
+            if x.dtype != torch.float32:
+                raise TypeError("this model takes float32 only")
+            return model(x)
+
+        return forward
+
+    raising = dataclasses.replace(scales, float64=float64_run(float32_only, _call, [Inputs((torch.ones(1),))]))
+    result = judge(_with(raising, _masked_row_off))
+    assert result.outcome is Outcome.ACCURACY_FAIL and result.rule == "first comparison"
+    assert "no float64 second opinion: the float64 run raised TypeError: this model takes float32 only" in result.reason
