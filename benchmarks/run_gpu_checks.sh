@@ -2,7 +2,8 @@
 # The GPU checks, in one go, on a CUDA machine with torch already installed:
 #   bash benchmarks/run_gpu_checks.sh [what...]
 #   (what: env tests suite fidelity tf32 probe examples samples samples_bf16 memory faults; default all; also, not in
-#   the default: multigpu (2 GPUs), corpus, isolation and scaling, over CORPUS (default ../shared/graphnet-corpus))
+#   the default: stability and crosscheck (speedups' spread and a Timer reference), multigpu (2 GPUs), corpus,
+#   isolation and scaling, over CORPUS (default ../shared/graphnet-corpus))
 # Logs go to $OUT (default /tmp/gpu-checks). WORKERS: xdist workers of the samples steps (default 8);
 # SAMPLES_K: a -k expression to run only some samples; SHARD: the name of a results shard; STEP_LIMIT: seconds
 # a step may run before it is interrupted (default 540; pytest then still writes what it has).
@@ -51,6 +52,12 @@ for step in $what; do
           --observations .planted-faults 2>&1 | tee "$OUT/faults.txt" | sed -n '/^planted_faults:/,$p' ;;
     memory) limit python3 benchmarks/memory_over_run.py default,triton,cudagraphs,freezing,aten --synthetic 6 \
           2>&1 | tee "$OUT/memory.txt" | tail -25 ;;
+    stability) # the built-ins three times under default and cudagraphs: each speedup's run-to-run spread
+      OUT="$OUT/stability" limit python3 benchmarks/speedup_stability.py --builtins --templates default,cudagraphs \
+          --runs 3 2>&1 | grep -v Warning | tee "$OUT/stability.txt" | tail -8 ;;
+    crosscheck) # an interleaved torch.utils.benchmark.Timer reference against the stability step's first run
+      OUT="$OUT" limit python3 benchmarks/speedup_crosscheck.py --builtins --templates default,cudagraphs \
+          --plugin-run "$OUT/stability/run-0.json" 2>&1 | grep -v Warning | tail -3 ;;
     multigpu) # two GPUs: the built-ins on both, with and without xdist; a planted CUDA fault ends one item
       limit python3 -m pytest tests/test_gpu_isolation.py -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning \
           2>&1 | tee "$OUT/multigpu.txt" | grep -E "^(crashed|timeout) |passed|failed|skipped" ;;

@@ -24,6 +24,7 @@ from .session import InductorSession, torch_device
 from .templates.matrix import Case
 from .templates.selection import Selection
 from .timing.bench import mark_untimed, time_into, use_synchronizing_timer
+from .timing.policy import TIMING_KEY
 
 TOLERANCE_MARKER = "inductor_tolerance"
 CHECKING_FIXTURES = {"inductor_benchmark": "bench", "inductor_check": "check"}  # the record's kind
@@ -205,7 +206,9 @@ def benchmarks(
             eager = make_eager()
             eager_call = no_grad_call(eager) if case.selection.inference_only else eager  # as the compiled one runs
             run, eager_run = lambda: steady(*args, **kwargs), lambda: eager_call(*args, **kwargs)
-            time_into(record, benchmark, node, run, case.device.type, eager_run)
+            time_into(
+                record, benchmark, node, run, case.device.type, eager_run, node.config.stash[TIMING_KEY].precision
+            )
             conclude(node, verdict, compiled.stats)
             return verdict.result
 

@@ -14,17 +14,20 @@ from .limits import item_limit
 from .machine import machine_info
 from .report.benchmark_json import BenchmarkJson
 from .report.book import RecordBook, stop_on_sigterm
-from .report.item_records import complete
+from .report.item_records import complete, record_of
 from .report.terminal import TerminalSummary
 from .runs.results_file import ResultsWriter
 from .samples.items import CASE_KEY, SAMPLE_MARKER, collect_sample_items, release_after
 from .samples.triples import Triple
 from .session import SESSION_KEY, TEMPLATES_MARKER, InductorSession
 from .timing.bench import quiet_unused_fixture
+from .timing.policy import TIMING_KEY, TimingSettings
+from .timing.threads import ThreadScope
 from .worker.remote import RemoteTriples
 from .worker.xdist import XdistHooks, group_triples, pin_this_worker, pinned_gpus
 
 SETTINGS_KEY = pytest.StashKey[settings.Settings]()
+THREADS_KEY = pytest.StashKey[ThreadScope]()
 BOOK_NAME = "inductor-templates-records"
 XDIST_NAME = "inductor-templates-xdist"
 NOTHING_FAILED = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -67,6 +70,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", marker)
     pin_this_worker(config)  # before anything here initialises CUDA
     config.stash[SETTINGS_KEY] = settings.Settings(config)
+    config.stash[TIMING_KEY] = TimingSettings.from_settings(config.stash[SETTINGS_KEY])
+    config.stash[THREADS_KEY] = ThreadScope(config.stash[TIMING_KEY].threads)
     user_templates = config.pluginmanager.hook.pytest_inductor_templates.get_hookimpls()
     if config.stash[SETTINGS_KEY].any_set or user_templates:  # validate before any test runs
         _session(config)
@@ -84,7 +89,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_xdist_hooks(config), XDIST_NAME)
     if config.pluginmanager.hasplugin("benchmark"):
         left_out = lambda: config.stash[SESSION_KEY].left_out if SESSION_KEY in config.stash else []  # noqa: E731
-        config.pluginmanager.register(BenchmarkJson(book, left_out), "inductor-templates-benchmark")
+        benchmark_json = BenchmarkJson(book, left_out, config.stash[TIMING_KEY].machine_info())
+        config.pluginmanager.register(benchmark_json, "inductor-templates-benchmark")
 
 
 def _xdist_hooks(config: pytest.Config) -> XdistHooks:
@@ -134,6 +140,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Every item of the plugin runs (builds, compiles, checks, is timed) with the session's intra-op threads;
+    the count in force before comes back after the last of a run of the plugin's items."""
+    if record_of(item) is None:
+        return (yield)
+    scope = item.config.stash[THREADS_KEY]
+    scope.enter()
+    try:
+        return (yield)
+    finally:
+        if nextitem is None or record_of(nextitem) is None:
+            scope.leave()
+
+
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     if CASE_KEY in item.stash:
         release_after(item, nextitem, _session(item.config).triples)
@@ -166,7 +187,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     if SESSION_KEY not in config.stash:
         return ["inductor-templates: template default (no --inductor-* option given)"]
-    lines = config.stash[SESSION_KEY].header_lines()
+    lines = config.stash[SESSION_KEY].header_lines() + config.stash[TIMING_KEY].header_lines()
     options = config.stash[SETTINGS_KEY]
     if options.timeout is not None:
         lines.append(f"inductor-templates: a sample item is stopped after {options.timeout:g} s (--inductor-timeout)")
@@ -224,8 +245,9 @@ def inductor_benchmark(
 
     The compiled model is timed through pytest-benchmark's ``benchmark`` fixture (so its JSON, storage
     and comparison options apply), after an untimed warm-up; on CUDA with a synchronizing timer, and
-    device time from CUDA events in extra_info. Eager is timed the same way in the same test; the
-    speedup (eager median / compiled median) goes into extra_info. A failed check fails the test.
+    device time from CUDA events in extra_info. Then eager and compiled are timed in pairs, round by round;
+    the speedup (the median of the per-round ratios) and its 95% interval go into extra_info. A failed check
+    fails the test.
     """
     yield from fixtures.benchmarks(_session(request.config), request, benchmark)
 

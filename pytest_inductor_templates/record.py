@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-FORMAT = 2  # ``inductor_templates.format`` of the saved JSON; readers refuse other versions
+FORMAT = 3  # ``inductor_templates.format`` of the saved JSON; readers refuse other versions. 3: paired speedups
+# with intervals, outcomes crashed and timeout, check_rule, pid/rss_mib/cuda_mib
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
 PROPERTY_PREFIX = "inductor_"  # a record field ``outcome`` is the report property ``inductor_outcome``
 EAGER = "eager"  # the uncompiled reference row's template
@@ -89,11 +90,17 @@ class ItemRecord:
     median: float | None = None  # seconds per call, pytest-benchmark's median
     warmup_calls: int | None = None
     timer: str | None = None
+    threads: int | None = None  # torch's intra-op threads while timing
     device_time_ms: float | None = None
-    eager_median: float | None = None
-    eager_rounds: int | None = None
+    # paired timing (compiled bench items that passed): eager and compiled alternately, round by round
+    eager_median: float | None = None  # seconds per call, median of the paired eager blocks
     eager_device_time_ms: float | None = None
-    speedup: float | None = None  # eager median / median; None unless the item passed
+    paired_rounds: int | None = None
+    speedup: float | None = None  # median of the per-round eager/compiled ratios; None unless the item passed
+    speedup_low: float | None = None  # its bootstrap 95% confidence interval
+    speedup_high: float | None = None
+    unstable: bool | None = None  # the interval stayed wider than --inductor-speedup-precision
+    device_speedup: float | None = None  # median of the per-round ratios of CUDA device time
     # memory when a sample's triple began, after the previous triple was released: flat over a run when nothing leaks
     pid: int | None = None  # the process that ran it: a new worker after a crash, a timeout or recycling
     rss_mib: float | None = None  # resident memory of the process that ran it
@@ -107,6 +114,10 @@ class ItemRecord:
     @property
     def failed(self) -> bool:
         return self.outcome in FAILURES
+
+    def drop_speedup(self) -> None:
+        """A failed item has no speedup: a wrong program's speed is no speedup."""
+        self.speedup = self.speedup_low = self.speedup_high = self.unstable = self.device_speedup = None
 
     @property
     def counts_as_check(self) -> bool:
@@ -126,9 +137,13 @@ class ItemRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ItemRecord:
-        """A record from ``to_dict``'s fields; unknown fields are ignored, a missing identity raises KeyError."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in names}
+        """A record from ``to_dict``'s fields; unknown fields are ignored, a missing identity raises KeyError, a
+        value of the wrong type TypeError."""
+        types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in types}
+        for name, value in values.items():
+            if not _fits(value, types[name]):
+                raise TypeError(f"{name}: {value!r} is not {types[name]}")
         if values.get("outcome") is not None:
             values["outcome"] = Outcome(values["outcome"])
         for name in ("sample", "template", "device", "kind"):
@@ -148,29 +163,19 @@ class ItemRecord:
         return cls.from_dict(fields)
 
 
-def speedup_of(eager_median: float | None, median: float | None, outcome: Outcome | None) -> float | None:
-    """eager median / median, only for an item that passed its check."""
-    if eager_median is None or not median or outcome is not Outcome.PASS:
-        return None
-    return eager_median / median
-
-
-def fill_speedups(records: list[ItemRecord]) -> list[ItemRecord]:
-    """Give every compiled sample bench record without an eager median the median of its eager row (same
-    sample, device and GPU), and every compiled bench record its speedup. A record that has its eager median
-    (timed with its own baseline, or read from a saved run, whose eager row it keeps across a merge) keeps it."""
-    eager = {
-        (r.sample, r.device, r.gpu): r.median
-        for r in records
-        if r.template == EAGER and r.kind == "bench" and r.outcome is Outcome.PASS
-    }
-    for record in records:
-        if record.kind != "bench" or record.template == EAGER:
-            continue
-        if record.source == "sample" and record.eager_median is None:
-            record.eager_median = eager.get((record.sample, record.device, record.gpu))
-        record.speedup = speedup_of(record.eager_median, record.median, record.outcome)
-    return records
+def _fits(value: Any, annotation: str) -> bool:
+    """Whether a decoded JSON value fits a field's annotation, such as ``float | None`` or ``dict[str, Any]``."""
+    for kind in (part.strip().split("[")[0] for part in annotation.split("|")):
+        if (
+            (kind == "None" and value is None)
+            or (kind == "float" and isinstance(value, int | float) and not isinstance(value, bool))
+            or (kind == "int" and isinstance(value, int) and not isinstance(value, bool))
+            or (kind in ("str", "Outcome") and isinstance(value, str))
+            or (kind == "bool" and isinstance(value, bool))
+            or (kind == "dict" and isinstance(value, dict))
+        ):
+            return True
+    return False
 
 
 def geomean(values: Iterable[float]) -> float | None:

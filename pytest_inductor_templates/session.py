@@ -22,6 +22,7 @@ from .templates.user import (
     hook_definitions,
     load_templates_file,
 )
+from .timing.policy import TIMING_KEY
 from .worker.remote import RemoteTriples, remote_triples
 
 SESSION_KEY = pytest.StashKey["InductorSession"]()
@@ -75,11 +76,12 @@ class InductorSession:
         registry = build_registry(config, settings)
         visible = visible_devices()
         tolerance = Tolerance(*settings.tolerance) if settings.tolerance else None
+        timing = config.stash[TIMING_KEY]
         triples: TripleCache | RemoteTriples
         if settings.isolated:
-            triples = remote_triples(config, settings, tolerance)
+            triples = remote_triples(config, settings, tolerance, timing)
         else:
-            triples = TripleCache(tolerance, settings.require_effect, settings.memory_budget)
+            triples = TripleCache(tolerance, settings.require_effect, settings.memory_budget, timing.precision)
         return cls(
             registry,
             selection_module.resolve(settings, registry, visible),

@@ -145,6 +145,18 @@ OPTIONS = (
         "SIZE",
     ),
     Option(
+        "inductor_timing_threads",
+        "torch's intra-op CPU threads for every item the plugin runs (built, compiled, checked, timed); default: "
+        "the CPUs this process may use, shared among pytest-xdist workers",
+        "N",
+    ),
+    Option(
+        "inductor_speedup_precision",
+        "paired timing goes on, within --benchmark-max-time, until the speedup's 95 percent interval is within "
+        "+-PCT percent of it (default 2); an entry whose interval stays wider is marked unstable",
+        "PCT",
+    ),
+    Option(
         "inductor_list_templates",
         "list every template, its settings and availability, then exit",
         ini_type=None,
@@ -223,6 +235,9 @@ class Settings:
         if dtype is not None and dtype.value not in SAMPLE_DTYPES:
             raise dtype.usage_error(f"expected one of {', '.join(SAMPLE_DTYPES)}, got {dtype.value!r}")
         self.sample_dtype: str | None = dtype.value if dtype else None
+        threads = _positive(self.get("inductor_timing_threads"), int, "a whole number of threads such as 4")
+        self.timing_threads = int(threads) if threads is not None else None
+        self.speedup_precision = _percent(self.get("inductor_speedup_precision"))
         self.fullgraph = bool(self.value("inductor_fullgraph"))
         self.require_effect = bool(self.value("inductor_require_effect"))
         self.require_run = bool(self.value("inductor_require_run"))
@@ -315,3 +330,16 @@ def _dynamic(raw: Sourced[Any] | None) -> bool | None:
     if value not in ("true", "false", "auto"):
         raise raw.usage_error(f"expected true, false or auto, got {raw.value!r}")
     return None if value == "auto" else value == "true"
+
+
+def _percent(raw: Sourced[Any] | None) -> float | None:
+    """A percentage (``2%`` or ``2``) as a fraction (0.02): above 0, below 100."""
+    if raw is None:
+        return None
+    try:
+        value = float(str(raw.value).strip().removesuffix("%"))
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 100:
+        raise raw.usage_error(f"expected a percentage above 0 and below 100 such as 2%, got {raw.value!r}")
+    return value / 100

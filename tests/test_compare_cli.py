@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,13 +13,26 @@ from typing import Any
 import pytest
 
 from conftest import run_pytest
+from pytest_inductor_templates.record import FORMAT, ItemRecord
+from pytest_inductor_templates.runs.tables import speedup_text
 
 FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider")
 SAMPLES = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore")
+# The runs the speedup gate compares, timed as docs/guide.md advises for a shared CPU: one thread, and CPU time
+# (blind to the time other processes hold the CPU), with enough time for narrow intervals. The gate is judged on
+# the embedding sample (the rerun and the slowed run hold it alone) at 20%: a margin over the run-to-run shifts of
+# a heavily shared 2-core machine (benchmarks/speedup_stability.py measures the 10% target).
+GATED = (
+    "--benchmark-max-time=0.4", "--inductor-timing-threads=1", "--benchmark-timer=time.process_time",
+    "-p", "no:cacheprovider",
+)  # fmt: skip
+GATE = ("--fail-on", "speedup:20%")
 
-# A backend that compiles with Inductor and adds 0.5 to the first output element of the embedding sample:
-# a real, planted miscompile in a real run.
+# Backends that compile with Inductor and then add 0.5 to the first output element of the embedding sample (a real,
+# planted miscompile), or make every compiled call take twice as long (a real, planted slowdown).
 PLANTED_FAULT = """
+import time
+
 import torch
 
 
@@ -36,6 +50,23 @@ def shifted(gm, example_inputs):
 
 
 torch._dynamo.register_backend(name="shifted")(shifted)
+
+
+def slowed(gm, example_inputs):  # Inductor's program, then as much busy time again
+    compiled = torch._inductor.compile(gm, example_inputs)
+
+    def run(*args):
+        start = time.perf_counter()
+        out = compiled(*args)
+        spent = time.perf_counter() - start
+        while time.perf_counter() - start < 2 * spent:
+            pass
+        return out
+
+    return run
+
+
+torch._dynamo.register_backend(name="slowed")(slowed)
 """
 
 
@@ -47,50 +78,84 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Real runs: a base, a rerun, a run with a planted miscompile, and two shards split by template (each with
-    its eager row, as one CI job per template runs them)."""
+    """Real runs: a base, a rerun, a run with a planted miscompile, one with a planted slowdown, and two shards
+    split by template (each with its eager row, as one CI job per template runs them)."""
     root = tmp_path_factory.mktemp("runs")
     (root / "conftest.py").write_text(PLANTED_FAULT)
     k = ("-k", "launch_bound or embedding")
-    run_pytest(root, *SAMPLES, *k, "--benchmark-json=base.json", *FAST)
-    run_pytest(root, *SAMPLES, *k, "--benchmark-json=rerun.json", *FAST)
+    run_pytest(root, *SAMPLES, *k, "--benchmark-json=base.json", *GATED)
+    run_pytest(root, *SAMPLES, "-k", "embedding", "--benchmark-json=rerun.json", *GATED)
     run_pytest(root, *SAMPLES, *k, "--inductor-backend=shifted", "--benchmark-json=failing.json", *FAST)
+    run_pytest(root, *SAMPLES, "-k", "embedding", "--inductor-backend=slowed", "--benchmark-json=slowed.json", *GATED)
     run_pytest(root, *SAMPLES, "-k", "launch_bound", "--benchmark-json=shard1.json", *FAST)
     by_template = [a if a != "--inductor-template=default" else "--inductor-template=aten" for a in SAMPLES]
     run_pytest(root, *by_template, "-k", "launch_bound", "--benchmark-json=shard2.json", *FAST)  # one job a template
-    return {name: root / f"{name}.json" for name in ("base", "rerun", "failing", "shard1", "shard2")}
+    names = ("base", "rerun", "failing", "slowed", "shard1", "shard2")
+    return {name: root / f"{name}.json" for name in names}
 
 
-def _slowed(base: Path, factor: float, sample: str) -> Path:
-    """A copy of a real run with one compiled bench item's median multiplied by ``factor`` (in the records the
-    commands read)."""
-    data = json.loads(base.read_text())
-    for record in data["inductor_templates"]["items"]:
-        if (record["template"], record["sample"], record["kind"]) == ("default", sample, "bench"):
-            record["median"] *= factor
-    path = base.with_name(f"slowed-{factor}.json")
-    path.write_text(json.dumps(data))
-    return path
+def _row(output: str, sample: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith(f"{sample} [cpu]"))
 
 
 def test_an_unchanged_run_passes(runs) -> None:
     same = cli("compare", str(runs["base"]), str(runs["base"]), "--fail-on", "speedup:5%", "--fail-on", "correctness")
     assert same.returncode == 0, same.stdout + same.stderr
     assert "template default: geomean speedup" in same.stdout and "+0.0%" in same.stdout
-    rerun = cli("compare", str(runs["base"]), str(runs["rerun"]), "--fail-on", "correctness")
-    assert rerun.returncode == 0, rerun.stdout  # timing noise aside, nothing newly fails
+    rerun = cli("compare", str(runs["base"]), str(runs["rerun"]), *GATE, "--fail-on", "correctness")
+    assert rerun.returncode == 0, rerun.stdout  # the same commit again: within noise, and nothing newly fails
+    assert "geomean speedup" in rerun.stdout and "over 1 sample(s)" in rerun.stdout  # embedding was compared
 
 
-def test_a_planted_20_percent_slowdown_fails_the_speedup_gate(runs) -> None:
-    slowed = _slowed(runs["base"], 1.25, "builtin/launch_bound")  # 1/1.25: the speedup falls 20%
-    result = cli("compare", str(runs["base"]), str(slowed), "--fail-on", "speedup:5%")
-    assert result.returncode == 1
-    assert "- default: speedup on builtin/launch_bound [cpu] fell 20.0%" in result.stdout
-    assert "- default: geomean speedup fell 10.6%" in result.stdout  # sqrt(1.25): one of two samples
-    assert cli("compare", str(runs["base"]), str(slowed), "--fail-on", "speedup:25%").returncode == 0
-    table = cli("compare", str(runs["base"]), str(slowed)).stdout
-    row = next(line for line in table.splitlines() if line.startswith("builtin/launch_bound [cpu]"))
-    assert row.split()[4:5] == ["-20.0%"] and "+25.0%" in row  # speedup change, then time change
+def test_a_planted_slowdown_fails_the_speedup_gate_with_the_intervals_shown(runs) -> None:
+    base = json.loads(runs["base"].read_text())
+    speedups = {r["sample"]: r for r in base["inductor_templates"]["items"] if r["template"] == "default"}
+    result = cli("compare", str(runs["base"]), str(runs["slowed"]), *GATE)
+    assert result.returncode == 1, result.stdout
+    drop = re.search(r"- default: speedup on builtin/embedding \[cpu\] fell (\d+\.\d)% \((.*)\)", result.stdout)
+    assert drop is not None, result.stdout
+    assert float(drop.group(1)) > 25  # each compiled graph call took at least twice as long (Dynamo's part did not)
+    assert re.fullmatch(r"[0-9.]+x -> [0-9.]+x; change -\d+\.\d% \[-\d+\.\d%, -\d+\.\d%\]", drop.group(2))
+    row = _row(result.stdout, "builtin/embedding")
+    assert speedup_text(ItemRecord.from_dict(speedups["builtin/embedding"])) in row  # 1.08x ±7.1% and so on
+    assert cli("compare", str(runs["base"]), str(runs["slowed"]), "--fail-on", "speedup:99%").returncode == 0
+
+
+def test_a_fall_within_the_intervals_is_not_flagged(runs, tmp_path: Path) -> None:
+    """A speedup 12% lower whose interval is +-30% wide cannot be told from noise: shown, not flagged; the same
+    fall with narrow intervals is flagged."""
+    data = json.loads(runs["base"].read_text())
+    for record in data["inductor_templates"]["items"]:
+        if record["template"] == "default" and record["sample"] == "builtin/launch_bound" and record["kind"] == "bench":
+            record.update(speedup=2.0, speedup_low=1.4, speedup_high=2.6)
+    wide_base = tmp_path / "wide_base.json"
+    wide_base.write_text(json.dumps(data))
+    for record in data["inductor_templates"]["items"]:
+        if record["template"] == "default" and record["sample"] == "builtin/launch_bound" and record["kind"] == "bench":
+            record.update(speedup=1.76, speedup_low=1.23, speedup_high=2.29)
+    wide_new = tmp_path / "wide_new.json"
+    wide_new.write_text(json.dumps(data))
+    result = cli("compare", str(wide_base), str(wide_new), "--fail-on", "speedup:10%")
+    assert result.returncode == 0, result.stdout
+    assert "not flagged: fell by more than the limit, but the 95% interval of the change includes no change" in (
+        result.stdout
+    )
+    assert "- default: speedup on builtin/launch_bound [cpu] fell 12.0% (2x -> 1.76x; change -12.0% [" in result.stdout
+
+
+def test_nothing_comparable_exits_2(runs, tmp_path: Path) -> None:
+    disjoint = cli("compare", str(runs["rerun"]), str(runs["shard1"]))  # embedding against launch_bound
+    assert disjoint.returncode == 2 and disjoint.stdout == ""
+    assert disjoint.stderr.strip() == (
+        "pytest-inductor-templates compare: error: nothing to compare: no entry is in both runs (2 in base, 2 in new)"
+    )
+    data = json.loads(runs["base"].read_text())
+    data["machine_info"].update(gpu="NVIDIA H200", gpu_compute_capability="9.0")  # no GPU here to time on
+    other_gpu = tmp_path / "h200.json"
+    other_gpu.write_text(json.dumps(data))
+    gpus = cli("compare", str(runs["base"]), str(other_gpu))
+    assert gpus.returncode == 2 and "the runs are from different GPUs (no GPU vs NVIDIA H200)" in gpus.stderr
+    assert cli("compare", str(runs["base"]), str(other_gpu), "--fail-on", "correctness").returncode == 0
 
 
 def test_a_planted_new_failure_fails_the_correctness_gate(runs) -> None:
@@ -105,7 +170,7 @@ def test_a_planted_new_failure_fails_the_correctness_gate(runs) -> None:
 def test_markdown_and_json_formats(runs) -> None:
     markdown = cli("compare", str(runs["base"]), str(runs["failing"]), "--format", "markdown").stdout
     assert markdown.startswith("## pytest-inductor-templates compare")
-    assert "| sample [device] | base speedup | new speedup | change |" in markdown
+    assert "| sample [device] | base speedup | new speedup | change [95% interval] |" in markdown
     data = json.loads(cli("compare", str(runs["base"]), str(runs["failing"]), "--format", "json").stdout)
     assert data["newly_failing"] == [
         {"key": ["builtin/embedding", "default", "cpu"], "base": "pass", "new": "accuracy_fail"}
@@ -117,7 +182,7 @@ def test_markdown_and_json_formats(runs) -> None:
 
 def test_merge_joins_shards_split_by_template_and_refuses_overlaps(runs, tmp_path: Path) -> None:
     """One CI job per template: every shard runs the eager row. merge keeps the first shard's, and each compiled
-    entry keeps its speedup over its own shard's eager row (timed beside it, on the same machine)."""
+    entry keeps the speedup it measured, paired with eager in its own item."""
     out = tmp_path / "merged.json"
     merged = cli("merge", str(runs["shard1"]), str(runs["shard2"]), "-o", str(out))
     assert merged.returncode == 0, merged.stderr
@@ -156,24 +221,24 @@ def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(runs, tmp_path:
         )
 
 
-def test_merge_computes_speedups_across_shards(runs, tmp_path: Path) -> None:
+def test_a_shard_without_the_eager_row_keeps_its_own_speedups(runs, tmp_path: Path) -> None:
+    """Each compiled entry was paired with eager in its own item: a shard of compiled entries alone merges with
+    its speedups as they were measured."""
     data: dict[str, Any] = json.loads(runs["shard1"].read_text())
     eager_only, compiled_only = copy.deepcopy(data), copy.deepcopy(data)
     for shard, wanted in ((eager_only, True), (compiled_only, False)):
         shard["benchmarks"] = [b for b in shard["benchmarks"] if (b["extra_info"]["template"] == "eager") == wanted]
         items = shard["inductor_templates"]["items"]
         shard["inductor_templates"]["items"] = [r for r in items if (r["template"] == "eager") == wanted]
-    for record in compiled_only["inductor_templates"]["items"]:
-        record.pop("speedup", None), record.pop("eager_median", None)  # as a shard without the eager row writes it
     (tmp_path / "a.json").write_text(json.dumps(eager_only))
     (tmp_path / "b.json").write_text(json.dumps(compiled_only))
-    assert (
-        cli("merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-o", str(tmp_path / "m.json")).returncode == 0
-    )
+    merging = cli("merge", str(tmp_path / "b.json"), str(tmp_path / "a.json"), "-o", str(tmp_path / "m.json"))
+    assert merging.returncode == 0, merging.stderr
     merged = json.loads((tmp_path / "m.json").read_text())
-    eager = next(b for b in merged["benchmarks"] if b["extra_info"]["template"] == "eager")
     compiled = next(b for b in merged["benchmarks"] if b["extra_info"]["template"] == "default")
-    assert compiled["extra_info"]["speedup"] == pytest.approx(eager["stats"]["median"] / compiled["stats"]["median"])
+    measured = next(b for b in compiled_only["benchmarks"] if b["extra_info"]["template"] == "default")
+    assert compiled["extra_info"]["speedup"] == measured["extra_info"]["speedup"] > 0
+    assert compiled["extra_info"]["speedup_low"] == measured["extra_info"]["speedup_low"]
 
 
 def test_plot_labels_do_not_overlap_when_speedups_span_decades(runs) -> None:
@@ -194,7 +259,8 @@ def test_plot_labels_do_not_overlap_when_speedups_span_decades(runs) -> None:
             r for r in data["inductor_templates"]["items"] if r["template"] == "default" and r["kind"] == "bench"
         ]
         for record, factor in zip(compiled, factors, strict=True):  # the speedup becomes 1 / factor
-            record["median"], record["eager_median"] = eager[record["sample"]] * factor, None
+            record["median"], record["speedup"] = eager[record["sample"]] * factor, 1 / factor
+            record.pop("speedup_low"), record.pop("speedup_high")
         path = runs["base"].with_name(f"span-{factors[0]}.json")
         path.write_text(json.dumps(data))
         figure = speedup_figure(load(str(path)))
@@ -233,6 +299,12 @@ def test_plot_writes_a_png(runs, tmp_path: Path) -> None:
         ),
         (["compare", "plain.json", "plain.json"], "plain.json: no 'inductor_templates' section: not a run saved by"),
         (["compare", "notjson.json", "notjson.json"], "notjson.json: not JSON"),
+        (
+            ["compare", "corrupt.json", "corrupt.json"],
+            "corrupt.json: a malformed item record in inductor_templates.items (TypeError: speedup: 'fast' is not "
+            "float | None)",
+        ),
+        (["report", "listless.json"], "listless.json: 'items' is not a list of objects"),
         (["merge", "a.json"], "the following arguments are required: -o/--output"),
     ],
 )
@@ -240,6 +312,10 @@ def test_bad_usage_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
     (tmp_path / "plain.json").write_text(json.dumps({"benchmarks": [{"fullname": "t", "extra_info": {}}]}))
     (tmp_path / "notjson.json").write_text("{")
+    record = {"sample": "s", "template": "default", "device": "cpu", "kind": "bench", "outcome": "pass"}
+    section = {"format": FORMAT, "items": [{**record, "speedup": "fast"}]}
+    (tmp_path / "corrupt.json").write_text(json.dumps({"benchmarks": [], "inductor_templates": section}))
+    (tmp_path / "listless.json").write_text(json.dumps({"inductor_templates": {"format": FORMAT, "items": {}}}))
     result = cli(*args)
     assert result.returncode == 2 and message in result.stderr
     assert "Traceback" not in result.stderr
@@ -252,7 +328,8 @@ def test_report_renders_outcome_effect_and_speedup_as_markdown(runs) -> None:
     assert lines[0] == "| sample [device] | `default` |"
     data = json.loads(runs["failing"].read_text())
     launch = next(b for b in data["benchmarks"] if b["fullname"].endswith("launch_bound::bench[default-cpu]"))
-    assert f"| builtin/launch_bound [cpu] | pass / {launch['extra_info']['speedup']:.2f}x |" in lines
+    speedup = speedup_text(ItemRecord.from_dict(launch["extra_info"]))
+    assert f"| builtin/launch_bound [cpu] | pass / {speedup} |" in lines
     assert (
         "| builtin/embedding [cpu] | accuracy_fail (second opinion: RMSE) |" in lines
     )  # its outcome and rule, no speedup
@@ -260,9 +337,9 @@ def test_report_renders_outcome_effect_and_speedup_as_markdown(runs) -> None:
     assert any(line.startswith(failed) for line in lines), result.stdout
 
 
-def test_templates_that_all_leaves_out_are_named_with_the_reason(tmp_path: Path) -> None:
+def test_templates_that_all_leaves_out_are_named_with_the_reason(runs, tmp_path: Path) -> None:
     """--inductor-template=all runs what this machine can run; the header, the JSON and the report say what
-    it left out and why (the eager row alone runs here: nothing compiles)."""
+    it left out and why (the eager row alone runs here: nothing compiles, so compare has no speedup to gate)."""
     import torch
 
     from pytest_inductor_templates.machine import visible_devices
@@ -283,6 +360,10 @@ def test_templates_that_all_leaves_out_are_named_with_the_reason(tmp_path: Path)
     assert data["inductor_templates"]["left_out"] == [{"template": n, "reason": why} for n, why in expected]
     report = cli("report", str(tmp_path / "run.json")).stdout
     assert all(f"- `{name}`: {why}" in report for name, why in expected)
+    untimed = cli("compare", str(tmp_path / "run.json"), str(runs["base"]), "--fail-on", "speedup:10%")
+    assert untimed.returncode == 2, untimed.stdout  # the eager row alone ran: no speedup to compare
+    assert "nothing to compare: no compiled entry has a speedup in both runs (base has 0, new has 2" in untimed.stderr
+    assert cli("compare", str(tmp_path / "run.json"), str(runs["base"]), "--fail-on", "correctness").returncode == 0
 
 
 def test_help_names_every_command() -> None:

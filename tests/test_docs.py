@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_inductor_templates.record import ItemRecord
+from pytest_inductor_templates.record import FORMAT, ItemRecord
 from pytest_inductor_templates.samples.builtin import samples_table
 from pytest_inductor_templates.settings import options_markdown
 from pytest_inductor_templates.templates.listing import markdown_table
@@ -44,6 +44,7 @@ def test_every_record_field_is_in_the_reference() -> None:
     reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
     for field in dataclasses.fields(ItemRecord):
         assert f"`{field.name}`" in reference, field.name
+    assert f"`format` (an integer, today {FORMAT};" in reference and f'"format": {FORMAT},' in reference
 
 
 def test_the_readme_is_a_front_door() -> None:

@@ -51,6 +51,30 @@ def test_the_timer_waits_for_the_gpu(pytester: pytest.Pytester) -> None:
     device_seconds = info["device_time_ms"] / 1000
     eager_ms = info["eager_median"] * 1e3
     print(f"\nmedian wall {median * 1e3:.3f} ms, device {info['device_time_ms']:.3f} ms, eager {eager_ms:.3f} ms")
+    print(
+        f"paired: speedup {info['speedup']:.3f} [{info['speedup_low']:.3f}, {info['speedup_high']:.3f}] over "
+        f"{info['paired_rounds']} rounds, device speedup {info['device_speedup']:.3f}"
+    )
     assert device_seconds > 1e-4  # a real GEMM: far above launch cost
     assert 0.9 * device_seconds < median < 2 * device_seconds  # an unsynchronized timer reports ~1% of it
     assert 0.9 * info["eager_device_time_ms"] / 1000 < info["eager_median"]
+    assert info["paired_rounds"] >= 10 and info["speedup_low"] <= info["speedup"] <= info["speedup_high"]
+    assert 0.8 < info["speedup"] < 1.25 and 0.8 < info["device_speedup"] < 1.25  # the same cuBLAS GEMM both ways
+
+
+def test_gpu_sized_samples_run_at_full_size_with_a_paired_speedup(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples", "--inductor-template=default", "--inductor-devices=cuda", "-k",
+        "gemm_chain or transformer_block", "--benchmark-json=run.json", "-p", "no:cacheprovider", "-W", "ignore",
+    )  # fmt: skip
+    result.assert_outcomes(passed=8)
+    data = json.loads(pytester.path.joinpath("run.json").read_text())
+    for entry in data["benchmarks"]:
+        info = entry["extra_info"]
+        if info["template"] == "eager":
+            continue
+        half_width = (info["speedup_high"] - info["speedup_low"]) / 2 / info["speedup"]
+        eager_ms = info["eager_median"] * 1e3
+        print(f"\n{info['sample']}: {info['speedup']:.3f}x ±{half_width:.1%}, eager {eager_ms:.3f} ms a call")
+        assert eager_ms > 0.2  # GPU-sized: far above launch overhead (tens of us)
+        assert info["device_speedup"] > 0 and info["paired_rounds"] >= 10

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import junit_properties, no_cuda_machine, run_pytest
-from pytest_inductor_templates.record import FORMAT, ItemRecord, Outcome, fill_speedups
+from pytest_inductor_templates.record import FORMAT, ItemRecord, Outcome
+from pytest_inductor_templates.runs.tables import percent, speedup_cell, speedup_text, times
 
 FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider", "-W", "ignore")
 ATEN_LAUNCH_BOUND = ("--inductor-samples", "--inductor-template=aten", "--inductor-devices=cpu", "-k", "launch_bound")
@@ -54,12 +55,18 @@ def test_the_rule_that_decided_reaches_the_record_and_the_report() -> None:
     assert "- corpus/opt/default/cpu: accuracy_fail: call 1 of 2: out[0]: ..." in report  # the first comparison
 
 
-def test_speedups_come_from_the_eager_row_and_only_for_passing_items() -> None:
-    eager = ItemRecord("s", "eager", "cpu", "bench", outcome=Outcome.PASS, median=2.0)
-    fast = ItemRecord("s", "default", "cpu", "bench", outcome=Outcome.PASS, median=0.5)
-    wrong = ItemRecord("s", "aten", "cpu", "bench", outcome=Outcome.NO_EFFECT, median=0.5)
-    fill_speedups([eager, fast, wrong])
-    assert (fast.speedup, wrong.speedup, wrong.eager_median) == (4.0, None, 2.0)
+def test_a_speedup_reads_with_significant_digits_and_its_interval_and_is_dropped_on_failure() -> None:
+    record = ItemRecord("s", "default", "cpu", "bench", outcome=Outcome.PASS, speedup=0.00123)
+    assert speedup_text(record) == "0.00123x"  # never 0.00x
+    record.speedup, record.speedup_low, record.speedup_high, record.unstable = 1.2345, 1.21, 1.26, False
+    assert speedup_text(record) == "1.23x ±2%"
+    record.speedup, record.speedup_low, record.speedup_high, record.unstable = 317.4, 250.0, 380.0, True
+    assert speedup_text(record) == "317x ±20% unstable" and speedup_cell(record) == "317x ±20% unstable"
+    assert times(1234.4) == "1234x" and percent(0.0043) == "0.43%" and percent(2.5) == "250%"
+    record.outcome = Outcome.ACCURACY_FAIL
+    assert speedup_cell(record) == "ACCURACY"
+    record.drop_speedup()
+    assert not {"speedup", "speedup_low", "speedup_high", "unstable"} & set(record.to_dict())
 
 
 def test_a_no_effect_sample_says_no_effect_in_every_output(tmp_path: Path) -> None:

@@ -50,6 +50,15 @@ BAD_COMMAND_LINES = [
         ["--inductor-backend=aot_eager", '--inductor-options={"freezing": true}'],
         "--inductor-options (command line): backend 'aot_eager' takes no options= argument",
     ),
+    (
+        ["--inductor-timing-threads=0"],
+        "--inductor-timing-threads (command line): expected a whole number of threads such as 4 (more than 0), got '0'",
+    ),
+    (
+        ["--inductor-speedup-precision=tight"],
+        "--inductor-speedup-precision (command line): expected a percentage above 0 and below 100 such as 2%, "
+        "got 'tight'",
+    ),
 ]
 
 
@@ -77,6 +86,11 @@ def test_options_file_with_bad_json_names_the_file(sentinel_test: pytest.Pyteste
         ('inductor_options = {"freezing": 1}', "inductor_options (tox.ini): Inductor option 'freezing' takes bool"),
         ("inductor_dynamic = sometimes", "inductor_dynamic (tox.ini): expected true, false or auto"),
         ("inductor_backend = nope", "inductor_backend (tox.ini): unknown torch.compile backend 'nope'"),
+        (
+            "inductor_timing_threads = two",
+            "inductor_timing_threads (tox.ini): expected a whole number of threads such as 4, got 'two'",
+        ),
+        ("inductor_speedup_precision = 100%", "inductor_speedup_precision (tox.ini): expected a percentage above 0"),
     ],
 )
 def test_bad_ini_names_the_ini_file(sentinel_test: pytest.Pytester, ini: str, expected: str) -> None:

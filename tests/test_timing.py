@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import run_pytest
-from pytest_inductor_templates.timing.timers import median_per_call, warm_up
+from pytest_inductor_templates.record import ItemRecord
+from pytest_inductor_templates.report.terminal import SPEEDUP_TITLE
+from pytest_inductor_templates.runs.tables import speedup_text
+from pytest_inductor_templates.timing.timers import warm_up
 
 FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider")
 QUIET = ("-W", "ignore::DeprecationWarning")
@@ -59,21 +63,30 @@ def _entries(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {b["fullname"]: b for b in data["benchmarks"]}
 
 
-def test_sample_entries_carry_speedup_over_the_eager_row(timed_run) -> None:
+def _paired(info: dict[str, Any]) -> None:
+    """A compiled entry's paired figures: at least 10 rounds, the speedup inside its interval, unstable exactly
+    when the interval is wider than the default target (+-2%)."""
+    assert info["paired_rounds"] >= 10 and info["eager_median"] > 0 and info["threads"] >= 1
+    assert 0 < info["speedup_low"] <= info["speedup"] <= info["speedup_high"]
+    half_width = (info["speedup_high"] - info["speedup_low"]) / 2 / info["speedup"]
+    assert info["unstable"] is (half_width > 0.02)
+
+
+def test_compiled_entries_carry_a_paired_speedup_with_its_interval(timed_run) -> None:
     run, data = timed_run
     assert run.returncode == 0, run.stdout[-3000:]
     entries = _entries(data)
     eager = entries["inductor-samples::builtin/launch_bound::bench[eager-cpu]"]
-    compiled = entries["inductor-samples::builtin/launch_bound::bench[freezing-cpu]"]
-    info = compiled["extra_info"]
-    assert info["eager_median"] == eager["stats"]["median"]
-    assert info["speedup"] == pytest.approx(eager["stats"]["median"] / compiled["stats"]["median"])
-    assert "speedup" not in eager["extra_info"]  # the baseline itself has none
+    for template in ("default", "freezing"):
+        _paired(entries[f"inductor-samples::builtin/launch_bound::bench[{template}-cpu]"]["extra_info"])
+    info = entries["inductor-samples::builtin/launch_bound::bench[freezing-cpu]"]["extra_info"]
+    assert not {"speedup", "paired_rounds", "eager_median"} & set(eager["extra_info"])  # the eager row: its time
+    assert eager["extra_info"]["threads"] == info["threads"] == data["machine_info"]["timing_threads"]
     assert info["sample"] == "builtin/launch_bound" and info["template"] == "freezing" and info["device"] == "cpu"
     assert info["settings"] == {"freezing": True} and info["outcome"] == "pass" and info.get("gpu") is None
     assert info["compile_seconds"] > 0 and info["graphs"] == 1 and info["graph_breaks"] == 0
     assert info["cudagraph_skips"] == 0 and info["warmup_calls"] >= 5 and info["timer"] == "time.perf_counter"
-    assert "device_time_ms" not in info  # CUDA only
+    assert "device_time_ms" not in info and "device_speedup" not in info  # CUDA only
 
 
 def test_groups_hold_every_template_of_one_sample_and_device(timed_run) -> None:
@@ -88,14 +101,13 @@ def test_groups_hold_every_template_of_one_sample_and_device(timed_run) -> None:
     }
 
 
-def test_user_benchmark_times_eager_in_the_same_test(timed_run) -> None:
+def test_user_benchmark_pairs_eager_in_the_same_test(timed_run) -> None:
     _, data = timed_run
-    info = _entries(data)["test_user.py::test_block_speed[default]"]["extra_info"]
-    median = _entries(data)["test_user.py::test_block_speed[default]"]["stats"]["median"]
-    assert info["sample"] == "test_user.py::test_block_speed" and info["source"] == "test" and info["eager_rounds"] > 0
-    assert info["eager_median"] > 0 and info["eager_rounds"] >= 3
-    assert info["speedup"] == pytest.approx(info["eager_median"] / median)
-    assert _entries(data)["test_user.py::test_block_speed[default]"]["params"] == {"inductor_selection": "default"}
+    entry = _entries(data)["test_user.py::test_block_speed[default]"]
+    info = entry["extra_info"]
+    assert info["sample"] == "test_user.py::test_block_speed" and info["source"] == "test"
+    _paired(info)
+    assert entry["params"] == {"inductor_selection": "default"}
 
 
 def test_machine_info_and_outcomes_in_the_json(timed_run) -> None:
@@ -104,7 +116,8 @@ def test_machine_info_and_outcomes_in_the_json(timed_run) -> None:
     _, data = timed_run
     machine = data["machine_info"]
     assert machine["torch"] == torch.__version__ and machine["cuda"] == torch.version.cuda
-    assert {"gpu", "gpu_count", "gpu_compute_capability", "gpu_driver", "triton"} <= set(machine)
+    assert {"gpu", "gpu_count", "gpu_compute_capability", "gpu_driver", "triton", "load_average"} <= set(machine)
+    assert machine["timing_threads"] == max(1, machine["usable_cpus"])  # the default: every usable CPU
     outcomes = data["inductor_templates"]["items"]
     assert {(o["sample"], o["template"], o["outcome"]) for o in outcomes} >= {
         ("builtin/launch_bound", "eager", "pass"),
@@ -115,13 +128,15 @@ def test_machine_info_and_outcomes_in_the_json(timed_run) -> None:
 def test_summary_shows_a_speedup_table_with_geomeans(timed_run) -> None:
     run, data = timed_run
     out = run.stdout
-    assert "inductor-templates: speedup over eager (eager median / median)" in out
-    table = out[out.index("speedup over eager") :].splitlines()[1:6]
+    assert f"inductor-templates: {SPEEDUP_TITLE}" in out
+    table = out[out.index(SPEEDUP_TITLE) :].splitlines()[1:6]
     assert table[0].split() == ["sample", "[device]", "default", "freezing"]
-    rows = {line.split()[0]: line.split()[-2:] for line in table[1:]}
+    rows = {line.split()[0]: line for line in table[1:]}
     assert set(rows) == {"builtin/launch_bound", "builtin/norm_softmax", "test_user.py::test_block_speed", "geomean"}
-    entry = _entries(data)["inductor-samples::builtin/norm_softmax::bench[default-cpu]"]
-    assert rows["builtin/norm_softmax"][0] == f"{entry['extra_info']['speedup']:.2f}x"
+    for template in ("default", "freezing"):
+        info = _entries(data)[f"inductor-samples::builtin/norm_softmax::bench[{template}-cpu]"]["extra_info"]
+        assert speedup_text(ItemRecord.from_dict(info)) in rows["builtin/norm_softmax"]  # e.g. 1.23x ±4.1%
+    assert re.fullmatch(r"geomean +[0-9.]+x +[0-9.]+x", rows["geomean"])
 
 
 def test_failed_items_show_their_outcome_and_are_kept_in_the_json(tmp_path: Path) -> None:
@@ -139,7 +154,7 @@ def test_failed_items_show_their_outcome_and_are_kept_in_the_json(tmp_path: Path
     assert run.returncode == 1
     assert "PytestBenchmarkWarning" not in run.stdout + run.stderr  # untimed items fail without noise
     assert "compile_fail: compile failed in backend 'broken': RuntimeError: planted compile error" in run.stdout
-    table = run.stdout[run.stdout.index("speedup over eager") :].splitlines()
+    table = run.stdout[run.stdout.index(SPEEDUP_TITLE) :].splitlines()
     assert any(line.startswith("builtin/launch_bound [cpu]") and line.split()[-1] == "COMPILE" for line in table)
     assert any(line.startswith("test_user.py::test_block_speed [cpu]") and "COMPILE" in line for line in table)
     data = json.loads((tmp_path / "run.json").read_text())
@@ -155,8 +170,76 @@ def test_under_xdist_timing_is_off_the_checks_run_and_the_plugin_says_so_once(tm
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:]
     assert run.stdout.count("pytest-xdist is active, so pytest-benchmark disabled timing") == 1
-    assert "8 passed" in run.stdout and "speedup over eager" not in run.stdout
+    assert "8 passed" in run.stdout and SPEEDUP_TITLE not in run.stdout
     assert re.search(r"builtin/launch_bound +pass +pass", run.stdout)  # the check grid is there
+
+
+THREAD_TESTS = """
+import torch
+
+BEFORE = torch.get_num_threads()
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x)) * 2
+
+
+def test_inside(inductor_check):
+    print("INSIDE", torch.get_num_threads())
+    inductor_check(Block().eval(), torch.randn(8, 32))
+
+
+def test_speed(inductor_benchmark):
+    with torch.no_grad():
+        inductor_benchmark(Block().eval(), torch.randn(8, 32))
+
+
+def test_speed_then_fail(inductor_benchmark):
+    with torch.no_grad():
+        inductor_benchmark(Block().eval(), torch.randn(8, 32))
+    raise AssertionError("planted failure after timing")
+
+
+def test_outside():
+    print("OUTSIDE", torch.get_num_threads(), "BEFORE", BEFORE)
+"""
+
+
+def test_thread_setting_holds_for_the_plugins_items_and_an_impossible_precision_marks_unstable(tmp_path: Path) -> None:
+    """--inductor-timing-threads=1: the plugin's items run with one intra-op thread, other tests with the count
+    from before; machine_info, the records and the header say so. --inductor-speedup-precision=0.001%: no real
+    interval is that narrow, so every speedup is marked unstable in the table, the JSON and report. A test that
+    fails after timing keeps no speedup."""
+    (tmp_path / "test_threads.py").write_text(THREAD_TESTS)
+    run = run_pytest(
+        tmp_path, "--inductor-template=default", "--inductor-devices=cpu", "--inductor-timing-threads=1",
+        "--inductor-speedup-precision=0.001%", "-p", "no:randomly", "-s", "--benchmark-json=run.json", *FAST, *QUIET,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout[-3000:]
+    assert "inductor-templates: timing: 1 intra-op thread(s); speedups paired with eager, until their 95% " in (
+        run.stdout
+    )
+    assert "INSIDE 1" in run.stdout and re.search(r"OUTSIDE (\d+) BEFORE \1\b", run.stdout)
+    data = json.loads((tmp_path / "run.json").read_text())
+    assert data["machine_info"]["timing_threads"] == 1
+    entries = _entries(data)
+    assert {e["extra_info"]["threads"] for e in entries.values()} == {1}
+    timed = entries["test_threads.py::test_speed[default]"]["extra_info"]
+    assert timed["unstable"] is True and timed["paired_rounds"] >= 10
+    row = next(line for line in run.stdout.splitlines() if line.startswith("test_threads.py::test_speed [cpu]"))
+    assert row.endswith(" unstable") and speedup_text(ItemRecord.from_dict(timed)) in row
+    failed = entries["test_threads.py::test_speed_then_fail[default]"]["extra_info"]
+    assert failed["outcome"] == "runtime_fail" and "speedup" not in failed and "unstable" not in failed
+    report = subprocess.run(
+        [sys.executable, "-m", "pytest_inductor_templates.runs.cli", "report", str(tmp_path / "run.json")],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert f"| test_threads.py::test_speed [cpu] | pass / {speedup_text(ItemRecord.from_dict(timed))} |" in report
 
 
 @pytest.mark.parametrize(
@@ -182,12 +265,9 @@ def test_benchmark_switches_behave_as_in_pytest_benchmark(
         assert {b["extra_info"]["outcome"] for b in data["benchmarks"]} == {"pass"}
 
 
-def test_warm_up_runs_until_steady_and_median_per_call_follows_pytest_benchmark() -> None:
+def test_warm_up_runs_until_steady() -> None:
     calls = []
     assert warm_up(lambda: calls.append(1), None) == len(calls) >= 5
-    clock = iter(range(1_000_000))
-    median, rounds = median_per_call(lambda: None, lambda: float(next(clock)), 0.0, 10.0, 3)
-    assert median == 1.0 and rounds == 10  # each round is one call long on this clock
 
 
 def test_cross_gpu_compare_is_refused(pytester: pytest.Pytester) -> None:
@@ -259,3 +339,21 @@ def test_cuda_items_get_the_synchronizing_timer_and_long_rounds_unless_chosen(
     result = pytester.runpytest_inprocess("-s", *args)
     result.assert_outcomes(passed=2)
     assert plain in result.stdout.str() and own in result.stdout.str()
+
+
+def test_sample_items_in_the_worker_process_run_with_the_sessions_threads_and_are_timed_in_pairs(
+    tmp_path: Path,
+) -> None:
+    """The worker process that builds, checks and times the samples takes --inductor-timing-threads from the
+    pytest process, and pairs each compiled model with eager there."""
+    run = run_pytest(
+        tmp_path, "--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu",
+        "--inductor-isolation=process", "--inductor-timing-threads=1", "-k", "launch_bound",
+        "--benchmark-json=run.json", *FAST, *QUIET,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:]
+    entries = _entries(json.loads((tmp_path / "run.json").read_text()))
+    compiled = entries["inductor-samples::builtin/launch_bound::bench[default-cpu]"]["extra_info"]
+    eager = entries["inductor-samples::builtin/launch_bound::bench[eager-cpu]"]["extra_info"]
+    assert compiled["threads"] == eager["threads"] == 1
+    _paired(compiled)

@@ -17,12 +17,13 @@ GPU_FIELDS = ("gpu", "gpu_compute_capability")
 class BenchmarkJson:
     """Registered only when pytest-benchmark is active (its hookspecs exist only then)."""
 
-    def __init__(self, book: RecordBook, left_out: Callable[[], list[tuple[str, str]]]) -> None:
+    def __init__(self, book: RecordBook, left_out: Callable[[], list[tuple[str, str]]], timing: dict[str, Any]) -> None:
         self.book = book
         self.left_out = left_out  # the templates --inductor-template=all left out, with why
+        self.timing = timing  # timing threads, usable CPUs, load at start
 
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
-        machine_info.update(_machine_info())
+        machine_info.update(_machine_info(), **self.timing)
 
     def pytest_benchmark_update_json(
         self, config: pytest.Config, benchmarks: list[Any], output_json: dict[str, Any]

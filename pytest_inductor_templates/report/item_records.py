@@ -77,6 +77,8 @@ def complete(item: pytest.Item, report: pytest.TestReport) -> None:
         record.outcome, record.reason = Outcome.RUNTIME_FAIL, _first_line(report)
     elif report.passed and record.outcome is None:
         record.outcome = Outcome.PASS
+    if record.outcome is not Outcome.PASS:
+        record.drop_speedup()
     properties = record.properties()
     report.user_properties.extend(properties)
     item.user_properties.extend(properties)

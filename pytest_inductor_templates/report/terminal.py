@@ -6,11 +6,12 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from ..record import EAGER, SHORT_NAMES, ItemRecord, Outcome, fill_speedups, geomean
-from ..runs.tables import render, speedup_cell
+from ..record import EAGER, SHORT_NAMES, ItemRecord, Outcome, geomean
+from ..runs.tables import render, speedup_cell, times
 from .book import RecordBook
 
 VERDICTS = ("effect", "no effect", "not observed")
+SPEEDUP_TITLE = "speedup over eager (median of paired rounds, ±half-width of its 95% interval)"
 XDIST_NOTE = (
     "pytest-xdist is active, so pytest-benchmark disabled timing: bench items ran once, untimed, and no "
     "speedups were computed; the checks ran as usual. Run without -n to time, or with -n equal to the "
@@ -63,7 +64,8 @@ def effect_table(records: list[ItemRecord]) -> list[str]:
 
 
 def speedup_table(records: list[ItemRecord]) -> list[str]:
-    """Samples (per device) x templates, cells of speedups over eager (a failed item: its outcome), a geomean row."""
+    """Samples (per device) x templates, cells of speedups over eager with their intervals (a failed item: its
+    outcome), a geomean row."""
     compiled = [r for r in records if r.kind == "bench" and r.template != EAGER]
     if not compiled:
         return []
@@ -73,7 +75,7 @@ def speedup_table(records: list[ItemRecord]) -> list[str]:
         [row, *(speedup_cell(cells.get((row, t))) for t in templates)] for row in dict.fromkeys(k for k, _ in cells)
     ]
     means = [geomean(r.speedup for r in compiled if r.template == t and r.speedup is not None) for t in templates]
-    rows.append(["geomean", *(f"{m:.2f}x" if m is not None else "n/a" for m in means)])
+    rows.append(["geomean", *(times(m) if m is not None else "n/a" for m in means)])
     return render(["sample [device]", *templates], rows, right=range(1, len(templates) + 1))
 
 
@@ -86,7 +88,7 @@ class TerminalSummary:
         self.require_run = require_run
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        records = fill_speedups(self.book.records)
+        records = self.book.records
         checked = [r for r in records if r.counts_as_check]
         section = terminalreporter.write_sep
         for device, lines in sample_grids(checked).items():
@@ -106,7 +108,7 @@ class TerminalSummary:
                 terminalreporter.write_line(f"{r.nodeid}: {r.effect_evidence}")
         bench = [r for r in records if r.kind == "bench" and r.outcome is not Outcome.SKIPPED]
         if any(r.median is not None for r in bench):
-            self._lines(terminalreporter, "speedup over eager (eager median / median)", speedup_table(records))
+            self._lines(terminalreporter, SPEEDUP_TITLE, speedup_table(records))
         elif self.xdist_active and bench:
             self._lines(terminalreporter, "timing", [XDIST_NOTE])
         if self.require_run and self.book.ran == 0:

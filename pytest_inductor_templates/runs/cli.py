@@ -1,7 +1,7 @@
 """The ``pytest-inductor-templates`` command: compare, merge, report and plot saved runs.
 
 Exit codes: 0 done (and no --fail-on condition met), 1 a --fail-on condition met,
-2 a bad command line or an unusable input file.
+2 a bad command line, an unusable input file, or nothing that could be compared.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pytest-inductor-templates",
         description="Compare, merge, report and plot pytest-benchmark JSON runs of pytest-inductor-templates.",
-        epilog="Exit codes: 0 done, 1 a --fail-on condition met, 2 bad usage or an unusable file.",
+        epilog="Exit codes: 0 done, 1 a --fail-on condition met, 2 bad usage, an unusable file or nothing to compare.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     compare = commands.add_parser("compare", help="speedup, time and correctness changes from BASE to NEW")
@@ -49,8 +49,9 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="CONDITION",
-        help="exit 1 when a template's speedup fell by more than N%% on any sample or in its geomean "
-        "(speedup:N%%), or when an item newly fails (correctness); repeatable",
+        help="exit 1 when a template's speedup fell by more than N%% on any sample or in its geomean, and the "
+        "fall is significant given both runs' 95%% intervals (speedup:N%%), or when an item newly fails "
+        "(correctness); repeatable",
     )
     compare.add_argument("--format", choices=("table", "markdown", "json"), default="table")
     merge_command = commands.add_parser("merge", help="one run from shards run on other workers or machines")
@@ -66,16 +67,29 @@ def _parser() -> argparse.ArgumentParser:
 
 def _compare(args: argparse.Namespace) -> int:
     comparison = comparing.compare_runs(load(args.base), load(args.new))
-    failures: list[str] = []
-    for kind, limit in args.fail_on:
-        failures += comparison.speedup_drops(limit) if kind == "speedup" else comparison.correctness_drops()
+    speedup_limits = [limit for kind, limit in args.fail_on if kind == "speedup"]
+    failures = comparison.correctness_drops() if any(kind == "correctness" for kind, _ in args.fail_on) else []
+    why = comparison.incomparable(speedups=bool(speedup_limits) or not args.fail_on)
+    if why and not failures:  # newly failing items are a verdict even where no speedup compares (they have none)
+        raise RunError(f"nothing to compare: {why}")
+    waived: list[str] = []
+    for limit in speedup_limits if not why else ():
+        flagged, within_noise = comparison.speedup_drops(limit)
+        failures += flagged
+        waived += within_noise
+    if why:
+        print(f"speedups not compared: {why}", file=sys.stderr)
     if args.format == "json":
         print(comparing.as_json(comparison, failures))
-    else:
-        print(comparing.as_markdown(comparison) if args.format == "markdown" else comparing.as_table(comparison))
-        if failures:
-            print("\n" + ("**FAILED**" if args.format == "markdown" else "FAILED") + ":")
-            print("\n".join(f"- {line}" for line in failures))
+        return EXIT_REGRESSION if failures else EXIT_OK
+    markdown = args.format == "markdown"
+    print(comparing.as_markdown(comparison) if markdown else comparing.as_table(comparison))
+    if waived:
+        print("\nnot flagged: fell by more than the limit, but the 95% interval of the change includes no change:")
+        print("\n".join(f"- {line}" for line in waived))
+    if failures:
+        print("\n" + ("**FAILED**" if markdown else "FAILED") + ":")
+        print("\n".join(f"- {line}" for line in failures))
     return EXIT_REGRESSION if failures else EXIT_OK
 
 

@@ -1,41 +1,89 @@
-"""Comparing two saved runs: speedup changes per template (a ratio of ratios), time and correctness changes."""
+"""Comparing two saved runs: speedup changes per template (a ratio of ratios) with their 95% intervals, time and
+correctness changes, and the gate: a speedup regressed when it fell by more than the limit and significantly."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..record import EAGER, FAILURES, Outcome, geomean
+from ..record import EAGER, FAILURES, ItemRecord, Outcome, geomean
 from .files import Cell, Key, Run
-from .tables import render
+from .tables import render, speedup_text, times
+
+Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def log_error(record: ItemRecord | None) -> float | None:
+    """The standard error of log(speedup) that the record's 95% interval implies, or None without one."""
+    if record is None or record.speedup is None or record.speedup_low is None or record.speedup_high is None:
+        return None
+    if record.speedup_low <= 0:
+        return None
+    return (math.log(record.speedup_high) - math.log(record.speedup_low)) / (2 * Z95)
 
 
 @dataclass
 class Row:
-    """One (sample, device) of one template in both runs."""
+    """One (sample, device) of one template in both runs: the bench records that carry the speedups."""
 
     sample: str
     device: str
-    base_speedup: float | None
-    new_speedup: float | None
-    base_median: float | None
-    new_median: float | None
+    base: ItemRecord | None
+    new: ItemRecord | None
     base_outcome: str | None
     new_outcome: str | None
 
     @property
-    def speedup_change(self) -> float | None:
-        """new speedup / base speedup - 1: each speedup is against eager of its own run."""
-        if self.base_speedup is None or self.new_speedup is None:
+    def base_speedup(self) -> float | None:
+        return self.base.speedup if self.base else None
+
+    @property
+    def new_speedup(self) -> float | None:
+        return self.new.speedup if self.new else None
+
+    @property
+    def log_change(self) -> float | None:
+        """log(new speedup / base speedup): each speedup is against eager of its own run."""
+        if not self.base_speedup or not self.new_speedup:
             return None
-        return self.new_speedup / self.base_speedup - 1
+        return math.log(self.new_speedup / self.base_speedup)
+
+    @property
+    def log_error(self) -> float | None:
+        """The standard error of ``log_change``, from both intervals; None when a run has no interval."""
+        errors = (log_error(self.base), log_error(self.new))
+        return None if None in errors else math.hypot(*errors)  # type: ignore[arg-type]
+
+    @property
+    def speedup_change(self) -> float | None:
+        """new speedup / base speedup - 1."""
+        return None if self.log_change is None else math.expm1(self.log_change)
+
+    @property
+    def change_interval(self) -> tuple[float, float] | None:
+        return interval_of(self.log_change, self.log_error)
 
     @property
     def time_change(self) -> float | None:
-        if not self.base_median or self.new_median is None:
+        base, new = (self.base.median if self.base else None), (self.new.median if self.new else None)
+        if not base or new is None:
             return None
-        return self.new_median / self.base_median - 1
+        return new / base - 1
+
+
+def interval_of(log_change: float | None, log_error: float | None) -> tuple[float, float] | None:
+    """The 95% interval of a relative change from its log and that log's standard error."""
+    if log_change is None or log_error is None:
+        return None
+    return math.expm1(log_change - Z95 * log_error), math.expm1(log_change + Z95 * log_error)
+
+
+def regressed(change: float | None, interval: tuple[float, float] | None, limit: float) -> bool:
+    """A speedup fell by more than ``limit`` and, where both runs give intervals, significantly so: the change's
+    95% interval lies below zero."""
+    return change is not None and change < -limit and (interval is None or interval[1] < 0)
 
 
 @dataclass
@@ -46,7 +94,7 @@ class TemplateComparison:
     @property
     def compared(self) -> list[Row]:
         """The rows with a speedup in both runs: the geomeans are over these alone."""
-        return [r for r in self.rows if r.speedup_change is not None]
+        return [r for r in self.rows if r.log_change is not None]
 
     @property
     def base_geomean(self) -> float | None:
@@ -61,6 +109,16 @@ class TemplateComparison:
         base, new = self.base_geomean, self.new_geomean
         return None if base is None or new is None else new / base - 1
 
+    @property
+    def geomean_interval(self) -> tuple[float, float] | None:
+        """The 95% interval of the geomean's change: the mean of the rows' log changes, whose errors add."""
+        rows = self.compared
+        errors = [r.log_error for r in rows]
+        if not rows or None in errors:
+            return None
+        log_change = sum(r.log_change for r in rows if r.log_change is not None) / len(rows)
+        return interval_of(log_change, math.sqrt(sum(e * e for e in errors if e is not None)) / len(rows))
+
 
 @dataclass
 class RunComparison:
@@ -72,23 +130,48 @@ class RunComparison:
     only_in_base: list[Key]
     only_in_new: list[Key]
 
-    def speedup_drops(self, limit: float) -> list[str]:
-        """Why the speedup fell by more than ``limit`` (a fraction) on a sample or in a geomean."""
-        found = []
+    def speedup_drops(self, limit: float) -> tuple[list[str], list[str]]:
+        """Where a speedup fell by more than ``limit`` (a fraction), on a sample or in a geomean: the
+        significant drops (a regression), and those the intervals cannot tell from noise (not flagged)."""
+        flagged: list[str] = []
+        waived: list[str] = []
         for template in self.templates:
-            for row in template.rows:
-                if row.speedup_change is not None and row.speedup_change < -limit:
-                    found.append(
-                        f"{template.template}: speedup on {row.sample} [{row.device}] fell {-row.speedup_change:.1%} "
-                        f"({row.base_speedup:.2f}x -> {row.new_speedup:.2f}x)"
-                    )
-            change = template.geomean_change
-            if change is not None and change < -limit:
-                found.append(
-                    f"{template.template}: geomean speedup fell {-change:.1%} "
-                    f"({template.base_geomean:.2f}x -> {template.new_geomean:.2f}x)"
-                )
-        return found
+            found = [
+                (f"speedup on {r.sample} [{r.device}]", r.speedup_change, r.change_interval, r.base_speedup,
+                 r.new_speedup)
+                for r in template.rows
+            ]  # fmt: skip
+            found.append(
+                ("geomean speedup", template.geomean_change, template.geomean_interval, template.base_geomean,
+                 template.new_geomean)
+            )  # fmt: skip
+            for what, change, interval, base, new in found:
+                if change is None or change >= -limit:
+                    continue
+                line = f"{template.template}: {what} fell {-change:.1%} ({_x(base)} -> {_x(new)}"
+                line += f"; change {_change(change, interval)})"
+                (flagged if regressed(change, interval, limit) else waived).append(line)
+        return flagged, waived
+
+    def incomparable(self, speedups: bool) -> str | None:
+        """Why nothing could be compared: no entry in both runs; or, when ``speedups`` are asked for, runs from
+        different GPUs, or no compiled entry timed in both. None when there is something to compare."""
+        if not any(key in self.new.cells for key in self.base.cells):
+            return f"no entry is in both runs ({len(self.base.cells)} in base, {len(self.new.cells)} in new)"
+        if not speedups:
+            return None
+        if self.base.gpu != self.new.gpu:
+            return (
+                f"the runs are from different GPUs ({self.base.gpu or 'no GPU'} vs {self.new.gpu or 'no GPU'}): "
+                "their speedups do not compare (--fail-on correctness alone compares outcomes)"
+            )
+        if not any(t.compared for t in self.templates):
+            timed = [sum(c.speedup is not None for c in run.cells.values()) for run in (self.base, self.new)]
+            return (
+                f"no compiled entry has a speedup in both runs (base has {timed[0]}, new has {timed[1]}; runs with "
+                "--benchmark-disable, --benchmark-skip or pytest-xdist are not timed)"
+            )
+        return None
 
     def correctness_drops(self) -> list[str]:
         return [f"{'/'.join(key)}: newly failing ({base} -> {new})" for key, base, new in self.newly_failing]
@@ -124,7 +207,7 @@ def compare_runs(base: Run, new: Run) -> RunComparison:
         if template == EAGER:
             continue
         templates.setdefault(template, TemplateComparison(template)).rows.append(
-            Row(sample, device, b.speedup, n.speedup, b.median, n.median, base_outcome, new_outcome)
+            Row(sample, device, b.bench, n.bench, base_outcome, new_outcome)
         )
     return RunComparison(base, new, list(templates.values()), newly_failing, newly_passing, only_base, only_new)
 
@@ -134,7 +217,14 @@ def _pct(value: float | None) -> str:
 
 
 def _x(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}x"
+    return "n/a" if value is None else times(value)
+
+
+def _change(change: float | None, interval: tuple[float, float] | None) -> str:
+    """``-2.4% [-5.1%, +0.4%]``: a change and its 95% interval (when both runs give intervals)."""
+    if change is None:
+        return "n/a"
+    return _pct(change) + (f" [{_pct(interval[0])}, {_pct(interval[1])}]" if interval is not None else "")
 
 
 def _time(seconds: float | None) -> str:
@@ -154,17 +244,20 @@ def _outcome(row: Row) -> str:
     return base if base == new else f"{base} -> {new}"
 
 
-HEADER = ["sample [device]", "base speedup", "new speedup", "change", "base median", "new median", "time", "outcome"]
+HEADER = [
+    "sample [device]", "base speedup", "new speedup", "change [95% interval]", "base median", "new median", "time",
+    "outcome",
+]  # fmt: skip
 
 
 def _cells(row: Row) -> list[str]:
     return [
         f"{row.sample} [{row.device}]",
-        _x(row.base_speedup),
-        _x(row.new_speedup),
-        _pct(row.speedup_change),
-        _time(row.base_median),
-        _time(row.new_median),
+        speedup_text(row.base) if row.base else "n/a",
+        speedup_text(row.new) if row.new else "n/a",
+        _change(row.speedup_change, row.change_interval),
+        _time(row.base.median if row.base else None),
+        _time(row.new.median if row.new else None),
         _pct(row.time_change),
         _outcome(row),
     ]
@@ -173,19 +266,13 @@ def _cells(row: Row) -> list[str]:
 def _geomean_line(template: TemplateComparison) -> str:
     return (
         f"geomean speedup {_x(template.base_geomean)} -> {_x(template.new_geomean)} "
-        f"({_pct(template.geomean_change)}) over {len(template.compared)} sample(s)"
+        f"({_change(template.geomean_change, template.geomean_interval)}) over {len(template.compared)} sample(s)"
     )
 
 
 def _notes(comparison: RunComparison) -> list[str]:
     notes = [f"base: {comparison.base.path} ({comparison.base.machine})"]
     notes.append(f"new:  {comparison.new.path} ({comparison.new.machine})")
-    base_gpu, new_gpu = comparison.base.gpu, comparison.new.gpu
-    if base_gpu != new_gpu:
-        notes.append(
-            f"note: the runs are from different GPUs ({base_gpu or 'no GPU'} vs {new_gpu or 'no GPU'}): speedups "
-            "(each against eager of its own run) compare; absolute times do not"
-        )
     for which, run in (("base", comparison.base), ("new", comparison.new)):
         if run.partial:
             notes.append(f"note: the {which} run is partial ({run.partial}): items it lacks show as only in the other")
@@ -213,6 +300,18 @@ def as_markdown(comparison: RunComparison) -> str:
     return "\n".join(lines)
 
 
+def _row_json(row: Row) -> dict[str, Any]:
+    fields = ("speedup", "speedup_low", "speedup_high", "unstable", "median")
+    data: dict[str, Any] = {"sample": row.sample, "device": row.device}
+    for side, record in (("base", row.base), ("new", row.new)):
+        data |= {f"{side}_{name}": getattr(record, name) if record else None for name in fields}
+        data[f"{side}_outcome"] = getattr(row, f"{side}_outcome")
+    interval = row.change_interval
+    data |= {"speedup_change": row.speedup_change, "time_change": row.time_change}
+    data["speedup_change_interval"] = list(interval) if interval else None
+    return data
+
+
 def as_json(comparison: RunComparison, failures: list[str]) -> str:
     data: dict[str, Any] = {
         "base": {"path": comparison.base.path, "machine_info": comparison.base.data.get("machine_info", {})},
@@ -222,9 +321,8 @@ def as_json(comparison: RunComparison, failures: list[str]) -> str:
                 "base_geomean": t.base_geomean,
                 "new_geomean": t.new_geomean,
                 "geomean_change": t.geomean_change,
-                "rows": [
-                    {**asdict(r), "speedup_change": r.speedup_change, "time_change": r.time_change} for r in t.rows
-                ],
+                "geomean_change_interval": t.geomean_interval,
+                "rows": [_row_json(r) for r in t.rows],
             }
             for t in comparison.templates
         },

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..record import EAGER, FORMAT, SECTION, ItemRecord, Outcome, fill_speedups
+from ..record import EAGER, FORMAT, SECTION, ItemRecord, Outcome
 from . import results_file
 
 
@@ -56,7 +56,7 @@ class Run:
     cells: dict[Key, Cell] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for record in fill_speedups(self.records):
+        for record in self.records:
             cell = self.cells.setdefault(record.key, Cell())
             setattr(cell, "bench" if record.kind == "bench" else "check", record)
 
@@ -86,8 +86,17 @@ def from_data(path: str, data: Any) -> Run:
     version = data[SECTION].get("format")
     if version != FORMAT:
         raise RunError(f"{path}: {SECTION} format {version!r}; this version of the plugin reads format {FORMAT}")
+    for name, kind, where in (
+        ("items", list, data[SECTION]),
+        ("left_out", list, data[SECTION]),
+        ("benchmarks", list, data),
+        ("machine_info", dict, data),
+    ):
+        value = where.get(name, kind())
+        if not isinstance(value, kind) or (kind is list and not all(isinstance(v, dict) for v in value)):
+            raise RunError(f"{path}: {name!r} is not a {'list of objects' if kind is list else 'JSON object'}")
     try:
-        records = [ItemRecord.from_dict(item) for item in data[SECTION]["items"]]
+        records = [ItemRecord.from_dict(item) for item in data[SECTION].get("items", [])]
     except (KeyError, TypeError, ValueError) as error:
         raise RunError(
             f"{path}: a malformed item record in {SECTION}.items ({type(error).__name__}: {error})"
@@ -126,9 +135,8 @@ def merge(runs: list[Run]) -> tuple[dict[str, Any], list[str]]:
     """One run from shards, and notes on what was dropped: timed entries and records concatenated.
 
     Every shard of a split by template runs the ``eager`` reference row: the first shard's eager items are
-    kept, the others' dropped (named in the notes). Each compiled entry keeps the speedup over the eager
-    row of its own shard; one from a shard without an eager row is given the merged run's (same sample,
-    device and GPU). machine_info and commit_info come from the first shard; shards on other GPUs keep
+    kept, the others' dropped (named in the notes). Each compiled entry keeps its own speedup, paired with
+    eager in its own item. machine_info and commit_info come from the first shard; shards on other GPUs keep
     theirs in each record (``gpu``). Any other item in two shards is an error. A shard that
     was cut short makes the merged run partial.
     """
@@ -160,10 +168,9 @@ def merge(runs: list[Run]) -> tuple[dict[str, Any], list[str]]:
 
 
 def write_records(data: dict[str, Any], records: list[ItemRecord], left_out: list[tuple[str, str]]) -> None:
-    """Put the records into a pytest-benchmark JSON document: speedups filled, each timed entry's
-    ``extra_info`` updated with its item's record, and the ``inductor_templates`` section (every record,
-    the format version, the templates ``all`` left out)."""
-    fill_speedups(records)
+    """Put the records into a pytest-benchmark JSON document: each timed entry's ``extra_info`` updated with
+    its item's record, and the ``inductor_templates`` section (every record, the format version, the
+    templates ``all`` left out)."""
     by_nodeid = {r.nodeid: r for r in records if r.kind == "bench"}
     for entry in data.get("benchmarks", []):
         if (record := by_nodeid.get(entry.get("fullname"))) is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..record import EAGER, FAILURES, FIRST_COMPARISON, ItemRecord, geomean
 from .files import Cell, Run
-from .tables import render
+from .tables import render, speedup_text, times
 
 MARK = {"effect": "effect", "no effect": "**no effect**", "not observed": "not observed"}
 
@@ -22,8 +22,8 @@ def _cell(cell: Cell | None) -> str:
     parts = [_outcome(verdict)]
     if verdict.effect:
         parts.append(MARK.get(verdict.effect, verdict.effect))
-    if cell.speedup is not None:
-        parts.append(f"{cell.speedup:.2f}x")
+    if cell.bench is not None and cell.speedup is not None:
+        parts.append(speedup_text(cell.bench))
     return " / ".join(parts)
 
 
@@ -36,7 +36,7 @@ def as_markdown(run: Run) -> str:
     for template in templates:
         speedups = [c.speedup for (_, t, _), c in run.cells.items() if t == template and c.speedup is not None]
         mean = geomean(speedups)
-        means.append(f"{mean:.2f}x over {len(speedups)}" if mean is not None else "n/a")
+        means.append(f"{times(mean)} over {len(speedups)}" if mean is not None else "n/a")
     body.append(["geomean speedup", *means])
     lines = render(["sample [device]", *(f"`{t}`" for t in templates)], body, markdown=True)
     if run.partial:

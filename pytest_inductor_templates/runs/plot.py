@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..record import EAGER, geomean
+from ..record import EAGER, ItemRecord, geomean
 from .files import Run, RunError
 
 
@@ -33,8 +33,16 @@ def _speedup_axis(axes: Any) -> None:
     axes.yaxis.set_minor_formatter(Times(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
 
 
+def _error_bar(record: ItemRecord | None) -> tuple[float, float]:
+    """How far the 95% interval reaches below and above the speedup (nothing without one)."""
+    if record is None or record.speedup is None or record.speedup_low is None or record.speedup_high is None:
+        return (0.0, 0.0)
+    return (record.speedup - record.speedup_low, record.speedup_high - record.speedup)
+
+
 def speedup_figure(run: Run) -> Any:
-    """Bars of speedup per (sample, device) and template, a geomean group, a line at 1x; failures marked."""
+    """Bars of speedup per (sample, device) and template with their 95% intervals, a geomean group, a line at 1x;
+    failures marked."""
     plt = _pyplot()
     compiled = {key: cell for key, cell in run.cells.items() if key[1] != EAGER and cell.bench is not None}
     if not compiled:
@@ -46,12 +54,14 @@ def speedup_figure(run: Run) -> Any:
     width = 0.8 / len(templates)
     figure, axes = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) * max(1, len(templates)) ** 0.5 + 2), 4.8))
     for index, template in enumerate(templates):
-        speedups = [cells[(g, template)].speedup if (g, template) in cells else None for g in groups]
+        benches = [cells[(g, template)].bench if (g, template) in cells else None for g in groups]
+        speedups = [b.speedup if b is not None else None for b in benches]
         speedups.append(geomean(s for s in speedups if s is not None))
         positions = [i + (index - (len(templates) - 1) / 2) * width for i in range(len(labels))]
         heights = [s if s is not None else float("nan") for s in speedups]
-        bars = axes.bar(positions, heights, width, label=template)
-        axes.bar_label(bars, labels=[f"{s:.2f}" if s is not None else "" for s in speedups], fontsize=6, padding=1)
+        errors = [_error_bar(b) for b in benches] + [(0.0, 0.0)]  # the geomean has no interval
+        bars = axes.bar(positions, heights, width, label=template, yerr=list(zip(*errors, strict=True)), capsize=2)
+        axes.bar_label(bars, labels=[f"{s:.3g}" if s is not None else "" for s in speedups], fontsize=6, padding=1)
         for position, group in zip(positions, groups, strict=False):  # the last position is the geomean
             cell = cells.get((group, template))
             if cell is not None and cell.verdict.failed:
@@ -67,7 +77,7 @@ def speedup_figure(run: Run) -> Any:
     axes.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     _speedup_axis(axes)
     axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
-    axes.set_ylabel("speedup over eager (eager median / median)")
+    axes.set_ylabel("speedup over eager (paired median, 95% interval)")
     gpu = run.gpu or "CPU"
     axes.set_title(f"pytest-inductor-templates: {run.path.rsplit('/', 1)[-1]} ({gpu})", fontsize=10)
     axes.legend(fontsize=8)

@@ -24,10 +24,31 @@ def render(
     ]
 
 
+def times(value: float) -> str:
+    """A ratio with three significant digits: ``1.23x``, ``122x``, ``0.00412x`` (never ``0.00x``)."""
+    return f"{value:.0f}x" if value >= 1000 else f"{value:.3g}x"
+
+
+def percent(fraction: float) -> str:
+    """A fraction as a percentage with two significant digits: ``2.1%``, ``12%``, ``0.43%``."""
+    return f"{fraction * 100:.0f}%" if fraction >= 1 else f"{fraction * 100:.2g}%"
+
+
+def speedup_text(record: ItemRecord) -> str:
+    """``1.23x ±2.1%``: the speedup and the half-width of its 95% interval; ``unstable`` when the interval
+    stayed wider than the target; ``n/a`` without a speedup."""
+    if record.speedup is None:
+        return "n/a"
+    text = times(record.speedup)
+    if record.speedup_low is not None and record.speedup_high is not None and record.speedup > 0:
+        text += f" ±{percent((record.speedup_high - record.speedup_low) / 2 / record.speedup)}"
+    return text + (" unstable" if record.unstable else "")
+
+
 def speedup_cell(record: ItemRecord | None) -> str:
-    """A speedup in a table: ``1.23x``; a failed item's outcome instead; ``-`` where nothing ran."""
+    """A speedup in a table (``speedup_text``); a failed item's outcome instead; ``-`` where nothing ran."""
     if record is None:
         return "-"
     if record.failed and record.outcome is not None:
         return SHORT_NAMES[record.outcome]
-    return f"{record.speedup:.2f}x" if record.speedup is not None else "n/a"
+    return speedup_text(record)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -10,21 +10,37 @@ from typing import Any
 from ..runs.tables import render
 from .base import Inputs, Sample, Tolerance, stable_seed
 
-ModelFactory = Callable[[], Any]
+ModelFactory = Callable[..., Any]  # (**Size.model) -> a model
 InputFactory = Callable[[Any, Any], list[Inputs]]  # (generator, dtype) -> inputs on the CPU
+
+
+@dataclass(frozen=True)
+class Size:
+    """A GPU-sized sample's size on one device type: the model's keyword arguments, its one input's shape."""
+
+    model: Mapping[str, Any]
+    inputs: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"input {'x'.join(map(str, self.inputs))}, " + ", ".join(f"{k} {v}" for k, v in self.model.items())
 
 
 @dataclass(frozen=True, eq=False)
 class BuiltinSample(Sample):
-    """A model class and an input factory; weights and inputs come from a seed fixed by the name."""
+    """A model class and an input factory; weights and inputs come from a seed fixed by the name.
+
+    A sample with ``sizes`` has a size per device type (full on CUDA, reduced on the CPU so that CI stays
+    fast): its model factory takes the size's keyword arguments, and its input is one tensor of its shape.
+    """
 
     name: str
     model_factory: ModelFactory
-    input_factory: InputFactory
+    input_factory: InputFactory | None = None
     dtype_name: str = "float32"
     device_types: tuple[str, ...] = ("cpu", "cuda")
     tolerance: Tolerance | None = None
     description: str = ""
+    sizes: Mapping[str, Size] | None = None
 
     @property
     def id(self) -> str:  # type: ignore[override]
@@ -33,6 +49,12 @@ class BuiltinSample(Sample):
     @property
     def dtype(self) -> str:
         return self.dtype_name
+
+    @property
+    def summary(self) -> str:
+        """The description, and a GPU-sized sample's size on each device type."""
+        sizes = self.sizes or {}
+        return "; ".join([self.description, *(f"{device}: {size}" for device, size in sizes.items())])
 
     def _torch_dtype(self) -> Any:
         import torch
@@ -48,7 +70,7 @@ class BuiltinSample(Sample):
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(stable_seed(self.id))
-            model = self.model_factory()
+            model = self.model_factory(**self.sizes[device.type].model) if self.sizes else self.model_factory()
         return model.to(device=device, dtype=self._torch_dtype()).eval()
 
     def make_inputs(self, device: Any) -> list[Inputs]:
@@ -57,7 +79,11 @@ class BuiltinSample(Sample):
         from ..compile.outputs import map_tensors
 
         generator = torch.Generator().manual_seed(stable_seed(self.id) + 1)
-        inputs = self.input_factory(generator, self._torch_dtype())
+        if self.sizes:
+            inputs = _one(generator, self._torch_dtype(), *self.sizes[device.type].inputs)
+        else:
+            assert self.input_factory is not None
+            inputs = self.input_factory(generator, self._torch_dtype())
         move = lambda t: t.to(device)  # noqa: E731
         return [Inputs(map_tensors(move, i.args), map_tensors(move, i.kwargs)) for i in inputs]
 
@@ -216,6 +242,85 @@ def _models() -> dict[str, Any]:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.net(x) + x
 
+    class TransformerBlock(nn.Module):
+        """A pre-norm transformer block: causal self-attention and a 4x-wide GELU MLP, each with a residual."""
+
+        def __init__(self, width: int, heads: int) -> None:
+            super().__init__()
+            self.heads = heads
+            self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+            self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+            self.up, self.down = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+            x = x + self.proj(y)
+            return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+    class Bottleneck(nn.Module):
+        """ResNet's bottleneck: 1x1, 3x3 (strided), 1x1 convolutions with batch norm, and a shortcut."""
+
+        def __init__(self, channels: int, width: int, stride: int) -> None:
+            super().__init__()
+            out = 4 * width
+            self.body = nn.Sequential(
+                nn.Conv2d(channels, width, 1, bias=False), _norm(width), nn.ReLU(),
+                nn.Conv2d(width, width, 3, stride, 1, bias=False), _norm(width), nn.ReLU(),
+                nn.Conv2d(width, out, 1, bias=False), _norm(out),
+            )  # fmt: skip
+            self.shortcut = (
+                nn.Sequential(nn.Conv2d(channels, out, 1, stride, bias=False), _norm(out))
+                if stride != 1 or channels != out
+                else nn.Identity()
+            )
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.relu(self.body(x) + self.shortcut(x))
+
+    def _norm(channels: int) -> nn.BatchNorm2d:
+        norm = nn.BatchNorm2d(channels)
+        with torch.no_grad():
+            norm.running_mean.uniform_(-0.1, 0.1)
+            norm.running_var.uniform_(0.5, 1.5)
+        return norm
+
+    class ConvStack(nn.Module):
+        """ResNet-50's layout: a 7x7 stem, four stages of bottlenecks, global pooling and a linear head."""
+
+        def __init__(self, layers: tuple[int, ...], width: int) -> None:
+            super().__init__()
+            stages: list[nn.Module] = [
+                nn.Conv2d(3, width, 7, 2, 3, bias=False),
+                _norm(width),
+                nn.ReLU(),
+                nn.MaxPool2d(3, 2, 1),
+            ]
+            channels = width
+            for stage, blocks in enumerate(layers):
+                for block in range(blocks):
+                    stride = 2 if stage > 0 and block == 0 else 1
+                    stages.append(Bottleneck(channels, width * 2**stage, stride))
+                    channels = 4 * width * 2**stage
+            self.features = nn.Sequential(*stages)
+            self.head = nn.Linear(channels, 1000)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.features(x).mean((2, 3)))
+
+    class GemmChain(nn.Module):
+        """Square linear layers in a row with GELU between: large GEMMs back to back."""
+
+        def __init__(self, width: int, depth: int) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.layers[:-1]:
+                x = F.gelu(layer(x))
+            return self.layers[-1](x)
+
     return {
         cls.__name__: cls
         for cls in (
@@ -229,12 +334,31 @@ def _models() -> dict[str, Any]:
             BufferMutation,
             GraphBreak,
             DynamicBatch,
+            TransformerBlock,
+            ConvStack,
+            GemmChain,
         )
     }
 
 
 def _model(name: str) -> ModelFactory:
-    return lambda: _models()[name]()
+    return lambda **size: _models()[name](**size)
+
+
+GPU_SIZED = {  # full size on CUDA, where launch overhead no longer decides the speedup; reduced on the CPU
+    "transformer_block": {
+        "cuda": Size({"width": 2048, "heads": 16}, (8, 1024, 2048)),
+        "cpu": Size({"width": 64, "heads": 4}, (2, 32, 64)),
+    },
+    "conv_stack": {
+        "cuda": Size({"layers": (3, 4, 6, 3), "width": 64}, (64, 3, 224, 224)),
+        "cpu": Size({"layers": (1, 1), "width": 8}, (2, 3, 32, 32)),
+    },
+    "gemm_chain": {
+        "cuda": Size({"width": 4096, "depth": 4}, (4096, 4096)),
+        "cpu": Size({"width": 128, "depth": 4}, (64, 128)),
+    },
+}
 
 
 def _token_inputs(generator: Any, dtype: Any) -> list[Inputs]:
@@ -319,6 +443,27 @@ BUILTIN_SAMPLES: tuple[BuiltinSample, ...] = (
     BuiltinSample(
         "dynamic_batch", _model("DynamicBatch"), _batches, description="an MLP called with batch sizes 8, 5 and 13"
     ),
+    BuiltinSample(
+        "transformer_block",
+        _model("TransformerBlock"),
+        dtype_name="bfloat16",
+        sizes=GPU_SIZED["transformer_block"],
+        description="GPU-sized: a pre-norm transformer block (attention, 4x MLP)",
+    ),
+    BuiltinSample(
+        "conv_stack",
+        _model("ConvStack"),
+        dtype_name="bfloat16",
+        sizes=GPU_SIZED["conv_stack"],
+        description="GPU-sized: ResNet-50's bottleneck layout",
+    ),
+    BuiltinSample(
+        "gemm_chain",
+        _model("GemmChain"),
+        dtype_name="bfloat16",
+        sizes=GPU_SIZED["gemm_chain"],
+        description="GPU-sized: square linear layers with GELU between",
+    ),
 )
 
 
@@ -333,7 +478,7 @@ def samples_table() -> str:
         [
             f"`{s.id}`",
             s.dtype,
-            s.description,
+            s.summary,
             f"rtol {s.tolerance.rtol:g}, atol {s.tolerance.atol:g}" if s.tolerance else "dtype default",
         ]
         for s in BUILTIN_SAMPLES

@@ -32,7 +32,8 @@ def check(inductor_sample: Triple, request: pytest.FixtureRequest) -> None:
 
 
 def bench(inductor_sample: Triple, benchmark: Any, request: pytest.FixtureRequest) -> None:
-    """Time one call of the sample's model (compiled, or eager for the eager row) through pytest-benchmark."""
+    """Time one call of the sample's model (compiled, or eager for the eager row) through pytest-benchmark; a
+    compiled model that passed its check is then timed in pairs with a fresh eager one: its speedup."""
     triple, item = inductor_sample, request.node
     checked_before = triple.verdict is not None
     verdict, record = triple.judged(), record_of(item)

@@ -21,6 +21,7 @@ from ..memory import MiB, cuda_allocated, format_size, rss_bytes
 from ..record import ItemRecord, Outcome
 from ..templates.matrix import Case
 from ..timing.bench import time_into
+from ..timing.paired import DEFAULT_PRECISION
 from .base import Inputs, Sample, SampleError
 
 
@@ -91,6 +92,7 @@ class PreparedTriple:
     case: Case
     tolerance: Tolerance | None = None
     require_effect: bool = False  # --inductor-require-effect
+    precision: float = DEFAULT_PRECISION  # paired timing's target (--inductor-speedup-precision)
     error: str | None = None  # why the sample could not be built
     error_traceback: str = ""  # where building it raised, for an error other than a SampleError
     refused: str | None = None  # why the sample was not built at all (--inductor-memory-budget)
@@ -114,6 +116,12 @@ class PreparedTriple:
                 self.verdict = Verdict(exited(error))
         return self.verdict
 
+    def fresh_eager(self) -> Any:
+        """A fresh eager model of the sample on the triple's device: the check's reference, paired timing's baseline."""
+        import torch
+
+        return self.sample.make_model(torch.device(self.case.device.name))
+
     def _check(self) -> Verdict:
         if self.refused is not None:
             return Verdict(CheckResult(Outcome.SKIPPED, self.refused, self.refused))
@@ -124,11 +132,8 @@ class PreparedTriple:
             return Verdict(
                 CheckResult(Outcome.EAGER_FAIL, reason, "\n".join(filter(None, [reason, self.error_traceback])))
             )
-        import torch
-
-        device = torch.device(self.case.device.name)
         subject = CheckSubject(
-            make_eager=lambda: self.sample.make_model(device),
+            make_eager=self.fresh_eager,
             model=self.model,
             inputs=self.inputs,
             tolerance=self.sample.tolerance or self.tolerance,
@@ -153,21 +158,32 @@ class PreparedTriple:
         return self.model.stats if self.case.selection.compiles and self.model is not None else None
 
     def time(self, record: ItemRecord, benchmark: Any, item: Any) -> None:
-        """Time one call of the model under test (compiled by the check) through ``benchmark`` into ``record``."""
+        """Time one call of the model under test (compiled by the check) through ``benchmark`` into ``record``;
+        a compiled model that passed its check is then timed in pairs with a fresh eager one: its speedup."""
         phases.enter(phases.TIMING)
         with device_scope(self.case.device):
             steady, inputs = self.model.steady(), self.inputs[0]  # no per-call scaffolding
-            time_into(record, benchmark, item, lambda: call_without_grad(steady, inputs), self.case.device.type)
+            eager_run = None
+            if self.case.selection.compiles and record.outcome is Outcome.PASS:
+                eager = self.fresh_eager()
+                eager_run = lambda: call_without_grad(eager, inputs)  # noqa: E731
+            run = lambda: call_without_grad(steady, inputs)  # noqa: E731
+            time_into(record, benchmark, item, run, self.case.device.type, eager_run, self.precision)
 
 
 class TripleCache:
     """Holds the current triple; builds the next one only when the key changes, releasing the last."""
 
     def __init__(
-        self, tolerance: Tolerance | None = None, require_effect: bool = False, memory_budget: int | None = None
+        self,
+        tolerance: Tolerance | None = None,
+        require_effect: bool = False,
+        memory_budget: int | None = None,
+        precision: float = DEFAULT_PRECISION,
     ) -> None:
         self.tolerance = tolerance
         self.require_effect = require_effect
+        self.precision = precision  # paired timing's target (--inductor-speedup-precision)
         self.memory_budget = memory_budget  # bytes a sample's tensors may take (--inductor-memory-budget)
         self.current: PreparedTriple | None = None
         self._key: tuple[str, str] | None = None
@@ -187,7 +203,7 @@ class TripleCache:
         import torch
 
         sample, case = item_case.sample, item_case.case
-        prepared = PreparedTriple(sample, case, self.tolerance, self.require_effect)
+        prepared = PreparedTriple(sample, case, self.tolerance, self.require_effect, self.precision)
         rss, cuda = rss_bytes(), cuda_allocated(case.device)
         prepared.pid = os.getpid()
         prepared.rss_mib = round(rss / MiB, 1) if rss is not None else None

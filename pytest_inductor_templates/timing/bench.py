@@ -1,4 +1,4 @@
-"""Timing one model through pytest-benchmark: warm-up, the timed rounds, device time, the eager baseline."""
+"""Timing one model through pytest-benchmark (warm-up, the timed rounds, device time), then paired with eager."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from typing import Any
 
 import pytest
 
-from ..record import ItemRecord
-from .timers import CUDA_MIN_ROUND_SECONDS, cuda_synchronized_perf_counter, device_time_ms, median_per_call, warm_up
+from ..record import ItemRecord, Outcome
+from .paired import DEFAULT_PRECISION, PairedPlan, time_paired
+from .timers import CUDA_MIN_ROUND_SECONDS, block_timer, cuda_synchronized_perf_counter, device_time_ms, warm_up
 
 BENCHMARK_MARKER = "benchmark"  # pytest-benchmark's own marker
 UNTIMED_KEY = pytest.StashKey[bool]()
 PYTEST_BENCHMARK_MIN_TIME = 0.000005  # --benchmark-min-time's default
+PAIRED_MIN_ROUNDS = 10  # fewer rounds make a bootstrap interval of the median meaningless
+CPU_BLOCK_SECONDS = 0.001  # a paired block on the CPU lasts this long at least: well above the timer's resolution
 
 
 def mark_untimed(item: pytest.Item) -> None:
@@ -88,20 +91,24 @@ def time_into(
     run: Callable[[], Any],
     device_type: str,
     eager_run: Callable[[], Any] | None = None,
+    precision: float = DEFAULT_PRECISION,
 ) -> None:
     """Time ``run`` through pytest-benchmark after an untimed warm-up, and write the figures into ``record``.
 
-    On CUDA, device time from CUDA events goes beside pytest-benchmark's (synchronized) wall time.
-    ``eager_run``, when given, is warmed up and timed the same way in the same test: its median is the
-    baseline of the speedup. With benchmarks disabled (``--benchmark-disable``, pytest-xdist), ``run``
-    is called once and nothing is timed.
+    On CUDA, device time from CUDA events goes beside pytest-benchmark's (synchronized) wall time. When
+    ``eager_run`` is given and the item passed its check, eager and ``run`` are then timed in pairs (see
+    ``paired``) with the same timer, until the interval is within ``precision``: the speedup, its interval and
+    eager's time per call. With benchmarks
+    disabled (``--benchmark-disable``, pytest-xdist), ``run`` is called once and nothing is timed.
     """
     if benchmark.disabled:
         benchmark(run)
         return
     import torch
 
-    synchronize = torch.cuda.synchronize if device_type == "cuda" else None
+    cuda = device_type == "cuda"
+    synchronize = torch.cuda.synchronize if cuda else None
+    record.threads = torch.get_num_threads()
     record.warmup_calls = warm_up(run, synchronize)
     benchmark(run)
     record.median = benchmark.stats.stats.median
@@ -109,14 +116,22 @@ def time_into(
     record.timer = timer_name(timer)
     if synchronize is not None:
         record.device_time_ms = device_time_ms(run)
-    if eager_run is not None:
-        warm_up(eager_run, synchronize)
-        record.eager_median, record.eager_rounds = median_per_call(
-            eager_run,
-            timer,
-            float(_setting(item, "min_time")),
-            float(_setting(item, "max_time")),
-            int(_setting(item, "min_rounds")),
-        )
-        if synchronize is not None:
-            record.eager_device_time_ms = device_time_ms(eager_run)
+    if eager_run is None or record.outcome is not Outcome.PASS:
+        return
+    warm_up(eager_run, synchronize)
+    plan = PairedPlan(
+        block_seconds=max(float(_setting(item, "min_time")), CUDA_MIN_ROUND_SECONDS if cuda else CPU_BLOCK_SECONDS),
+        min_rounds=max(int(_setting(item, "min_rounds")), PAIRED_MIN_ROUNDS),
+        max_seconds=float(_setting(item, "max_time")),
+        target=precision,
+    )
+    paired = time_paired(eager_run, run, block_timer(timer, cuda), plan)
+    record.eager_median, record.paired_rounds = paired.eager_median, paired.rounds
+    record.speedup, record.speedup_low, record.speedup_high = (
+        paired.speedup.median,
+        paired.speedup.low,
+        paired.speedup.high,
+    )
+    record.unstable, record.device_speedup = paired.unstable, paired.device_speedup
+    if synchronize is not None:
+        record.eager_device_time_ms = device_time_ms(eager_run)

@@ -1,12 +1,13 @@
-"""GPU-correct timing: a synchronizing timer for pytest-benchmark, warm-up, device time, the eager baseline."""
+"""GPU-correct timing: a synchronizing timer for pytest-benchmark, warm-up, device time, block timers."""
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
+
+from .paired import BlockTimer
 
 WARMUP_MIN_CALLS = 5
 WARMUP_MIN_SECONDS = 0.1
@@ -71,25 +72,31 @@ def device_time_ms(run: Callable[[], Any]) -> float:
     return statistics.median(begin.elapsed_time(end) for begin, end in zip(starts, ends, strict=True))
 
 
-def median_per_call(
-    run: Callable[[], Any], timer: Callable[[], float], min_time: float, max_time: float, min_rounds: int
-) -> tuple[float, int]:
-    """Median seconds per call, measured as pytest-benchmark measures: rounds of ``iterations`` calls each.
+def block_timer(timer: Callable[[], float], cuda: bool) -> BlockTimer:
+    """A block timer for paired timing: ``timer`` read around a block of calls (the item's pytest-benchmark
+    timer, synchronizing on CUDA), and on CUDA the device time between two events around the block."""
 
-    The iterations per round are calibrated so that a round lasts at least ``min_time``; rounds run
-    until ``max_time`` is spent, at least ``min_rounds``. Returns (median, rounds).
-    """
-
-    def one_round(iterations: int) -> float:
+    def wall(run: Callable[[], Any], iterations: int) -> tuple[float, float | None]:
         start = timer()
         for _ in range(iterations):
             run()
-        return timer() - start
+        return timer() - start, None
 
-    iterations = 1
-    while (duration := one_round(iterations)) < min_time and iterations < 1_000_000:
-        estimate = iterations * 10 if duration <= 0 else math.ceil(min_time * iterations / duration)
-        iterations = max(estimate, iterations + 1)
-    rounds = max(min_rounds, math.ceil(max_time / max(duration, 1e-9)))
-    per_call = [one_round(iterations) / iterations for _ in range(rounds)]
-    return statistics.median(per_call), rounds
+    if not cuda:
+        return wall
+    import torch
+
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def with_device(run: Callable[[], Any], iterations: int) -> tuple[float, float | None]:
+        torch.cuda.synchronize()
+        start = timer()
+        begin.record()
+        for _ in range(iterations):
+            run()
+        end.record()
+        seconds = timer() - start
+        end.synchronize()
+        return seconds, begin.elapsed_time(end) / 1000
+
+    return with_device

@@ -25,6 +25,7 @@ from .. import phases
 from ..compile.failures import first_line
 from ..machine import Device
 from ..samples.triples import TripleCache
+from ..timing.paired import DEFAULT_PRECISION
 from . import protocol as p
 
 FAULT_EXIT = 70  # the exit code after a CUDA fault was reported
@@ -105,7 +106,8 @@ class Server:
     """Answers the pytest process's requests with one ``TripleCache``."""
 
     def __init__(self, hello: p.Hello) -> None:
-        self.triples = TripleCache(hello.tolerance, hello.require_effect, hello.memory_budget)
+        precision = hello.precision if hello.precision is not None else DEFAULT_PRECISION
+        self.triples = TripleCache(hello.tolerance, hello.require_effect, hello.memory_budget, precision)
 
     def handle(self, request: object) -> object:
         device = request.case.case.device if isinstance(request, (p.Check, p.Time)) else self._device()
@@ -193,7 +195,10 @@ def main() -> int:
     sys.path[:] = hello.sys_path
     warnings = _import_conftests(hello.conftests)
     import torch  # ready before the first request, whose timeout should not pay for it
-    import torch._dynamo  # noqa: F401
+    import torch._dynamo
+
+    if hello.threads is not None:  # as the pytest process runs its items: Inductor bakes the count into CPU kernels
+        torch.set_num_threads(hello.threads)
 
     lock = threading.Lock()
 

@@ -88,6 +88,8 @@ class Hello:
     tolerance: Any = None
     require_effect: bool = False
     memory_budget: int | None = None
+    threads: int | None = None  # torch's intra-op threads (--inductor-timing-threads)
+    precision: float | None = None  # paired timing's target (--inductor-speedup-precision)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from ..samples.base import Sample
 from ..samples.triples import SampleCase, TripleEnded
 from ..settings import Settings
 from ..templates.matrix import Case
+from ..timing.policy import TimingSettings
 from . import protocol as p
 from .client import WorkerLost, WorkerProcess
 
@@ -216,12 +217,15 @@ def conftest_modules(config: pytest.Config) -> list[tuple[str, str]]:
     return sorted(found, key=lambda module: (len(Path(module[1]).parts), module[1]))
 
 
-def remote_triples(config: pytest.Config, settings: Settings, tolerance: Tolerance | None) -> RemoteTriples:
-    """The session's triples in a worker process set up like this one (its ``sys.path``, its conftest files)."""
+def remote_triples(
+    config: pytest.Config, settings: Settings, tolerance: Tolerance | None, timing: TimingSettings
+) -> RemoteTriples:
+    """The session's triples in a worker process set up like this one (its ``sys.path``, its conftest files,
+    its intra-op threads)."""
 
     def hello() -> p.Hello:
         return p.Hello(list(sys.path), conftest_modules(config), tolerance, settings.require_effect,
-                       settings.memory_budget)  # fmt: skip
+                       settings.memory_budget, timing.threads, timing.precision)  # fmt: skip
 
     pinned = PINNED_GPU in getattr(config, "workerinput", {})
     return RemoteTriples(WorkerProcess(hello), settings.recycle_triples, settings.recycle_rss, pinned)

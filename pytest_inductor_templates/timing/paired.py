@@ -1,0 +1,174 @@
+"""Paired timing: eager and compiled timed alternately, round by round, with one clock.
+
+Each round times a block of eager calls and a block of compiled calls back to back (the order alternates
+from round to round), so drift in clock, load and temperature lands on both sides of the round's ratio.
+The speedup is the median of the per-round ratios, with a bootstrap 95% confidence interval. Rounds go on
+until the interval is narrow enough or the time budget is spent.
+
+Pure functions of the callables and a block timer: no pytest, no torch (numpy for the bootstrap), so that
+any runner (a pytest item, a worker process) can call them unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+BlockTimer = Callable[[Callable[[], Any], int], tuple[float, float | None]]
+"""Times ``iterations`` back-to-back calls of a callable: (wall seconds, device seconds or None)."""
+
+CONFIDENCE = 0.95
+RESAMPLES = 1000  # bootstrap resamples
+CHECK_GROWTH = 1.5  # the stop rule looks again once the rounds have grown by half (a bootstrap costs O(rounds))
+MAX_ROUNDS = 2_000  # the bootstrap costs O(rounds x resamples)
+MAX_ITERATIONS = 1_000_000
+DEFAULT_PRECISION = 0.02  # the stop rule's default target half-width (--inductor-speedup-precision)
+
+
+@dataclass(frozen=True)
+class PairedPlan:
+    """How long to time: blocks of at least ``block_seconds``; at least ``min_rounds`` rounds; then until the
+    interval's relative half-width is at most ``target`` or ``max_seconds`` have passed."""
+
+    block_seconds: float
+    min_rounds: int
+    max_seconds: float
+    target: float
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A median and its bootstrap confidence interval."""
+
+    median: float
+    low: float
+    high: float
+
+    @property
+    def half_width(self) -> float:
+        """Half the interval's width, relative to the median (0.02 reads ``±2%``)."""
+        return (self.high - self.low) / 2 / self.median if self.median > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class PairedTiming:
+    """The rounds of one paired timing and what follows from them."""
+
+    eager: list[float]  # seconds per call in each round's eager block
+    compiled: list[float]  # ... compiled block
+    eager_device: list[float] | None  # device seconds per call, when the block timer reports device time
+    compiled_device: list[float] | None
+    iterations: tuple[int, int]  # calls per block: eager, compiled
+    speedup: Interval
+    target: float
+    seconds: float  # wall time spent, calibration included
+
+    @property
+    def rounds(self) -> int:
+        return len(self.eager)
+
+    @property
+    def unstable(self) -> bool:
+        """Whether the interval stayed wider than the target."""
+        return self.speedup.half_width > self.target
+
+    @property
+    def eager_median(self) -> float:
+        return statistics.median(self.eager)
+
+    @property
+    def compiled_median(self) -> float:
+        return statistics.median(self.compiled)
+
+    @property
+    def device_speedup(self) -> float | None:
+        """The median of the per-round ratios of device time, when there is device time."""
+        if not self.eager_device or not self.compiled_device:
+            return None
+        return statistics.median(ratios(self.eager_device, self.compiled_device))
+
+
+def ratios(eager: Sequence[float], compiled: Sequence[float]) -> list[float]:
+    """Per-round speedups: eager time / compiled time (rounds with a zero compiled time are left out)."""
+    return [e / c for e, c in zip(eager, compiled, strict=True) if c > 0]
+
+
+def bootstrap_median(values: Sequence[float], resamples: int = RESAMPLES, seed: int = 0) -> Interval:
+    """The median of ``values`` and its percentile-bootstrap 95% interval (``resamples`` resamples, seeded:
+    the same values give the same interval)."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    if data.size == 0:
+        raise ValueError("no values")
+    median = float(np.median(data))
+    if data.size == 1:
+        return Interval(median, median, median)
+    picks = np.random.default_rng(seed).integers(0, data.size, size=(resamples, data.size))
+    medians = np.median(data[picks], axis=1)
+    tail = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(medians, [tail, 1 - tail])
+    return Interval(median, float(low), float(high))
+
+
+def calibrate(run: Callable[[], Any], time_block: BlockTimer, block_seconds: float) -> int:
+    """Calls per block so that a block lasts at least ``block_seconds`` (as pytest-benchmark calibrates)."""
+    iterations = 1
+    while iterations < MAX_ITERATIONS:
+        duration, _ = time_block(run, iterations)
+        if duration >= block_seconds:
+            break
+        estimate = iterations * 10 if duration <= 0 else math.ceil(block_seconds * iterations / duration)
+        iterations = min(MAX_ITERATIONS, max(estimate, iterations + 1))
+    return iterations
+
+
+def time_paired(
+    eager: Callable[[], Any],
+    compiled: Callable[[], Any],
+    time_block: BlockTimer,
+    plan: PairedPlan,
+    clock: Callable[[], float] = time.perf_counter,
+) -> PairedTiming:
+    """Time ``eager`` and ``compiled`` (both warmed up already) in alternating blocks, round by round.
+
+    Stop rule: after ``plan.min_rounds`` rounds, stop once the speedup's interval is within ``plan.target``
+    (looked at each time the rounds have grown by half) or once ``plan.max_seconds`` have passed.
+    """
+    start = clock()
+    iterations = (calibrate(eager, time_block, plan.block_seconds), calibrate(compiled, time_block, plan.block_seconds))
+    sides: tuple[Callable[[], Any], Callable[[], Any]] = (eager, compiled)
+    walls: tuple[list[float], list[float]] = ([], [])
+    devices: tuple[list[float], list[float]] = ([], [])
+    next_check = plan.min_rounds
+    interval: Interval | None = None
+    while True:
+        order = (0, 1) if len(walls[0]) % 2 == 0 else (1, 0)
+        for side in order:
+            wall, device = time_block(sides[side], iterations[side])
+            walls[side].append(wall / iterations[side])
+            if device is not None:
+                devices[side].append(device / iterations[side])
+        rounds = len(walls[0])
+        if rounds >= MAX_ROUNDS or (rounds >= plan.min_rounds and clock() - start >= plan.max_seconds):
+            break
+        if rounds >= next_check:
+            interval = bootstrap_median(ratios(*walls))
+            if interval.half_width <= plan.target:
+                break
+            interval, next_check = None, max(rounds + 1, math.ceil(rounds * CHECK_GROWTH))
+    with_device = len(devices[0]) == len(walls[0])
+    return PairedTiming(
+        eager=walls[0],
+        compiled=walls[1],
+        eager_device=devices[0] if with_device else None,
+        compiled_device=devices[1] if with_device else None,
+        iterations=iterations,
+        speedup=interval or bootstrap_median(ratios(*walls)),
+        target=plan.target,
+        seconds=clock() - start,
+    )

@@ -1,0 +1,44 @@
+"""How this session times: intra-op threads, the speedup interval's target, the load when the session started."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from ..settings import Settings
+from .paired import DEFAULT_PRECISION
+from .threads import default_threads, load_average, load_warning, usable_cpus
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """The session's timing settings: intra-op threads (and the load when the session started), and the
+    speedup interval's target half-width."""
+
+    threads: int
+    precision: float = DEFAULT_PRECISION
+    load_at_start: float | None = None
+
+    @classmethod
+    def from_settings(cls, chosen: Settings) -> TimingSettings:
+        """The options' values, else the defaults: every usable CPU (shared among xdist workers), +-2%."""
+        threads = chosen.timing_threads or default_threads()
+        return cls(threads, chosen.speedup_precision or DEFAULT_PRECISION, load_average())
+
+    def machine_info(self) -> dict[str, Any]:
+        """What pytest-benchmark's ``machine_info`` gains: the timing threads, usable CPUs, load at start."""
+        return {"timing_threads": self.threads, "usable_cpus": usable_cpus(), "load_average": self.load_at_start}
+
+    def header_lines(self) -> list[str]:
+        lines = [
+            f"inductor-templates: timing: {self.threads} intra-op thread(s); speedups paired with eager, "
+            f"until their 95% interval is within ±{self.precision:.1%}"
+        ]
+        if warning := load_warning(self.threads, self.load_at_start, usable_cpus()):
+            lines.append(f"inductor-templates: warning: {warning}")
+        return lines
+
+
+TIMING_KEY = pytest.StashKey[TimingSettings]()

@@ -1,0 +1,71 @@
+"""CPU threads while timing: how many intra-op threads, set around an item, and whether the machine is busy."""
+
+from __future__ import annotations
+
+import os
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity), not every CPU of the machine."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_threads() -> int:
+    """Intra-op threads that do not oversubscribe: the usable CPUs, shared among pytest-xdist's workers."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return max(1, usable_cpus() // max(1, workers))
+
+
+class ThreadScope:
+    """torch's intra-op thread count held at ``threads`` over a run of consecutive items, and the count in force
+    before restored when the run ends.
+
+    Inductor bakes the thread count in force at compile time into the C++ kernels it generates for the CPU, so
+    the count holds around everything an item does (building, compiling, checking, timing). It is not switched
+    back and forth between items: with libgomp, changing the count can leave every later parallel region
+    waiting milliseconds for its threads on a loaded machine.
+    """
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self._before: int | None = None
+
+    def enter(self) -> None:
+        import torch
+
+        if self._before is None:
+            self._before = torch.get_num_threads()
+        if torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
+
+    def leave(self) -> None:
+        if self._before is None:
+            return
+        import torch
+
+        if torch.get_num_threads() != self._before:
+            torch.set_num_threads(self._before)
+        self._before = None
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, where the system has one."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def load_warning(threads: int, load: float | None, cpus: int) -> str | None:
+    """A line to warn with when other work already keeps at least one CPU busy and, with the timing threads
+    added, the usable CPUs are oversubscribed; None on a quiet machine."""
+    if load is None or load < 1 or load + threads <= cpus:
+        return None
+    return (
+        f"the machine is already loaded (load average {load:.1f} over the last minute, {cpus} usable CPU(s), "
+        f"{threads} timing thread(s)): wall-clock timings will be noisy; --inductor-timing-threads=1 "
+        "--benchmark-timer=time.process_time times the CPU work itself"
+    )

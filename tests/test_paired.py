@@ -1,0 +1,133 @@
+"""The paired-timing core on a simulated machine: alternation, the ratio, its interval, the stop rule.
+
+The core takes the callables, a block timer and a clock, so a simulated machine (its clock and load are
+numbers) shows what pairing does with drift that no real machine reproduces on demand.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pytest_inductor_templates.timing.paired import PairedPlan, bootstrap_median, calibrate, ratios, time_paired
+from pytest_inductor_templates.timing.threads import load_warning
+
+
+class Machine:
+    """A clock that moves only when a block is timed: each call of ``eager`` costs ``eager_cost`` seconds and of
+    ``compiled`` ``compiled_cost``, both times ``load(block)`` (drift shared by the two sides of a round), times
+    a per-block noise factor drawn from ``noise`` (seeded)."""
+
+    def __init__(
+        self, eager_cost: float, compiled_cost: float, load: Callable[[int], float] = lambda _: 1.0, noise: float = 0.0
+    ) -> None:
+        self.now = 0.0
+        self.blocks = 0
+        self.calls: list[str] = []
+        self.cost = {"eager": eager_cost, "compiled": compiled_cost}
+        self.load = load
+        self.noise = noise
+        self.random = random.Random(0)
+
+    def side(self, name: str) -> Callable[[], None]:
+        return lambda: self.calls.append(name)
+
+    def time_block(self, run: Callable[[], Any], iterations: int) -> tuple[float, None]:
+        before = len(self.calls)
+        for _ in range(iterations):
+            run()
+        name = self.calls[before]
+        factor = self.load(self.blocks) * (1 + self.random.uniform(-self.noise, self.noise))
+        seconds = self.cost[name] * iterations * factor
+        self.blocks += 1
+        self.now += seconds
+        return seconds, None
+
+    def time(self, plan: PairedPlan) -> Any:
+        return time_paired(self.side("eager"), self.side("compiled"), self.time_block, plan, clock=lambda: self.now)
+
+
+PLAN = PairedPlan(block_seconds=0.001, min_rounds=10, max_seconds=1.0, target=0.02)
+
+
+def test_rounds_alternate_eager_and_compiled_and_swap_the_order_each_round() -> None:
+    machine = Machine(0.001, 0.001)
+    timing = machine.time(PLAN)
+    assert timing.rounds == 10 and timing.iterations == (1, 1)  # one call fills a 1 ms block
+    timed = machine.calls[2:]  # after calibrating each side once
+    assert timed[:6] == ["eager", "compiled", "compiled", "eager", "eager", "compiled"]
+    assert timed.count("eager") == timed.count("compiled") == 10
+
+
+def test_drift_shared_by_a_round_cancels_in_its_ratio() -> None:
+    """The load doubles every few blocks and falls back: unpaired medians of each side would see a different
+    mix of load; the per-round ratio sees the same load on both sides."""
+    load = lambda block: 2.0 ** ((block // 5) % 4)  # noqa: E731
+    timing = Machine(0.003, 0.001, load).time(PLAN)
+    assert timing.speedup.median == pytest.approx(3.0)
+    assert max(timing.eager) / min(timing.eager) >= 7  # eager alone moved by 8x
+    assert timing.speedup.low == pytest.approx(3.0) and timing.speedup.high == pytest.approx(3.0)
+
+
+def test_calibration_fills_blocks_and_per_call_times_divide_by_the_calls() -> None:
+    machine = Machine(0.00001, 0.00004)
+    assert calibrate(machine.side("eager"), machine.time_block, 0.001) == 100
+    timing = Machine(0.00001, 0.00004).time(PLAN)
+    assert timing.iterations == (100, 25)
+    assert timing.eager_median == pytest.approx(0.00001) and timing.compiled_median == pytest.approx(0.00004)
+    assert timing.speedup.median == pytest.approx(0.25)
+
+
+def test_the_interval_is_a_seeded_bootstrap_of_the_median() -> None:
+    values = [1.0 + 0.01 * i for i in range(41)]
+    interval = bootstrap_median(values)
+    assert interval.median == statistics.median(values) == 1.2
+    assert 1.1 < interval.low < 1.2 < interval.high < 1.3
+    assert bootstrap_median(values) == interval  # seeded: the same values, the same interval
+    assert bootstrap_median([2.0] * 20).half_width == 0
+    assert bootstrap_median([4.0]).low == bootstrap_median([4.0]).high == 4.0
+    assert ratios([2.0, 3.0], [1.0, 0.0]) == [2.0]  # a round with nothing timed on one side is left out
+
+
+def test_noisy_rounds_go_on_until_the_interval_is_narrow_enough() -> None:
+    timing = Machine(0.002, 0.001, noise=0.1).time(PLAN)
+    assert timing.rounds > PLAN.min_rounds  # 10 rounds were not enough for +-2%
+    assert timing.speedup.half_width <= PLAN.target and not timing.unstable
+    assert timing.speedup.median == pytest.approx(2.0, rel=0.05) and timing.seconds < PLAN.max_seconds
+
+
+def test_the_interval_covers_the_true_median_about_95_percent_of_the_time() -> None:
+    draw = random.Random(1)
+    trials = 300
+    covered = 0
+    for seed in range(trials):
+        values = [draw.lognormvariate(0.0, 0.3) for _ in range(51)]  # true median: 1
+        interval = bootstrap_median(values, seed=seed)
+        covered += interval.low <= 1.0 <= interval.high
+    assert 0.9 <= covered / trials <= 0.99
+
+
+def test_an_interval_that_stays_wide_within_the_budget_is_unstable() -> None:
+    plan = PairedPlan(block_seconds=0.001, min_rounds=10, max_seconds=0.05, target=0.02)
+    timing = Machine(0.002, 0.001, noise=0.9).time(plan)
+    assert timing.unstable and timing.speedup.half_width > plan.target
+    assert timing.seconds >= plan.max_seconds and timing.rounds >= plan.min_rounds
+    quiet = PairedPlan(block_seconds=0.001, min_rounds=10, max_seconds=0.0, target=0.02)
+    assert Machine(0.002, 0.001).time(quiet).rounds == 10  # min_rounds hold even without budget
+
+
+@pytest.mark.parametrize(
+    ("load", "threads", "cpus", "warns"),
+    [(None, 2, 2, False), (0.5, 2, 2, False), (1.5, 1, 4, False), (1.5, 2, 2, True), (3.0, 1, 2, True)],
+)
+def test_the_machine_counts_as_loaded_when_its_load_and_the_timing_threads_oversubscribe_it(
+    load: float | None, threads: int, cpus: int, warns: bool
+) -> None:
+    warning = load_warning(threads, load, cpus)
+    assert (warning is not None) == warns
+    if warning:
+        assert warning.startswith(f"the machine is already loaded (load average {load:.1f}")
