@@ -6,7 +6,8 @@
 #   isolation and scaling, over CORPUS (default ../shared/graphnet-corpus))
 # Logs go to $OUT (default /tmp/gpu-checks). WORKERS: xdist workers of the samples steps (default 8);
 # SAMPLES_K: a -k expression to run only some samples; SHARD: the name of a results shard; STEP_LIMIT: seconds
-# a step may run before it is interrupted (default 540; pytest then still writes what it has).
+# a step may run before it is interrupted (default 540; pytest then still writes what it has); NO_INSTALL=1: the
+# plugin is installed already (several of these scripts at once, one per GPU).
 # The results step runs with Inductor's FX graph cache off, so every effect is read from a real lowering (an FX
 # cache hit hides autotuning); the Triton-kernel and autotune caches stay warm from an earlier samples step.
 set -u
@@ -14,7 +15,8 @@ export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-checks}
 mkdir -p "$OUT"
 what=${*:-env tests suite fidelity tf32 probe examples samples samples_bf16 memory faults}
-if ! python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.txt" 2>&1; then
+if [ -z "${NO_INSTALL:-}" ] && ! python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . \
+    >"$OUT/install.txt" 2>&1; then
   echo "pip install -e . failed (see install.txt); loading the plugin through PYTEST_PLUGINS"
   export PYTHONPATH=$PWD PYTEST_PLUGINS=pytest_inductor_templates.plugin
 fi
