@@ -82,7 +82,8 @@ def benchmark_fixture(request: p.Time) -> Any:
 
     settings = dict(request.benchmark)
     disabled = settings.pop("disabled", True)
-    node = SimpleNamespace(name=request.name, nodeid=request.nodeid)
+    # the item as the fixture reads it: pytest-benchmark 5.3 reads ``nodeid``, 5.2 ``_nodeid``
+    node = SimpleNamespace(name=request.name, nodeid=request.nodeid, _nodeid=request.nodeid)
     quiet = _QuietLogger()
     return BenchmarkFixture(
         node, add_stats=lambda stats: None, logger=quiet, warner=quiet.debug, disabled=disabled, **settings
