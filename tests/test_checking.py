@@ -162,6 +162,30 @@ def test_fp32_under_tf32_is_judged_against_tf32_rounding() -> None:
     assert not compare(wrong, eager, reference64=lambda: exact, reference_tf32=lambda: tf32_exact).ok
 
 
+def test_the_tf32_allowance_applies_only_to_models_that_run_a_gemm_or_convolution_under_its_flag() -> None:
+    """cuDNN's TF32 flag is on by default: a model without a convolution must not get its allowance (on the H200
+    it let a 0.1% channel error through on an elementwise model). The float64 run names the operators it ran."""
+    from pytest_inductor_templates.check.float64 import float64_run, tf32_applies
+    from pytest_inductor_templates.check.inputs import Inputs
+
+    def ops_of(model: torch.nn.Module, *args: torch.Tensor) -> set[str]:
+        run = float64_run(lambda: model, lambda m, x: m(*x.args), [Inputs(args)])
+        assert run.outputs() is not None
+        return run.ops
+
+    elementwise = ops_of(torch.nn.Sequential(torch.nn.GELU(), torch.nn.Softmax(-1)), torch.randn(4, 8))
+    gemm = ops_of(torch.nn.Linear(8, 8), torch.randn(4, 8))
+    conv = ops_of(torch.nn.Conv2d(3, 4, 3), torch.randn(1, 3, 8, 8))
+    matmul_flag, cudnn_flag = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True  # PyTorch's defaults
+        assert (tf32_applies(elementwise), tf32_applies(gemm), tf32_applies(conv)) == (False, False, True)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = True, False
+        assert (tf32_applies(elementwise), tf32_applies(gemm), tf32_applies(conv)) == (False, True, False)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul_flag, cudnn_flag
+
+
 def test_messages_name_both_sides_and_say_when_a_relative_error_is_undefined() -> None:
     zeros = torch.zeros(4)
     off = zeros.clone()

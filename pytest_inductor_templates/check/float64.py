@@ -27,11 +27,27 @@ def round_to_tf32(t: Any) -> Any:
     return torch.ldexp(torch.round(mantissa * 2048) / 2048, exponent)
 
 
+GEMMS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "_scaled_mm"})
+CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose"})
+
+
 def tf32_enabled() -> bool:
     """Whether CUDA may run float32 matmuls or convolutions in TF32 (10-bit mantissa) right now."""
     import torch
 
     return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+
+
+def tf32_applies(ops: set[str]) -> bool:
+    """Whether a model that ran ``ops`` (aten operator names) runs any of them in TF32 under today's flags:
+    a GEMM with ``torch.backends.cuda.matmul.allow_tf32``, a convolution with ``torch.backends.cudnn.allow_tf32``
+    (on by default). A model with neither runs in plain float32, and its check gets no TF32 allowance."""
+    import torch
+
+    return bool(
+        (torch.backends.cuda.matmul.allow_tf32 and ops & GEMMS)
+        or (torch.backends.cudnn.allow_tf32 and ops & CONVOLUTIONS)
+    )
 
 
 def _wide_dtype(dtype: Any) -> Any:
@@ -51,9 +67,10 @@ def widen(t: Any, tf32: bool = False) -> Any:
 
 
 @contextlib.contextmanager
-def widened() -> Iterator[None]:
+def widened(ops: set[str] | None = None) -> Iterator[None]:
     """Run eager code in float64: every operator's lower-precision floating tensors and dtype arguments are
-    widened (except a tensor the operator writes into), and the default dtype is float64."""
+    widened (except a tensor the operator writes into), and the default dtype is float64. The name of every
+    aten operator that runs is added to ``ops``."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_map
@@ -67,6 +84,8 @@ def widened() -> Iterator[None]:
 
     class Widen(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if ops is not None:
+                ops.add(func.overloadpacket.__name__)
             written = {a.name for a in func._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
             names = [a.name for a in func._schema.arguments]
             args = tuple(
@@ -89,6 +108,7 @@ class Float64Run:
     """The float64 outputs of every input set, computed on first request, or the reason there are none."""
 
     run: Callable[[], list[Any]]
+    ops: set[str] = field(default_factory=set)  # the aten operators the run called (filled as it runs)
     _outputs: list[Any] | None = field(default=None, init=False)
     _reason: str | None = field(default=None, init=False)
 
@@ -121,6 +141,8 @@ def float64_run(
     result is what a TF32 kernel is allowed to compute."""
     import torch
 
+    ops: set[str] = set()
+
     def run() -> list[Any]:
         model = make_eager()
         if isinstance(model, torch.nn.Module):
@@ -134,7 +156,7 @@ def float64_run(
             Inputs(map_tensors(lambda t: widen(t, tf32), x.args), map_tensors(lambda t: widen(t, tf32), x.kwargs))
             for x in inputs
         ]
-        with widened():
+        with widened(ops):
             return [call(model, x) for x in wide]
 
-    return Float64Run(run)
+    return Float64Run(run, ops)

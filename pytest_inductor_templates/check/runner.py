@@ -14,7 +14,7 @@ from ..compile.failures import compile_stage, first_line, innermost
 from ..compile.outputs import leaves, map_tensors
 from ..record import FIRST_COMPARISON, SECOND_OPINION, Outcome
 from .diff import EXACT, Mismatch, OutputDiff, compare_outputs
-from .float64 import Float64Run, float64_run, tf32_enabled
+from .float64 import Float64Run, float64_run, tf32_applies, tf32_enabled
 from .inputs import Inputs, later_inputs
 from .outcomes import CheckResult
 from .second_opinion import Reference
@@ -47,6 +47,7 @@ class Observed:
     first_after: Any  # the first call's output object as it is after the later calls
     float64: Float64Run  # the float64 run of every input set, on demand
     tf32: Float64Run | None = None  # the same from TF32-rounded inputs and weights, where fp32 may run as TF32
+    # (used only when the model runs a GEMM or convolution whose TF32 flag is on)
 
     def reference(self, index: int) -> Reference:
         """The float64 outputs of call ``index`` (0-based) by path, or why there are none."""
@@ -55,7 +56,9 @@ class Observed:
             outputs = run.outputs() if run is not None else None
             return dict(leaves(outputs[index])) if outputs is not None else None
 
-        return Reference(by_path(self.float64), by_path(self.tf32), self.float64.reason)
+        float64 = by_path(self.float64)  # runs first: it names the operators the model runs
+        tf32 = by_path(self.tf32) if self.tf32 is not None and tf32_applies(self.float64.ops) else None
+        return Reference(float64, tf32, self.float64.reason)
 
 
 def _explain(what: str, mismatches: list[Mismatch]) -> str:
