@@ -5,7 +5,7 @@ OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--
     One pytest run (sample items only) writing $OUT/corpus-I.jsonl (the results file) and $OUT/corpus-I.json
     (pytest-benchmark JSON); --shard I/N runs every N-th sample from the I-th (1-based), so that shards
     fit a time limit or run on several machines.
-python benchmarks/corpus_results.py doc RESULTS... [--doc docs/corpus-results.md]
+python benchmarks/corpus_results.py doc RESULTS... [--doc docs/corpus-results.md] [--note TEXT]
     Merges the shards (pytest-inductor-templates merge: one eager row) and writes the page: pass rate per
     template, each failure's reason, speedups (pytest-inductor-templates report), and the worker's memory
     before each triple (flat when nothing leaks).
@@ -105,6 +105,8 @@ def doc(args: argparse.Namespace) -> int:
     ]
     if merged.partial:
         lines.append(f"\n**Partial**: {merged.partial}")
+    if args.note:
+        lines += ["", args.note]
     lines += ["", "## Pass rate per template", ""]
     lines += render(["template", "checks", *(o.value for o in outcomes), "pass rate"], rows, markdown=True)
     failing = sum(1 for r in checks if r.outcome in FAILURES)
@@ -129,6 +131,7 @@ def main() -> int:
     doc_parser = commands.add_parser("doc")
     doc_parser.add_argument("results", nargs="+")
     doc_parser.add_argument("--doc", default="docs/corpus-results.md")
+    doc_parser.add_argument("--note", help="a paragraph for the top of the page (what the run covers, and why)")
     args, extra = parser.parse_known_args()
     return run(args, [a for a in extra if a != "--"]) if args.command == "run" else doc(args)
 

@@ -47,12 +47,18 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
 
 
+def _settings(config: pytest.Config) -> settings.Settings:
+    """The options, read once: at the command line's main hook, or at configure in a pytest-xdist worker."""
+    if SETTINGS_KEY not in config.stash:
+        config.stash[SETTINGS_KEY] = settings.Settings(config)
+    return config.stash[SETTINGS_KEY]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
-    if not config.getoption("inductor_list_templates"):
-        samples = bool(config.getoption("inductor_samples") or config.getini("inductor_samples"))
-        isolation = config.getoption("inductor_isolation") or config.getini("inductor_isolation")
-        group_triples(config, samples, isolation != "none" and os.name == "posix")
+    chosen = _settings(config)
+    if not chosen.list_templates:
+        group_triples(config, bool(chosen.all("inductor_samples")), chosen.isolated)
         return None
     import torch
 
@@ -60,7 +66,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     from .session import build_registry
     from .templates.listing import listing
 
-    print(listing(build_registry(config, settings.Settings(config)), visible_devices(), torch.__version__))
+    print(listing(build_registry(config, chosen), visible_devices(), torch.__version__))
     return 0
 
 
@@ -69,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     pin_this_worker(config)  # before anything here initialises CUDA
-    config.stash[SETTINGS_KEY] = settings.Settings(config)
+    _settings(config)
     config.stash[TIMING_KEY] = TimingSettings.from_settings(config.stash[SETTINGS_KEY])
     config.stash[THREADS_KEY] = ThreadScope(config.stash[TIMING_KEY].threads)
     user_templates = config.pluginmanager.hook.pytest_inductor_templates.get_hookimpls()

@@ -183,3 +183,26 @@ def test_require_run_fails_a_run_in_which_everything_was_skipped(pytester: pytes
     required.stdout.fnmatch_lines(["*--inductor-require-run: every item was skipped, so the run fails*"])
     end = json.loads((pytester.path / "run.jsonl").read_text().splitlines()[-1])["end"]
     assert end["exitstatus"] == 1 and end["complete"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "dist"),
+    [
+        (("-n", "2", "--inductor-samples"), "loadgroup"),  # a triple's items stay on one xdist worker
+        (("-n", "2", "--inductor-samples", "--dist", "load"), "load"),  # the user's choice stands
+        (("-n", "2", "--inductor-samples", "--inductor-isolation=none"), "no"),  # xdist hangs: see group_triples
+        (
+            (
+                "-n",
+                "2",
+            ),
+            "no",
+        ),  # no samples
+    ],
+)
+def test_samples_under_xdist_default_to_loadgroup(pytester: pytest.Pytester, args: tuple[str, ...], dist: str) -> None:
+    from pytest_inductor_templates import plugin
+
+    config = pytester.parseconfig(*args)
+    assert plugin.pytest_cmdline_main(config) is None
+    assert config.option.dist == dist
