@@ -198,8 +198,8 @@ def main() -> int:
     import torch  # ready before the first request, whose timeout should not pay for it
     import torch._dynamo
 
-    if hello.threads is not None:  # as the pytest process runs its items: Inductor bakes the count into CPU kernels
-        torch.set_num_threads(hello.threads)
+    if hello.threads is not None and torch.get_num_threads() != hello.threads:  # as the pytest process runs its
+        torch.set_num_threads(hello.threads)  # items (Inductor bakes the count into the CPU kernels it generates)
 
     lock = threading.Lock()
 
