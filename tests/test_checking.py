@@ -186,6 +186,30 @@ def test_the_tf32_allowance_applies_only_to_models_that_run_a_gemm_or_convolutio
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul_flag, cudnn_flag
 
 
+def test_a_bfloat16_model_returning_float32_is_trusted_as_far_as_bfloat16_allows() -> None:
+    """yolov8m-pose in bfloat16 returns float32: eager (bfloat16 inside) is 4 from float64 at 1.6e3, one bfloat16
+    rounding, beyond float32's trust bound. The float64 run records that eager computed in bfloat16, and the
+    second opinion judges by that: a compiled output nearer float64 than eager passes, a 2% error still fails."""
+    from pytest_inductor_templates.check.float64 import float64_run, narrowest
+    from pytest_inductor_templates.check.inputs import Inputs
+
+    torch.manual_seed(0)
+    exact = torch.rand(8, 512, dtype=torch.float64) * 1600
+    eager = exact.to(torch.bfloat16).float()  # computed in bfloat16, returned as float32
+    compiled = exact.float()  # nearer float64 than eager
+    without = compare_outputs(compiled, eager, None, lambda: Reference({"out": exact}))
+    assert not without.ok and "float64 run not trusted" in without.mismatches[0].message
+    verdict = compare_outputs(compiled, eager, None, lambda: Reference({"out": exact}, precision=torch.bfloat16))
+    assert verdict.ok and verdict.rule == "second opinion"
+    wrong = compiled.clone()
+    wrong[3] *= 1.02
+    assert not compare_outputs(wrong, eager, None, lambda: Reference({"out": exact}, precision=torch.bfloat16)).ok
+    model = torch.nn.Linear(8, 8).to(torch.bfloat16)
+    run = float64_run(lambda: model, lambda m, x: m(*x.args).float(), [Inputs((torch.randn(2, 8).bfloat16(),))])
+    assert run.outputs() is not None and run.dtypes == {torch.bfloat16}
+    assert narrowest({torch.float32, torch.bfloat16, torch.float16}) == torch.bfloat16
+
+
 def test_messages_name_both_sides_and_say_when_a_relative_error_is_undefined() -> None:
     zeros = torch.zeros(4)
     off = zeros.clone()

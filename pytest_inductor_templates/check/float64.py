@@ -17,6 +17,7 @@ from typing import Any
 from ..compile.failures import first_line
 from ..compile.outputs import map_tensors
 from .inputs import Inputs
+from .tolerances import machine_epsilon
 
 
 def round_to_tf32(t: Any) -> Any:
@@ -29,6 +30,11 @@ def round_to_tf32(t: Any) -> Any:
 
 GEMMS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "_scaled_mm"})
 CONVOLUTIONS = frozenset({"convolution", "_convolution", "cudnn_convolution", "cudnn_convolution_transpose"})
+
+
+def narrowest(dtypes: set[Any]) -> Any:
+    """The least precise of some floating dtypes (the largest machine epsilon), or None."""
+    return max(dtypes, key=machine_epsilon, default=None)
 
 
 def tf32_enabled() -> bool:
@@ -109,6 +115,7 @@ class Float64Run:
 
     run: Callable[[], list[Any]]
     ops: set[str] = field(default_factory=set)  # the aten operators the run called (filled as it runs)
+    dtypes: set[Any] = field(default_factory=set)  # the floating dtypes of eager's inputs, parameters and buffers
     _outputs: list[Any] | None = field(default=None, init=False)
     _reason: str | None = field(default=None, init=False)
 
@@ -142,9 +149,16 @@ def float64_run(
     import torch
 
     ops: set[str] = set()
+    dtypes: set[Any] = set()
 
     def run() -> list[Any]:
         model = make_eager()
+        tensors: list[Any] = []
+        for x in inputs:
+            map_tensors(tensors.append, (x.args, x.kwargs))
+        if isinstance(model, torch.nn.Module):
+            tensors += [*model.parameters(), *model.buffers()]
+        dtypes.update(t.dtype for t in tensors if t.is_floating_point())
         if isinstance(model, torch.nn.Module):
             model = model.to(torch.float64)
             if tf32:
@@ -159,4 +173,4 @@ def float64_run(
         with widened(ops):
             return [call(model, x) for x in wide]
 
-    return Float64Run(run, ops)
+    return Float64Run(run, ops, dtypes)

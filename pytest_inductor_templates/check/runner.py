@@ -14,7 +14,7 @@ from ..compile.failures import compile_stage, first_line, innermost
 from ..compile.outputs import leaves, map_tensors
 from ..record import FIRST_COMPARISON, SECOND_OPINION, Outcome
 from .diff import EXACT, Mismatch, OutputDiff, compare_outputs
-from .float64 import Float64Run, float64_run, tf32_applies, tf32_enabled
+from .float64 import Float64Run, float64_run, narrowest, tf32_applies, tf32_enabled
 from .inputs import Inputs, later_inputs
 from .outcomes import CheckResult
 from .second_opinion import Reference
@@ -58,7 +58,7 @@ class Observed:
 
         float64 = by_path(self.float64)  # runs first: it names the operators the model runs
         tf32 = by_path(self.tf32) if self.tf32 is not None and tf32_applies(self.float64.ops) else None
-        return Reference(float64, tf32, self.float64.reason)
+        return Reference(float64, tf32, self.float64.reason, narrowest(self.float64.dtypes))
 
 
 def _explain(what: str, mismatches: list[Mismatch]) -> str:

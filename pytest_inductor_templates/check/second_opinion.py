@@ -46,6 +46,7 @@ class Reference:
     leaves: dict[str, Any] | None
     tf32_leaves: dict[str, Any] | None = None
     reason: str | None = None
+    precision: Any = None  # the least precise floating dtype eager computed in (its inputs, parameters, buffers)
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,10 @@ def _rms(t: Any) -> float:
     return float(t.pow(2).mean().sqrt()) if t.numel() else 0.0
 
 
-def untrusted(expected: Any, ref: Any) -> str | None:
-    """Why the float64 output ``ref`` is no fair reference for eager's ``expected``, or None when it is."""
+def untrusted(expected: Any, ref: Any, precision: Any = None) -> str | None:
+    """Why the float64 output ``ref`` is no fair reference for eager's ``expected``, or None when it is. The
+    bound is in roundoffs of ``expected``'s dtype, or of ``precision`` where eager computed in a less precise
+    one (a bfloat16 model that returns float32 is only as close to float64 as bfloat16 allows)."""
     e, r = _double(expected), _double(ref)
     if r.shape != e.shape:
         return f"float64 run not trusted: its output has shape {list(r.shape)}, eager's {list(e.shape)}"
@@ -86,7 +89,8 @@ def untrusted(expected: Any, ref: Any) -> str | None:
         return f"float64 run not trusted: it is finite in {count} places where eager is not, or the reverse"
     scale = float(e[finite].abs().max()) if bool(finite.any()) else 0.0
     worst = float((e - r)[finite].abs().max()) if bool(finite.any()) else 0.0
-    if worst > min(TRUST_ROUNDOFFS * machine_epsilon(expected.dtype) / 2, TRUST_AT_MOST) * scale:
+    epsilon = max(machine_epsilon(expected.dtype), machine_epsilon(precision) if precision is not None else 0.0)
+    if worst > min(TRUST_ROUNDOFFS * epsilon / 2, TRUST_AT_MOST) * scale:
         relative = f" ({worst / scale:.2g}x max|eager|)" if scale else ""
         return f"float64 run not trusted: eager is {worst:.3g} from it at worst{relative}: it computes something else"
     return None
@@ -119,7 +123,7 @@ def judge(path: str, actual: Any, expected: Any, reference: Reference) -> Opinio
     if ref is None:
         why = reference.reason or "the float64 run gives no such output"
         return Opinion(False, FIRST_COMPARISON, f"no float64 second opinion: {why}")
-    problem = untrusted(expected, ref)
+    problem = untrusted(expected, ref, reference.precision)
     if problem is not None:
         return Opinion(False, FIRST_COMPARISON, problem)
     import torch
