@@ -203,9 +203,11 @@ def benchmarks(
                 benchmark.group = f"{record.sample}[{record.device}]"
             benchmark.params = readable_params(getattr(node, "callspec", None))
             steady = compiled.steady()  # compiled by the check; timed without per-call scaffolding
-            eager = make_eager()
-            eager_call = no_grad_call(eager) if case.selection.inference_only else eager  # as the compiled one runs
-            run, eager_run = lambda: steady(*args, **kwargs), lambda: eager_call(*args, **kwargs)
+            run, eager_run = lambda: steady(*args, **kwargs), None
+            if case.selection.compiles:  # paired with a fresh eager model, called as the compiled one is
+                eager = make_eager()
+                eager_call = no_grad_call(eager) if case.selection.inference_only else eager
+                eager_run = lambda: eager_call(*args, **kwargs)  # noqa: E731
             time_into(
                 record, benchmark, node, run, case.device.type, eager_run, node.config.stash[TIMING_KEY].precision
             )

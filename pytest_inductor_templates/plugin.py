@@ -84,7 +84,8 @@ def pytest_configure(config: pytest.Config) -> None:
     options = config.stash[SETTINGS_KEY]
     controller = not hasattr(config, "workerinput")  # not a pytest-xdist worker
     results = ResultsWriter(options.results) if options.results is not None and controller else None
-    book = RecordBook(results, machine_info)
+    timing = config.stash[TIMING_KEY]
+    book = RecordBook(results, lambda: {**machine_info(), **timing.machine_info()})
     config.pluginmanager.register(book, BOOK_NAME)
     xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
     summary = TerminalSummary(book, xdist_active, options.require_run)
@@ -95,7 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_xdist_hooks(config), XDIST_NAME)
     if config.pluginmanager.hasplugin("benchmark"):
         left_out = lambda: config.stash[SESSION_KEY].left_out if SESSION_KEY in config.stash else []  # noqa: E731
-        benchmark_json = BenchmarkJson(book, left_out, config.stash[TIMING_KEY].machine_info())
+        benchmark_json = BenchmarkJson(book, left_out, timing.machine_info())
         config.pluginmanager.register(benchmark_json, "inductor-templates-benchmark")
 
 
@@ -199,9 +200,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"inductor-templates: a sample item is stopped after {options.timeout:g} s (--inductor-timeout)")
     xdist: XdistHooks | None = config.pluginmanager.get_plugin(XDIST_NAME)
     if xdist is not None and xdist.gpus:
+        timed = "times its CUDA sample items" if options.isolated else "times nothing (--inductor-isolation=none)"
         lines.append(
             f"inductor-templates: pytest-xdist: each of the {len(xdist.gpus)} workers owns one GPU (it sees it as "
-            "cuda:0) and times its CUDA items"
+            f"cuda:0) and {timed}"
         )
     return lines
 

@@ -53,7 +53,9 @@ SHORT_NAMES = {  # an outcome in a table cell
     Outcome.SKIPPED: "skip",
 }
 FAILURES = frozenset(Outcome) - {Outcome.PASS, Outcome.SKIPPED, Outcome.EAGER_NONDETERMINISTIC}
-UNTIMEABLE = frozenset({Outcome.EAGER_FAIL, Outcome.COMPILE_FAIL, Outcome.RUNTIME_FAIL})  # nothing ran to time
+UNTIMEABLE = frozenset(  # nothing ran to time, or eager has no reproducible answer to compare with
+    {Outcome.EAGER_FAIL, Outcome.COMPILE_FAIL, Outcome.RUNTIME_FAIL, Outcome.EAGER_NONDETERMINISTIC}
+)
 ENDED_EARLY = frozenset({Outcome.CRASHED, Outcome.TIMEOUT})  # the triple's later items are skipped
 
 
@@ -116,8 +118,9 @@ class ItemRecord:
         return self.outcome in FAILURES
 
     def drop_speedup(self) -> None:
-        """A failed item has no speedup: a wrong program's speed is no speedup."""
+        """A failed item has no speedup (a wrong program's speed is no speedup), nor the paired figures behind it."""
         self.speedup = self.speedup_low = self.speedup_high = self.unstable = self.device_speedup = None
+        self.eager_median = self.eager_device_time_ms = self.paired_rounds = None
 
     @property
     def counts_as_check(self) -> bool:

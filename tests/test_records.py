@@ -65,8 +65,10 @@ def test_a_speedup_reads_with_significant_digits_and_its_interval_and_is_dropped
     assert times(1234.4) == "1234x" and percent(0.0043) == "0.43%" and percent(2.5) == "250%"
     record.outcome = Outcome.ACCURACY_FAIL
     assert speedup_cell(record) == "ACCURACY"
+    record.eager_median, record.paired_rounds, record.eager_device_time_ms = 2e-3, 12, 1.9  # the paired figures
     record.drop_speedup()
-    assert not {"speedup", "speedup_low", "speedup_high", "unstable"} & set(record.to_dict())
+    dropped = {"speedup", "speedup_low", "speedup_high", "unstable", "eager_median", "paired_rounds"}
+    assert not (dropped | {"eager_device_time_ms"}) & set(record.to_dict())
 
 
 def test_a_no_effect_sample_says_no_effect_in_every_output(tmp_path: Path) -> None:

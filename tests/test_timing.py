@@ -357,3 +357,21 @@ def test_sample_items_in_the_worker_process_run_with_the_sessions_threads_and_ar
     eager = entries["inductor-samples::builtin/launch_bound::bench[eager-cpu]"]["extra_info"]
     assert compiled["threads"] == eager["threads"] == 1
     _paired(compiled)
+
+
+def test_an_eager_column_times_the_model_once_over_and_the_results_file_names_the_timing_threads(
+    tmp_path: Path,
+) -> None:
+    """Under ``--inductor-template=eager`` nothing compiles: inductor_benchmark times the model without pairing
+    it with itself (no speedup), and the results file's machine_info carries the timing settings."""
+    (tmp_path / "test_user.py").write_text(USER_TESTS)
+    run = run_pytest(
+        tmp_path, "--inductor-template=eager", "--inductor-devices=cpu", "--inductor-timing-threads=1",
+        "--benchmark-json=run.json", "--inductor-results=run.jsonl", *FAST, *QUIET,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:]
+    info = _entries(json.loads((tmp_path / "run.json").read_text()))["test_user.py::test_block_speed[eager]"]
+    assert info["extra_info"]["median"] > 0
+    assert not {"speedup", "paired_rounds", "eager_median"} & set(info["extra_info"])
+    header = json.loads((tmp_path / "run.jsonl").read_text().splitlines()[0])
+    assert header["machine_info"]["timing_threads"] == 1 and "usable_cpus" in header["machine_info"]

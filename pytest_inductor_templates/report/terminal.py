@@ -15,7 +15,7 @@ SPEEDUP_TITLE = "speedup over eager (median of paired rounds, ±half-width of it
 XDIST_NOTE = (
     "pytest-xdist is active, so pytest-benchmark disabled timing: bench items ran once, untimed, and no "
     "speedups were computed; the checks ran as usual. Run without -n to time, or with -n equal to the "
-    "number of GPUs (each worker then owns one GPU, and its CUDA items are timed)."
+    "number of GPUs (each worker then owns one GPU, and its CUDA sample items are timed in the sample worker)."
 )
 NOTHING_RAN = "--inductor-require-run: every item was skipped, so the run fails"
 

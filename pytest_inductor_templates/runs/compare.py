@@ -169,7 +169,8 @@ class RunComparison:
             timed = [sum(c.speedup is not None for c in run.cells.values()) for run in (self.base, self.new)]
             return (
                 f"no compiled entry has a speedup in both runs (base has {timed[0]}, new has {timed[1]}; runs with "
-                "--benchmark-disable, --benchmark-skip or pytest-xdist are not timed)"
+                "--benchmark-disable, --benchmark-skip or pytest-xdist are not timed, except CUDA sample items with -n "
+                "equal to the number of GPUs)"
             )
         return None
 

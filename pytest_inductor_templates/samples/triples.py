@@ -47,8 +47,9 @@ def call_without_grad(model: Any, inputs: Inputs) -> Any:
 
 
 class Triple(Protocol):
-    """What a sample item uses of its triple: ``PreparedTriple`` here, ``worker.remote.RemoteTriple`` in the
-    worker process."""
+    """What a sample item uses of its triple: a ``PreparedTriple`` (built in this process, or in the sample
+    worker, where the items' requests run it), or the pytest process's stand-in for the worker's, a
+    ``worker.remote.RemoteTriple``."""
 
     verdict: Verdict | None
     pid: int | None

@@ -30,9 +30,6 @@ def cuda_synchronized_perf_counter() -> float:
     return time.perf_counter()
 
 
-TIMER_NAME = f"{__name__}.cuda_synchronized_perf_counter"
-
-
 def warm_up(run: Callable[[], Any], synchronize: Callable[[], None] | None) -> int:
     """Call ``run`` until steady state: at least 5 calls and 0.1 s (compile, autotuning and CUDA-graph
     recording happen in the first calls), at most 10 s. Returns the number of calls."""
