@@ -247,13 +247,15 @@ def _harmless(name: str, observed: Any, reassociated: list[Any] | None) -> list[
 
 def _untrusted(observed: Any) -> str | None:
     """Why the float64 run is no fair reference for some floating output, or None."""
+    from pytest_inductor_templates.check.float64 import narrowest
     from pytest_inductor_templates.check.second_opinion import untrusted
 
+    precision = narrowest(observed.float64.dtypes)
     wide = observed.float64.outputs() or []
     for out, ref in zip(observed.expected, wide, strict=False):
         refs = dict(_leaves(ref))
         for path, e in _leaves(out):
-            if hasattr(e, "dtype") and _floating(e) and path in refs and (why := untrusted(e, refs[path])):
+            if hasattr(e, "dtype") and _floating(e) and path in refs and (why := untrusted(e, refs[path], precision)):
                 return f"{path}: {why}"
     return None
 
@@ -484,6 +486,8 @@ def _observe(sample_id: str, corpus: Path | None, dtype: str, device_name: str) 
         "first_after": observed.first_after,
         "float64": wide,
         "float64_reason": observed.float64.reason,
+        "float64_ops": sorted(observed.float64.ops),  # the TF32 rule reads them
+        "float64_dtypes": sorted(str(d).removeprefix("torch.") for d in observed.float64.dtypes),  # the trust rule
         "tf32": observed.tf32.outputs() if observed.tf32 is not None else None,  # float32 on CUDA with TF32 allowed
         "reassociated": reassociated,
         "reassociated_reason": why,
@@ -524,11 +528,16 @@ def child(sample_id: str, corpus: Path | None, dtype: str, device: str, keep: Pa
     found = _observations(sample_id, corpus, dtype, device, keep)
     if "entry" in found:
         return {**entry, **found["entry"]}
+    import torch
+
+    float64 = Float64Run.of(found["float64"], found["float64_reason"])
+    float64.ops.update(found.get("float64_ops", ()))  # observations kept before these were: the sample's dtype
+    float64.dtypes.update(getattr(torch, name) for name in found.get("float64_dtypes", [dtype]))
     observed = Observed(
         found["expected"],
         found["actual"],
         found["first_after"],
-        Float64Run.of(found["float64"], found["float64_reason"]),
+        float64,
         Float64Run.of(found["tf32"]) if found.get("tf32") is not None else None,
     )
     entry["compile_and_calls_seconds"] = found["compile_and_calls_seconds"]

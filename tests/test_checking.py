@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections import namedtuple
+from typing import Any
 
 import pytest
 import torch
@@ -208,6 +209,32 @@ def test_a_bfloat16_model_returning_float32_is_trusted_as_far_as_bfloat16_allows
     run = float64_run(lambda: model, lambda m, x: m(*x.args).float(), [Inputs((torch.randn(2, 8).bfloat16(),))])
     assert run.outputs() is not None and run.dtypes == {torch.bfloat16}
     assert narrowest({torch.float32, torch.bfloat16, torch.float16}) == torch.bfloat16
+
+
+def test_a_stale_second_call_is_judged_against_the_exact_answer_at_the_precision_eager_computed_in() -> None:
+    """A bfloat16 model returning float32 (yolov8m-pose): where the exact answer moves by less than a bfloat16
+    step between the input sets, eager's outputs still move (rounding flips), and a compiled model that returns
+    the same values twice is not stale; where the exact answer moves by more, it is."""
+    from pytest_inductor_templates.check.float64 import Float64Run
+    from pytest_inductor_templates.check.runner import Observed, judge
+
+    torch.manual_seed(0)
+    first = torch.rand(4, 256, dtype=torch.float64) * 600 + 1100
+
+    def verdict(change: float, stale: bool) -> Any:
+        second = first.clone()
+        second[:, :8] += change
+        eager = [first.to(torch.bfloat16).float(), second.to(torch.bfloat16).float()]
+        float64 = Float64Run.of([first, second])
+        float64.dtypes.add(torch.bfloat16)
+        compiled = [first.to(torch.bfloat16).float(), (first if stale else second).to(torch.bfloat16).float()]
+        return judge(Observed(eager, compiled, compiled[0], float64))
+
+    assert verdict(6.0, stale=False).outcome.value == "pass"  # beneath one bfloat16 step (8 here)
+    assert verdict(6.0, stale=True).outcome.value == "pass", verdict(6.0, stale=True).reason
+    assert verdict(60.0, stale=False).outcome.value == "pass"
+    caught = verdict(60.0, stale=True)
+    assert caught.outcome.value == "accuracy_fail" and "returned call 1's values again" in caught.reason, caught
 
 
 def test_messages_name_both_sides_and_say_when_a_relative_error_is_undefined() -> None:
