@@ -76,11 +76,29 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+RUN_NAMES = ("base", "rerun", "failing", "slowed", "shard1", "shard2")
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Path]:
     """Real runs: a base, a rerun, a run with a planted miscompile, one with a planted slowdown, and two shards
-    split by template (each with its eager row, as one CI job per template runs them)."""
-    root = tmp_path_factory.mktemp("runs")
+    split by template (each with its eager row, as one CI job per template runs them). Made once a session:
+    under pytest-xdist the first worker to need them makes them and the others wait and read them (the recipe
+    pytest-xdist documents for fixtures that should run once)."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared.parent if worker_id != "master" else shared
+    root = shared / "compare-runs"
+    with FileLock(str(shared / "compare-runs.lock")):
+        if not (root / "made").exists():
+            root.mkdir(exist_ok=True)
+            _make_runs(root)
+            (root / "made").write_text("")
+    return {name: root / f"{name}.json" for name in RUN_NAMES}
+
+
+def _make_runs(root: Path) -> None:
     (root / "conftest.py").write_text(PLANTED_FAULT)
     k = ("-k", "launch_bound or embedding")
     run_pytest(root, *SAMPLES, *k, "--benchmark-json=base.json", *GATED)
@@ -90,8 +108,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     run_pytest(root, *SAMPLES, "-k", "launch_bound", "--benchmark-json=shard1.json", *FAST)
     by_template = [a if a != "--inductor-template=default" else "--inductor-template=aten" for a in SAMPLES]
     run_pytest(root, *by_template, "-k", "launch_bound", "--benchmark-json=shard2.json", *FAST)  # one job a template
-    names = ("base", "rerun", "failing", "slowed", "shard1", "shard2")
-    return {name: root / f"{name}.json" for name in names}
 
 
 def _row(output: str, sample: str) -> str:
