@@ -60,7 +60,7 @@ for step in $what; do
     crosscheck) # an interleaved torch.utils.benchmark.Timer reference against the stability step's first run
       OUT="$OUT" limit python3 benchmarks/speedup_crosscheck.py --builtins --templates default,cudagraphs \
           --plugin-run "$OUT/stability/run-0.json" 2>&1 | grep -v Warning | tail -3 ;;
-    multigpu) # two GPUs: the built-ins on both, with and without xdist; a planted CUDA fault ends one item
+    multigpu) # a planted CUDA fault ends one item (the last GPU); with two GPUs, the built-ins on both, with and without xdist
       limit python3 -m pytest tests/test_gpu_isolation.py -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning \
           2>&1 | tee "$OUT/multigpu.txt" | grep -E "^(crashed|timeout) |passed|failed|skipped" ;;
     corpus) # one shard (SHARD=I/N) of the corpus under eager, default, cudagraphs; then `corpus_results.py doc`

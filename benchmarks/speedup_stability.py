@@ -7,6 +7,7 @@ largest spread (targets on the H200: <= 3% and <= 10%); each run's wall time and
   --baseline-ref REF   also time the same selection once with the plugin as of REF (git archive; speedups from the
                        eager row, as before paired timing): the cost ratio (target <= 1.3), warm caches on both sides;
                        --baseline-src DIR does the same with a copy unpacked already (where there is no .git)
+  --resume             keep the runs that an earlier invocation, stopped midway, finished in the same $OUT
   --gate P             P same-commit pairs (run i against run i+1) and P pairs whose new side has a planted
                        slowdown through `compare --fail-on speedup:LIMIT`: how many pass, how many fail (needs
                        --runs >= P + 1). The slowdown is planted for real in the timed model: a conftest wraps
@@ -23,6 +24,7 @@ Writes run-*.json / run-*.txt and summary.txt under $OUT (default ./speedup-stab
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -72,7 +74,15 @@ def load_average() -> str:
 
 
 def run_once(name: str, selection: list[str], args: argparse.Namespace, out: Path, env: dict[str, str]) -> Path:
-    """One pytest run of the selection in its own folder; returns its JSON."""
+    """One pytest run of the selection in its own folder; returns its JSON. With --resume, a run already in ``out``
+    (its JSON and its wall time in walls.json) is kept."""
+    walls_file = out / "walls.json"
+    if args.resume and (out / (name + ".json")).exists() and walls_file.exists():
+        walls = json.loads(walls_file.read_text())
+        if name in walls:
+            WALLS[name] = walls[name]
+            print(f"{name}: kept from an earlier invocation ({walls[name]:.0f} s)", flush=True)
+            return out / (name + ".json")
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     if env.get("PLANTED_SLOWDOWN"):
@@ -85,12 +95,14 @@ def run_once(name: str, selection: list[str], args: argparse.Namespace, out: Pat
         command.append(f"--inductor-timing-threads={args.threads}")
     before = load_average()
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, check=False)
+    with (out / (name + ".txt")).open("w") as log:  # written as it runs: a run stopped midway leaves its log
+        subprocess.run(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
     wall = time.perf_counter() - start
-    (out / (name + ".txt")).write_text(result.stdout + result.stderr)
-    summary = next((line for line in reversed(result.stdout.splitlines()) if " in " in line), "?")
+    output = (out / (name + ".txt")).read_text()
+    summary = next((line for line in reversed(output.splitlines()) if " in " in line), "?")
     print(f"{name}: {wall:.0f} s, {summary.strip('= ')}; {before} before", flush=True)
     WALLS[name] = wall
+    walls_file.write_text(json.dumps(WALLS))
     return out / (name + ".json")
 
 
@@ -162,6 +174,9 @@ def main() -> int:
     parser.add_argument("--limit", default="10%", help="the gate's limit (default 10%%)")
     parser.add_argument("--baseline-ref", help="also time the selection once with the plugin as of this git ref")
     parser.add_argument("--baseline-src", type=Path, help="... or as unpacked in this folder")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the runs an earlier, interrupted invocation left in $OUT"
+    )
     args = parser.parse_args()
     if args.runs < 3 or (args.gate and args.runs < args.gate + 1):
         parser.error("--runs must be >= 3 and >= --gate + 1")
