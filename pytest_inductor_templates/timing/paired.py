@@ -2,6 +2,8 @@
 
 Each round times a block of eager calls and a block of compiled calls back to back (the order alternates
 from round to round), so drift in clock, load and temperature lands on both sides of the round's ratio.
+Each block starts with one untimed call: the other side's block has just filled the caches with its own
+weights and code, and a block timed cold would charge that to whichever side comes second.
 The speedup is the median of the per-round ratios, with a bootstrap 95% confidence interval. Rounds go on
 until the interval is narrow enough or the time budget is spent.
 
@@ -149,6 +151,7 @@ def time_paired(
     while True:
         order = (0, 1) if len(walls[0]) % 2 == 0 else (1, 0)
         for side in order:
+            sides[side]()  # untimed: the block is timed warm (the other side's block left the caches cold)
             wall, device = time_block(sides[side], iterations[side])
             walls[side].append(wall / iterations[side])
             if device is not None:
