@@ -137,26 +137,46 @@ def test_a_planted_slowdown_fails_the_speedup_gate_with_the_intervals_shown(runs
     assert cli("compare", str(runs["base"]), str(runs["slowed"]), "--fail-on", "speedup:99%").returncode == 0
 
 
-def test_a_fall_within_the_intervals_is_not_flagged(runs, tmp_path: Path) -> None:
-    """A speedup 12% lower whose interval is +-30% wide cannot be told from noise: shown, not flagged; the same
-    fall with narrow intervals is flagged."""
+def _with_launch_bound_speedup(runs, path: Path, speedup: float, low: float, high: float) -> Path:
+    """The base run with launch_bound's default speedup and interval replaced."""
     data = json.loads(runs["base"].read_text())
     for record in data["inductor_templates"]["items"]:
         if record["template"] == "default" and record["sample"] == "builtin/launch_bound" and record["kind"] == "bench":
-            record.update(speedup=2.0, speedup_low=1.4, speedup_high=2.6)
-    wide_base = tmp_path / "wide_base.json"
-    wide_base.write_text(json.dumps(data))
-    for record in data["inductor_templates"]["items"]:
-        if record["template"] == "default" and record["sample"] == "builtin/launch_bound" and record["kind"] == "bench":
-            record.update(speedup=1.76, speedup_low=1.23, speedup_high=2.29)
-    wide_new = tmp_path / "wide_new.json"
-    wide_new.write_text(json.dumps(data))
-    result = cli("compare", str(wide_base), str(wide_new), "--fail-on", "speedup:10%")
-    assert result.returncode == 0, result.stdout
-    assert "not flagged: fell by more than the limit, but the 95% interval of the change includes no change" in (
-        result.stdout
+            record.update(speedup=speedup, speedup_low=low, speedup_high=high)
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("base", "new", "flagged"),
+    [
+        ((2.0, 1.4, 2.6), (1.76, 1.23, 2.29), False),  # +-30% wide: the change's interval includes no change
+        ((2.0, 1.94, 2.06), (1.76, 1.71, 1.81), False),  # +-3%: below no change, but reaching above -10%
+        ((2.0, 1.99, 2.01), (1.76, 1.75, 1.77), True),  # +-0.5%: the whole interval lies below -10%
+    ],
+    ids=["wide", "reaching-within-the-limit", "narrow"],
+)
+def test_a_fall_is_flagged_only_when_its_interval_lies_beyond_the_limit(
+    runs, tmp_path: Path, base, new, flagged
+) -> None:
+    """A speedup 12% lower against a 10% limit: flagged only when the change's whole 95% interval lies below
+    -10%; otherwise shown under 'not flagged' with its interval."""
+    result = cli(
+        "compare",
+        str(_with_launch_bound_speedup(runs, tmp_path / "base.json", *base)),
+        str(_with_launch_bound_speedup(runs, tmp_path / "new.json", *new)),
+        "--fail-on",
+        "speedup:10%",
     )
-    assert "- default: speedup on builtin/launch_bound [cpu] fell 12.0% (2x -> 1.76x; change -12.0% [" in result.stdout
+    assert result.returncode == (1 if flagged else 0), result.stdout
+    line = re.search(r"- default: speedup on builtin/launch_bound \[cpu\] fell 12.0% \(2x -> 1.76x; change "
+                     r"-12.0% \[([-+]?\d+\.\d)%, ([-+]?\d+\.\d)%\]\)", result.stdout)  # fmt: skip
+    assert line is not None, result.stdout
+    low, high = float(line.group(1)), float(line.group(2))
+    assert low < -10 and (high < -10) == flagged
+    heading = "not flagged: fell by more than the limit, but the 95% interval of the change reaches within it:"
+    assert (heading in result.stdout) != flagged
+    assert ("FAILED:" in result.stdout) == flagged
 
 
 def test_nothing_comparable_exits_2(runs, tmp_path: Path) -> None:

@@ -49,8 +49,9 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="CONDITION",
-        help="exit 1 when a template's speedup fell by more than N%% on any sample or in its geomean, and the "
-        "fall is significant given both runs' 95%% intervals (speedup:N%%), or when an item newly fails "
+        help="exit 1 when a template's speedup fell significantly further than N%% on any sample or in its "
+        "geomean: the change's whole 95%% interval, from both runs' intervals, lies below -N%% (speedup:N%%); "
+        "or when an item newly fails "
         "(correctness); repeatable",
     )
     compare.add_argument("--format", choices=("table", "markdown", "json"), default="table")
@@ -85,7 +86,7 @@ def _compare(args: argparse.Namespace) -> int:
     markdown = args.format == "markdown"
     print(comparing.as_markdown(comparison) if markdown else comparing.as_table(comparison))
     if waived:
-        print("\nnot flagged: fell by more than the limit, but the 95% interval of the change includes no change:")
+        print("\nnot flagged: fell by more than the limit, but the 95% interval of the change reaches within it:")
         print("\n".join(f"- {line}" for line in waived))
     if failures:
         print("\n" + ("**FAILED**" if markdown else "FAILED") + ":")

@@ -1,5 +1,5 @@
 """Comparing two saved runs: speedup changes per template (a ratio of ratios) with their 95% intervals, time and
-correctness changes, and the gate: a speedup regressed when it fell by more than the limit and significantly."""
+correctness changes, and the gate: a speedup regressed when it fell significantly further than the limit."""
 
 from __future__ import annotations
 
@@ -81,9 +81,10 @@ def interval_of(log_change: float | None, log_error: float | None) -> tuple[floa
 
 
 def regressed(change: float | None, interval: tuple[float, float] | None, limit: float) -> bool:
-    """A speedup fell by more than ``limit`` and, where both runs give intervals, significantly so: the change's
-    95% interval lies below zero."""
-    return change is not None and change < -limit and (interval is None or interval[1] < 0)
+    """A speedup fell by more than ``limit`` and, where both runs give intervals, significantly more: the change's
+    whole 95% interval lies below ``-limit`` (a one-sided test against the limit, not against no change, so a
+    fall the size of the limit is flagged about 2.5% of the time, not half of it)."""
+    return change is not None and change < -limit and (interval is None or interval[1] < -limit)
 
 
 @dataclass
@@ -132,7 +133,8 @@ class RunComparison:
 
     def speedup_drops(self, limit: float) -> tuple[list[str], list[str]]:
         """Where a speedup fell by more than ``limit`` (a fraction), on a sample or in a geomean: the
-        significant drops (a regression), and those the intervals cannot tell from noise (not flagged)."""
+        drops significantly beyond the limit (a regression), and those the intervals cannot tell from a fall within
+        it (not flagged)."""
         flagged: list[str] = []
         waived: list[str] = []
         for template in self.templates:
