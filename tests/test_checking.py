@@ -163,6 +163,31 @@ def test_fp32_under_tf32_is_judged_against_tf32_rounding() -> None:
     assert not compare(wrong, eager, reference64=lambda: exact, reference_tf32=lambda: tf32_exact).ok
 
 
+def test_a_float64_run_is_trusted_as_far_as_tf32_allows_where_tf32_applies() -> None:
+    """Under TF32, eager itself is TF32's rounding away from float64: on a small output left by cancelling large
+    terms (on the H200, depth-anything-large's depth map, max 5.9e-9, was 0.18% of its max from float64), more
+    than float32's trust bound allows. With the TF32 run present the float64 run is trusted, and the second
+    opinion judges: a TF32 kernel passes, a wrong element is caught."""
+    torch.manual_seed(0)
+    x, weight = torch.randn(32, 256), torch.randn(256, 256)
+    weight2 = weight + 1e-2 * torch.randn(256, 256)  # out = x W^T - x W2^T: large terms, a small difference
+    exact = x.double() @ weight.double().T - x.double() @ weight2.double().T
+    tx, tw, tw2 = (round_to_tf32(t.double()) for t in (x, weight, weight2))
+    tf32_exact = tx @ tw.T - tx @ tw2.T
+    eager = (tx.float() @ tw.float().T) - (tx.float() @ tw2.float().T)  # eager's TF32 kernels
+    compiled = tx.float() @ (tw.float() - tw2.float()).T  # the compiler's TF32 kernel, fused differently
+    worst = float((eager.double() - exact).abs().max() / eager.abs().max())
+    assert 2**-10 < worst < 0.25  # beyond float32's trust bound, within TF32's
+    assert not compare(compiled, eager).ok
+    untrusted = compare(compiled, eager, reference64=lambda: exact)  # no TF32 run: float32's bound
+    assert not untrusted.ok and "float64 run not trusted" in untrusted.mismatches[0].message
+    verdict = compare(compiled, eager, reference64=lambda: exact, reference_tf32=lambda: tf32_exact)
+    assert verdict.ok and verdict.rule == "second opinion", verdict.mismatches
+    wrong = compiled.clone()
+    wrong[3, 7] += 0.5  # values are ~0.6 at most, TF32's noise ~0.01
+    assert not compare(wrong, eager, reference64=lambda: exact, reference_tf32=lambda: tf32_exact).ok
+
+
 def test_the_tf32_allowance_applies_only_to_models_that_run_a_gemm_or_convolution_under_its_flag() -> None:
     """cuDNN's TF32 flag is on by default: a model without a convolution must not get its allowance (on the H200
     it let a 0.1% channel error through on an elementwise model). The float64 run names the operators it ran."""

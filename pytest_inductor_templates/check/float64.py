@@ -19,6 +19,8 @@ from ..compile.outputs import map_tensors
 from .inputs import Inputs
 from .tolerances import machine_epsilon
 
+TF32_EPSILON = 2.0**-10  # TF32's machine epsilon: 10 explicit mantissa bits
+
 
 def round_to_tf32(t: Any) -> Any:
     """``t`` (float64) rounded to TF32's precision: 10 explicit mantissa bits, round to nearest."""

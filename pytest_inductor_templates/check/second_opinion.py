@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..record import FIRST_COMPARISON, SECOND_OPINION
+from .float64 import TF32_EPSILON
 from .tolerances import machine_epsilon
 
 RMSE_FACTOR = 3.0  # compiled's RMSE against float64 may be this many times eager's (same(): 2, or 3 in low precision)
@@ -25,7 +26,7 @@ MIN_SLICE = 64  # slices of fewer elements are too noisy to compare on their own
 # the output's RMS (RMSE), its largest |eager| (worst element), the slice's RMS (slice).
 # The float64 run is a fair reference when eager's worst error against it is within TRUST_ROUNDOFFS unit
 # roundoffs of the output's largest |eager| (float32: 9.8e-4 of it), and never beyond TRUST_AT_MOST of it
-# (bfloat16, float16); beyond, the float64 run computes something else than eager.
+# (bfloat16, float16, TF32); beyond, the float64 run computes something else than eager.
 TRUST_ROUNDOFFS = 2.0**14
 TRUST_AT_MOST = 0.25
 
@@ -76,10 +77,11 @@ def _rms(t: Any) -> float:
     return float(t.pow(2).mean().sqrt()) if t.numel() else 0.0
 
 
-def untrusted(expected: Any, ref: Any, precision: Any = None) -> str | None:
+def untrusted(expected: Any, ref: Any, precision: Any = None, tf32: bool = False) -> str | None:
     """Why the float64 output ``ref`` is no fair reference for eager's ``expected``, or None when it is. The
     bound is in roundoffs of ``expected``'s dtype, or of ``precision`` where eager computed in a less precise
-    one (a bfloat16 model that returns float32 is only as close to float64 as bfloat16 allows)."""
+    one (a bfloat16 model that returns float32 is only as close to float64 as bfloat16 allows), or of TF32's
+    with ``tf32`` (a float32 model whose convolutions or GEMMs may run in TF32)."""
     e, r = _double(expected), _double(ref)
     if r.shape != e.shape:
         return f"float64 run not trusted: its output has shape {list(r.shape)}, eager's {list(e.shape)}"
@@ -89,7 +91,11 @@ def untrusted(expected: Any, ref: Any, precision: Any = None) -> str | None:
         return f"float64 run not trusted: it is finite in {count} places where eager is not, or the reverse"
     scale = float(e[finite].abs().max()) if bool(finite.any()) else 0.0
     worst = float((e - r)[finite].abs().max()) if bool(finite.any()) else 0.0
-    epsilon = max(machine_epsilon(expected.dtype), machine_epsilon(precision) if precision is not None else 0.0)
+    epsilon = max(
+        machine_epsilon(expected.dtype),
+        machine_epsilon(precision) if precision is not None else 0.0,
+        TF32_EPSILON if tf32 else 0.0,
+    )
     if worst > min(TRUST_ROUNDOFFS * epsilon / 2, TRUST_AT_MOST) * scale:
         relative = f" ({worst / scale:.2g}x max|eager|)" if scale else ""
         return f"float64 run not trusted: eager is {worst:.3g} from it at worst{relative}: it computes something else"
@@ -123,7 +129,8 @@ def judge(path: str, actual: Any, expected: Any, reference: Reference) -> Opinio
     if ref is None:
         why = reference.reason or "the float64 run gives no such output"
         return Opinion(False, FIRST_COMPARISON, f"no float64 second opinion: {why}")
-    problem = untrusted(expected, ref, reference.precision)
+    tf32 = (reference.tf32_leaves or {}).get(path)
+    problem = untrusted(expected, ref, reference.precision, tf32=tf32 is not None)
     if problem is not None:
         return Opinion(False, FIRST_COMPARISON, problem)
     import torch
@@ -133,7 +140,6 @@ def judge(path: str, actual: Any, expected: Any, reference: Reference) -> Opinio
     zero = torch.zeros((), dtype=torch.float64)
     err_c = torch.where(finite, (a - r).abs(), zero)
     err_e = torch.where(finite, (e - r).abs(), zero)
-    tf32 = (reference.tf32_leaves or {}).get(path)
     if tf32 is not None:  # eager may be as far from float64 as TF32 rounding alone takes it
         err_e = torch.maximum(err_e, torch.where(finite, (_double(tf32) - r).abs(), zero))
     values = torch.where(finite, e, zero).abs()
