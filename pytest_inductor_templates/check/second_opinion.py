@@ -15,7 +15,7 @@ from typing import Any
 
 from ..record import FIRST_COMPARISON, SECOND_OPINION
 from .float64 import TF32_EPSILON
-from .tolerances import machine_epsilon
+from .tolerances import machine_epsilon, smallest_normal
 
 RMSE_FACTOR = 3.0  # compiled's RMSE against float64 may be this many times eager's (same(): 2, or 3 in low precision)
 WORST_FACTOR = 3.0  # its worst element this many times eager's worst
@@ -81,7 +81,9 @@ def untrusted(expected: Any, ref: Any, precision: Any = None, tf32: bool = False
     """Why the float64 output ``ref`` is no fair reference for eager's ``expected``, or None when it is. The
     bound is in roundoffs of ``expected``'s dtype, or of ``precision`` where eager computed in a less precise
     one (a bfloat16 model that returns float32 is only as close to float64 as bfloat16 allows), or of TF32's
-    with ``tf32`` (a float32 model whose convolutions or GEMMs may run in TF32)."""
+    with ``tf32`` (a float32 model whose convolutions or GEMMs may run in TF32); and never below the smallest
+    normal number of ``expected``'s dtype, under which it has no precision (float64 keeps 1e-80 where float32
+    flushes it to 0)."""
     e, r = _double(expected), _double(ref)
     if r.shape != e.shape:
         return f"float64 run not trusted: its output has shape {list(r.shape)}, eager's {list(e.shape)}"
@@ -96,7 +98,7 @@ def untrusted(expected: Any, ref: Any, precision: Any = None, tf32: bool = False
         machine_epsilon(precision) if precision is not None else 0.0,
         TF32_EPSILON if tf32 else 0.0,
     )
-    if worst > min(TRUST_ROUNDOFFS * epsilon / 2, TRUST_AT_MOST) * scale:
+    if worst > max(min(TRUST_ROUNDOFFS * epsilon / 2, TRUST_AT_MOST) * scale, smallest_normal(expected.dtype)):
         relative = f" ({worst / scale:.2g}x max|eager|)" if scale else ""
         return f"float64 run not trusted: eager is {worst:.3g} from it at worst{relative}: it computes something else"
     return None
