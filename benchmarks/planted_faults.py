@@ -12,11 +12,12 @@ a real miscompilation (compiled clearly farther from float64 than eager: the fig
 Usage:
   python benchmarks/planted_faults.py [--corpus PATH] [--device cpu|cuda] [--dtypes float32,bfloat16]
       [--limit-seconds 900] [--samples-k EXPR] [--max-gib 8] [--shard I/N] [--budget-seconds S]
-      [--observations DIR]
+      [--observations DIR] [--done SHARD.json...]
 Writes planted_faults.md and planted_faults.json (planted_faults-shardIofN.* for a shard) to $OUT (default: a
 new temporary directory) and prints the summary. With --observations DIR, each sample's outputs are kept there
 and a later run judges them again without compiling: shards (one per GPU) and budgeted runs fill DIR, then one
-run over everything writes the whole summary.
+run over everything writes the whole summary. With --done, the entries of earlier runs' JSON files count as
+run (with --budget-seconds 0, the shards' JSON files alone give the whole summary).
 """
 
 from __future__ import annotations
@@ -236,7 +237,7 @@ def _harmless(name: str, observed: Any, reassociated: list[Any] | None) -> list[
         return every_floating(lambda t: _nudge(t, 2 * signs(t)))
     if name == "float64_recomputed":  # harmless only where the float64 run computes what eager does
         wide = observed.float64.outputs()
-        if wide is None or _untrusted(observed):
+        if wide is None or _untrusted(observed) or _chooses_otherwise(observed):
             return None
         dtypes = [dict((p, t.dtype) for p, t in _leaves(out)) for out in observed.expected]
         return [_replace(w, lambda p, t, d=d: t.to(d[p]) if p in d else t) for w, d in zip(wide, dtypes, strict=True)]
@@ -246,17 +247,31 @@ def _harmless(name: str, observed: Any, reassociated: list[Any] | None) -> list[
 
 
 def _untrusted(observed: Any) -> str | None:
-    """Why the float64 run is no fair reference for some floating output, or None."""
-    from pytest_inductor_templates.check.float64 import narrowest
+    """Why the float64 run is no fair reference for some floating output (the second opinion's own rule), or
+    None."""
     from pytest_inductor_templates.check.second_opinion import untrusted
 
-    precision = narrowest(observed.float64.dtypes)
-    wide = observed.float64.outputs() or []
-    for out, ref in zip(observed.expected, wide, strict=False):
-        refs = dict(_leaves(ref))
+    for call, out in enumerate(observed.expected):
+        reference = observed.reference(call)
+        refs, tf32s = reference.leaves or {}, reference.tf32_leaves or {}
         for path, e in _leaves(out):
-            if hasattr(e, "dtype") and _floating(e) and path in refs and (why := untrusted(e, refs[path], precision)):
-                return f"{path}: {why}"
+            if hasattr(e, "dtype") and _floating(e) and path in refs:
+                if why := untrusted(e, refs[path], reference.precision, path in tf32s):
+                    return f"{path}: {why}"
+    return None
+
+
+def _chooses_otherwise(observed: Any) -> str | None:
+    """Where the float64 run's integer or bool output differs from eager's (a near tie, in the dtype, that
+    float64 decides the other way: then recomputing in float64 is no harmless change), or None."""
+    import torch
+
+    for call, (out, wide) in enumerate(zip(observed.expected, observed.float64.outputs() or [], strict=False)):
+        refs = dict(_leaves(wide))
+        for path, e in _leaves(out):
+            if hasattr(e, "dtype") and not _floating(e) and path in refs:
+                if not torch.equal(e.detach().cpu(), refs[path].detach().cpu()):
+                    return f"call {call + 1} {path}: the float64 run's {e.dtype} output differs from eager's"
     return None
 
 
@@ -293,33 +308,40 @@ def _beyond_eager_error(observed: Any, after: list[Any]) -> float:
     """How far the change stands out from eager's own rounding error, in units of what the second opinion
     allows (> 1: it does): the largest, over every floating output, of the change's RMSE over the output, its
     worst element, and its RMSE over every slice along every dimension, each divided by 3x eager's own
-    distance from float64 in the same place (plus one unit roundoff of the values there). Where float64 is
-    missing or untrusted, inf: only the legitimate error decides."""
+    distance from float64 in the same place (plus one unit roundoff of the values there). Eager's distance is
+    the second opinion's own (``eager_error``): on CUDA, where a convolution or GEMM runs under its TF32 flag,
+    at least TF32 rounding's. Where float64 is missing or untrusted, inf: only the legitimate error decides."""
     import torch
 
-    from pytest_inductor_templates.check.second_opinion import MIN_SLICE, SLICE_FACTOR, SLICE_QUANTILE, untrusted
+    from pytest_inductor_templates.check.second_opinion import (
+        MIN_SLICE,
+        SLICE_FACTOR,
+        SLICE_QUANTILE,
+        eager_error,
+        untrusted,
+    )
 
-    wide = observed.float64.outputs()
-    if wide is None:
+    if observed.float64.outputs() is None:
         return math.inf
     worst = 0.0
     for call, (before_out, after_out, e_out) in enumerate(zip(observed.actual, after, observed.expected, strict=True)):
-        refs = dict(_leaves(wide[call]))
+        reference = observed.reference(call)
+        refs, tf32s = reference.leaves or {}, reference.tf32_leaves or {}
         for (path, b), (_, a), (_, e) in zip(_leaves(before_out), _leaves(after_out), _leaves(e_out), strict=True):
             if not hasattr(b, "dtype") or (a.shape == b.shape and torch.equal(a, b)):
                 continue
             if not _floating(b):
                 return math.inf  # an integer or bool changed: no rounding excuses it
-            ref = refs.get(path)
-            if ref is None or a.shape != b.shape or untrusted(e, ref) is not None:
+            ref, tf32 = refs.get(path), tf32s.get(path)
+            if ref is None or a.shape != b.shape or untrusted(e, ref, reference.precision, tf32 is not None):
                 return math.inf
-            b64, a64, e64, r64 = (t.detach().cpu().double() for t in (b, a, e, ref))
+            b64, a64, e64 = (t.detach().cpu().double() for t in (b, a, e))
             finite = b64.isfinite() & a64.isfinite() & e64.isfinite()
             if not bool((a64.isfinite() == b64.isfinite()).all()):
                 return math.inf
             zero = torch.zeros((), dtype=torch.float64)
             change = torch.where(finite, (a64 - b64).abs(), zero)
-            own = torch.where(finite, (e64 - r64).abs(), zero)
+            own = torch.where(finite, eager_error(e, ref, tf32), zero)
             values = torch.where(finite, e64.abs(), zero)
             roundoff = torch.finfo(e.dtype).eps / 2
             rms = lambda t, dims=None: t.pow(2).mean(dim=dims).sqrt()  # noqa: E731
@@ -567,7 +589,7 @@ def child(sample_id: str, corpus: Path | None, dtype: str, device: str, keep: Pa
         if actual is None:
             why = found["reassociated_reason"]
             if name == "float64_recomputed":
-                why = found["float64_reason"] or _untrusted(observed)
+                why = found["float64_reason"] or _untrusted(observed) or _chooses_otherwise(observed)
             entry["harmless"][name] = {"applicable": False, "why": why}
             continue
         change = _change_beyond_legit(observed.expected, actual, observed.expected, dtype)  # from eager
@@ -704,6 +726,9 @@ def summarize(entries: list[dict[str, Any]], header: str) -> str:
     lines += [
         "and where the change stands out of eager's own error against float64 (more than 3x it, in the output's",
         "RMSE, its worst element or a slice); 'hidden' counts faults beyond the first bound but not the second.",
+        "On CUDA, where the model runs a convolution or GEMM under its TF32 flag (cuDNN's is on by default),",
+        "float32 is computed in TF32 there: eager's error then counts as at least TF32 rounding's (the float64 run",
+        "from TF32-rounded inputs and weights), as in the second opinion, and faults within it are 'hidden'.",
         "'max change' is the largest distance from eager, in units of the legitimate error.",
     ]
     for dtype in dict.fromkeys(e["dtype"] for e in entries):
@@ -734,6 +759,13 @@ def main() -> int:
         type=Path,
         help="keep each sample's outputs here; a later run judges them again without compiling",
     )
+    parser.add_argument(
+        "--done",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="planted_faults JSON files of earlier runs (shards): their entries count here and are not run again",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--entry-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -746,15 +778,16 @@ def main() -> int:
     ids = _sample_ids(args.corpus, args.samples_k)
     import torch
 
-    header = (
-        f"planted_faults: {datetime.date.today()}, torch {torch.__version__}, device {args.device}"
-        + (
-            f" ({torch.cuda.get_device_name()})"
-            if args.device == "cuda"
-            else f" ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
-        )
-        + f", {len(ids)} samples"
+    done_runs = [json.loads(path.read_text()) for path in args.done]
+    done = {(e["sample"], e["dtype"]): e for run in done_runs for e in run["entries"]}
+    machine = f"planted_faults: {datetime.date.today()}, torch {torch.__version__}, device {args.device}" + (
+        f" ({torch.cuda.get_device_name()})"
+        if args.device == "cuda"
+        else f" ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
     )
+    if done_runs and done_runs[0].get("header"):  # the machine that ran them
+        machine = done_runs[0]["header"].split("; ")[0].rsplit(", ", 1)[0]
+    header = f"{machine}, {len(ids)} samples"
     entries: list[dict[str, Any]] = []
     sizes = {sample_id: _weight_gib(sample_id, args.corpus) for sample_id in ids}
     index, count = (int(n) for n in args.shard.split("/"))
@@ -764,7 +797,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         for sample_id in mine:
             for dtype in args.dtypes.split(","):
-                if sizes[sample_id] > args.max_gib:
+                if (sample_id, dtype) in done:
+                    entry = done[sample_id, dtype]
+                elif sizes[sample_id] > args.max_gib:
                     why = f"its tensors take {sizes[sample_id]:.1f} GiB in float64 (--max-gib {args.max_gib:g})"
                     entry = {"sample": sample_id, "dtype": dtype, "device": args.device, "status": "skipped"}
                     entry["reason"] = why

@@ -104,6 +104,21 @@ def untrusted(expected: Any, ref: Any, precision: Any = None, tf32: bool = False
     return None
 
 
+def eager_error(expected: Any, ref: Any, tf32: Any = None) -> Any:
+    """Eager's distance from the float64 output ``ref`` by element, in float64 (0 where eager is not finite):
+    what the second opinion lets compiled be, up to its factors. With ``tf32`` (the float64 run from TF32-rounded
+    inputs and weights), at least TF32 rounding's own distance: under TF32, eager may be that far."""
+    import torch
+
+    e, r = _double(expected), _double(ref)
+    finite = e.isfinite()
+    zero = torch.zeros((), dtype=torch.float64)
+    error = torch.where(finite, (e - r).abs(), zero)
+    if tf32 is not None:
+        error = torch.maximum(error, torch.where(finite, (_double(tf32) - r).abs(), zero))
+    return error
+
+
 def _worst_slice(err_c: Any, err_e: Any, e: Any, roundoff: float) -> tuple[str, float, float] | None:
     """The slice (dimension and index) where compiled's RMSE is farthest beyond ``SLICE_FACTOR`` times eager's."""
     worst: tuple[float, str, float, float] | None = None
@@ -141,9 +156,7 @@ def judge(path: str, actual: Any, expected: Any, reference: Reference) -> Opinio
     finite = e.isfinite()
     zero = torch.zeros((), dtype=torch.float64)
     err_c = torch.where(finite, (a - r).abs(), zero)
-    err_e = torch.where(finite, (e - r).abs(), zero)
-    if tf32 is not None:  # eager may be as far from float64 as TF32 rounding alone takes it
-        err_e = torch.maximum(err_e, torch.where(finite, (_double(tf32) - r).abs(), zero))
+    err_e = eager_error(expected, ref, tf32)
     values = torch.where(finite, e, zero).abs()
     roundoff = machine_epsilon(expected.dtype) / 2
     distances = Distances(_rms(err_c), _rms(err_e), float(err_c.max()), float(err_e.max()))
