@@ -7,6 +7,8 @@ largest spread (targets on the H200: <= 3% and <= 10%); each run's wall time and
   --baseline-ref REF   also time the same selection once with the plugin as of REF (git archive; speedups from the
                        eager row, as before paired timing): the cost ratio (target <= 1.3), warm caches on both sides;
                        --baseline-src DIR does the same with a copy unpacked already (where there is no .git)
+  --workers G          run under pytest-xdist with G workers, one per GPU (as many as the host has): each worker
+                       times the items on its own GPU; each run is then a results file (--inductor-results)
   --resume             keep the runs that an earlier invocation, stopped midway, finished in the same $OUT
   --gate P             P same-commit pairs (run i against run i+1) and P pairs whose new side has a planted
                        slowdown through `compare --fail-on speedup:LIMIT`: how many pass, how many fail (needs
@@ -87,7 +89,11 @@ def run_once(name: str, selection: list[str], args: argparse.Namespace, out: Pat
     folder.mkdir(parents=True, exist_ok=True)
     if env.get("PLANTED_SLOWDOWN"):
         (folder / "conftest.py").write_text(PLANTED_SLOWDOWN)
-    command = [sys.executable, "-m", "pytest", *selection, f"--benchmark-json={out / (name + '.json')}"]
+    command = [sys.executable, "-m", "pytest", *selection]
+    if args.workers > 1:  # pytest-xdist, one worker per GPU: each times its CUDA items; outcomes in a results file
+        command += ["-n", str(args.workers), f"--inductor-results={out / (name + '.json')}"]
+    else:
+        command.append(f"--benchmark-json={out / (name + '.json')}")
     command += [f"--benchmark-max-time={args.max_time}", "-p", "no:cacheprovider", "-p", "no:randomly", "-W", "ignore"]
     if args.timer:
         command.append(f"--benchmark-timer={args.timer}")
@@ -169,6 +175,9 @@ def main() -> int:
     parser.add_argument("--max-time", type=float, default=1.0, help="--benchmark-max-time (default 1.0)")
     parser.add_argument("--threads", type=int, help="--inductor-timing-threads")
     parser.add_argument("--timer", help="--benchmark-timer, e.g. time.process_time (CPU time: blind to other load)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="pytest-xdist workers, one per GPU (each then times its own items)"
+    )
     parser.add_argument("--gate", type=int, default=0, metavar="P", help="same-commit and slowed pairs to compare")
     parser.add_argument("--slowdown", type=float, default=0.25, help="the planted slowdown (default 0.25)")
     parser.add_argument("--limit", default="10%", help="the gate's limit (default 10%%)")
