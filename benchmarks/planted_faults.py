@@ -17,7 +17,8 @@ Writes planted_faults.md and planted_faults.json (planted_faults-shardIofN.* for
 new temporary directory) and prints the summary. With --observations DIR, each sample's outputs are kept there
 and a later run judges them again without compiling: shards (one per GPU) and budgeted runs fill DIR, then one
 run over everything writes the whole summary. With --done, the entries of earlier runs' JSON files count as
-run (with --budget-seconds 0, the shards' JSON files alone give the whole summary).
+run, but for timeouts, which run again (with --budget-seconds 0, nothing runs: the JSON files alone give the
+summary).
 """
 
 from __future__ import annotations
@@ -764,7 +765,8 @@ def main() -> int:
         type=Path,
         nargs="+",
         default=[],
-        help="planted_faults JSON files of earlier runs (shards): their entries count here and are not run again",
+        help="planted_faults JSON files of earlier runs (shards): their entries count here and are not run again "
+        "(but for those that timed out)",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--entry-file", type=Path, help=argparse.SUPPRESS)
@@ -779,7 +781,8 @@ def main() -> int:
     import torch
 
     done_runs = [json.loads(path.read_text()) for path in args.done]
-    done = {(e["sample"], e["dtype"]): e for run in done_runs for e in run["entries"]}
+    retried = "timeout" if args.budget_seconds != 0 else None  # a run that may compile tries timeouts again
+    done = {(e["sample"], e["dtype"]): e for run in done_runs for e in run["entries"] if e["status"] != retried}
     machine = f"planted_faults: {datetime.date.today()}, torch {torch.__version__}, device {args.device}" + (
         f" ({torch.cuda.get_device_name()})"
         if args.device == "cuda"
