@@ -257,8 +257,7 @@ class Settings:
         self.recycle_rss = _size(self.get("inductor_recycle_rss"))
         recycle = _positive(self.get("inductor_recycle_triples"), int, "a whole number of triples such as 100")
         self.recycle_triples = int(recycle) if recycle is not None else RECYCLE_TRIPLES
-        results = self.get("inductor_results")
-        self.results: Path | None = results.path() if results is not None else None
+        self.results = _results_path(self.get("inductor_results"))
 
     def levels(self, name: str) -> tuple[list[Sourced[Any]], list[Sourced[Any]]]:
         """An option's values on the command line and in the ini file (a repeatable option may have several)."""
@@ -308,6 +307,21 @@ def _positive(raw: Sourced[Any] | None, kind: type, example: str) -> float | Non
     if not math.isfinite(value) or value <= 0:
         raise raw.usage_error(f"expected {example} (more than 0), got {raw.value!r}")
     return value
+
+
+def _results_path(raw: Sourced[Any] | None) -> Path | None:
+    """The results file's path, or None when not given: a file that can be created or overwritten."""
+    if raw is None:
+        return None
+    path = raw.path()
+    if path.is_dir():
+        raise raw.usage_error(f"{path} is a directory: name a file, such as results.jsonl")
+    folder = next(parent for parent in path.parents if parent.exists())  # where the missing folders will be made
+    if not folder.is_dir():
+        raise raw.usage_error(f"{folder} is a file, not a folder: the results file cannot be made below it")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise raw.usage_error(f"{path} cannot be written (no permission)")
+    return path
 
 
 def _size(raw: Sourced[Any] | None) -> int | None:

@@ -59,6 +59,8 @@ BAD_COMMAND_LINES = [
         "--inductor-speedup-precision (command line): expected a percentage above 0 and below 100 such as 2%, "
         "got 'tight'",
     ),
+    (["--inductor-results=."], "is a directory: name a file, such as results.jsonl"),
+    (["--inductor-results=test_sentinel.py/run.jsonl"], "is a file, not a folder: the results file cannot be made"),
 ]
 
 

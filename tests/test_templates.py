@@ -154,6 +154,8 @@ def test_selected_unavailable_user_template_skips_with_reason(pytester: pytest.P
             "extends unknown template 'maxautotune'; did you mean 'max_autotune'?",
         ),
         ('[templates.a]\nextends = "b"\n[templates.b]\nextends = "a"\n', "extend each other in a cycle: a, b"),
+        ('[templates.a]\nextends = ["default"]\n', "template 'a': 'extends' must be a template's name, got ['default']"),
+        ("[templates.a]\nextends = 5\n", "template 'a': 'extends' must be a template's name, got 5"),
         ("[templates.default]\n", "template 'default' (templates.toml) is already defined (built-in)"),
         ('[templates.a]\nrequires = { min_capability = "nine" }\n', 'requires.min_capability must look like "9.0"'),
         ("[templates.a\n", "is not valid TOML"),

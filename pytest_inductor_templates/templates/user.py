@@ -75,6 +75,8 @@ def build_template(name: str, spec: Any, registry: TemplateRegistry, origin: str
     if not isinstance(description, str):
         raise TemplateDefinitionError(f"{where}: 'description' must be a string")
     parent_name = spec.get("extends")
+    if parent_name is not None and not isinstance(parent_name, str):
+        raise TemplateDefinitionError(f"{where}: 'extends' must be a template's name, got {parent_name!r}")
     if parent_name is None:
         parent = Template(name, "")
     elif parent_name not in registry:
@@ -101,7 +103,9 @@ def add_user_templates(registry: TemplateRegistry, definitions: Mapping[str, Any
             (
                 name
                 for name, spec in pending.items()
-                if not isinstance(spec, Mapping) or spec.get("extends") not in pending
+                if not isinstance(spec, Mapping)
+                or not isinstance(spec.get("extends"), str)
+                or spec.get("extends") not in pending
             ),
             None,
         )
