@@ -341,6 +341,12 @@ def test_plot_writes_a_png(runs, tmp_path: Path) -> None:
             "float | None)",
         ),
         (["report", "listless.json"], "listless.json: 'items' is not a list of objects"),
+        (["compare", "number.jsonl", "number.jsonl"], "number.jsonl: a malformed results file: line 2 is not a record"),
+        (["report", "end.jsonl"], "end.jsonl: a malformed results file: line 2 is not a record or end line"),
+        (
+            ["merge", "reasonless.json", "reasonless.json", "-o", "m.json"],
+            "reasonless.json: an entry of inductor_templates.left_out lacks its 'template' or 'reason'",
+        ),
         (["merge", "a.json"], "the following arguments are required: -o/--output"),
     ],
 )
@@ -352,6 +358,11 @@ def test_bad_usage_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.Mo
     section = {"format": FORMAT, "items": [{**record, "speedup": "fast"}]}
     (tmp_path / "corrupt.json").write_text(json.dumps({"benchmarks": [], "inductor_templates": section}))
     (tmp_path / "listless.json").write_text(json.dumps({"inductor_templates": {"format": FORMAT, "items": {}}}))
+    header = json.dumps({"inductor_templates_results": 1, "format": FORMAT, "machine_info": {}})
+    (tmp_path / "number.jsonl").write_text(f"{header}\n5\n{{\"end\": {{\"complete\": true}}}}\n")
+    (tmp_path / "end.jsonl").write_text(f"{header}\n{{\"end\": 5}}\n")
+    reasonless = {"format": FORMAT, "items": [], "left_out": [{"template": "max_autotune"}]}
+    (tmp_path / "reasonless.json").write_text(json.dumps({"benchmarks": [], "inductor_templates": reasonless}))
     result = cli(*args)
     assert result.returncode == 2 and message in result.stderr
     assert "Traceback" not in result.stderr

@@ -95,6 +95,11 @@ def from_data(path: str, data: Any) -> Run:
         value = where.get(name, kind())
         if not isinstance(value, kind) or (kind is list and not all(isinstance(v, dict) for v in value)):
             raise RunError(f"{path}: {name!r} is not a {'list of objects' if kind is list else 'JSON object'}")
+    if not all(
+        isinstance(r.get("template"), str) and isinstance(r.get("reason"), str)
+        for r in data[SECTION].get("left_out", [])
+    ):
+        raise RunError(f"{path}: an entry of {SECTION}.left_out lacks its 'template' or 'reason'")
     try:
         records = [ItemRecord.from_dict(item) for item in data[SECTION].get("items", [])]
     except (KeyError, TypeError, ValueError) as error:

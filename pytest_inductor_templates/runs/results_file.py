@@ -82,6 +82,8 @@ def read(text: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any
     other line that is not JSON raises ValueError."""
     lines = [line for line in text.splitlines() if line.strip()]
     header, records, end = json.loads(lines[0]), [], None
+    if not isinstance(header, dict):
+        raise ValueError("line 1 is not a JSON object")
     for number, line in enumerate(lines[1:], start=2):
         try:
             entry = json.loads(line)
@@ -89,6 +91,8 @@ def read(text: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any
             if number == len(lines):  # the run died while writing it
                 break
             raise ValueError(f"line {number} is not JSON") from None
+        if not isinstance(entry, dict) or not isinstance(entry.get("record", entry.get("end", {})), dict):
+            raise ValueError(f"line {number} is not a record or end line (a JSON object holding one)")
         if "record" in entry:
             records.append(entry["record"])
         elif "end" in entry:
