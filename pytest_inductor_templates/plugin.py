@@ -54,8 +54,15 @@ def _settings(config: pytest.Config) -> settings.Settings:
     return config.stash[SETTINGS_KEY]
 
 
+def _help_only(config: pytest.Config) -> bool:
+    """``pytest --help`` or ``--version``: nothing is read or validated (and torch is not imported)."""
+    return bool(getattr(config.option, "help", False) or getattr(config.option, "version", 0))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if _help_only(config):
+        return None
     chosen = _settings(config)
     if not chosen.list_templates:
         group_triples(config, bool(chosen.all("inductor_samples")), chosen.isolated)
@@ -74,6 +81,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
+    if _help_only(config):
+        return
     pin_this_worker(config)  # before anything here initialises CUDA
     _settings(config)
     config.stash[TIMING_KEY] = TimingSettings.from_settings(config.stash[SETTINGS_KEY])
@@ -96,7 +105,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_xdist_hooks(config), XDIST_NAME)
     if config.pluginmanager.hasplugin("benchmark"):
         left_out = lambda: config.stash[SESSION_KEY].left_out if SESSION_KEY in config.stash else []  # noqa: E731
-        benchmark_json = BenchmarkJson(book, left_out, timing.machine_info())
+        used = lambda: SESSION_KEY in config.stash or bool(book.records)  # noqa: E731
+        benchmark_json = BenchmarkJson(book, used, left_out, timing.machine_info())
         config.pluginmanager.register(benchmark_json, "inductor-templates-benchmark")
 
 

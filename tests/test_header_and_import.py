@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,15 @@ def test_importing_the_plugin_does_not_import_torch() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_pytest_help_does_not_import_torch(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "ini",
+    [None, "[pytest]\ninductor_template = default\n", "[pytest]\ninductor_timeout = abc\n"],
+    ids=["no-ini", "ini-selection", "bad-ini-value"],
+)
+def test_pytest_help_does_not_import_torch(tmp_path: Path, ini: str | None) -> None:
+    """``--help`` reads and validates nothing of the plugin's: fast, and shown even when the ini file is wrong."""
+    if ini is not None:
+        tmp_path.joinpath("pytest.ini").write_text(ini)
     out = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "pytest", "--help"],
         capture_output=True,
@@ -37,6 +46,17 @@ def test_pytest_help_does_not_import_torch(tmp_path: Path) -> None:
     imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
     assert "pytest_inductor_templates.session" in imported  # the plugin was loaded
     assert "torch" not in imported
+
+
+def test_a_plain_benchmark_run_is_left_alone(pytester: pytest.Pytester) -> None:
+    """pytest-benchmark JSON of a session that does not use the plugin gets nothing of it, and no torch import."""
+    pytester.makeconftest(TORCH_PROBE_CONFTEST)
+    pytester.makepyfile("def test_timed(benchmark):\n    benchmark(sum, range(10))\n")
+    result = pytester.runpytest_subprocess("--benchmark-json=run.json", "--benchmark-max-time=0.01")
+    result.assert_outcomes(passed=1)
+    data = json.loads(pytester.path.joinpath("run.json").read_text())
+    assert "inductor_templates" not in data and "torch" not in data["machine_info"]
+    assert pytester.path.joinpath("torch_imported.txt").read_text() == "False"
 
 
 def test_run_without_plugin_options_does_not_import_torch(pytester: pytest.Pytester) -> None:

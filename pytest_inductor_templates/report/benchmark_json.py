@@ -15,21 +15,33 @@ GPU_FIELDS = ("gpu", "gpu_compute_capability")
 
 
 class BenchmarkJson:
-    """Registered only when pytest-benchmark is active (its hookspecs exist only then)."""
+    """Registered only when pytest-benchmark is active (its hookspecs exist only then); each hook acts only in
+    a session that used the plugin (a plain benchmark run's JSON stays as pytest-benchmark writes it, and torch
+    is not imported for it)."""
 
-    def __init__(self, book: RecordBook, left_out: Callable[[], list[tuple[str, str]]], timing: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        book: RecordBook,
+        used: Callable[[], bool],
+        left_out: Callable[[], list[tuple[str, str]]],
+        timing: dict[str, Any],
+    ) -> None:
         self.book = book
+        self.used = used  # whether this session used the plugin (an option, a fixture, a sample item)
         self.left_out = left_out  # the templates --inductor-template=all left out, with why
         self.timing = timing  # timing threads, usable CPUs, load at start
 
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
-        machine_info.update(_machine_info(), **self.timing)
+        if self.used():
+            machine_info.update(_machine_info(), **self.timing)
 
     def pytest_benchmark_update_json(
         self, config: pytest.Config, benchmarks: list[Any], output_json: dict[str, Any]
     ) -> None:
         """Each timed entry's ``extra_info`` gets its item's record; ``inductor_templates`` gets every item's
         record (pytest-benchmark stores only what it timed: a compile failure must still show)."""
+        if not self.used():
+            return
         write_records(output_json, self.book.records, self.left_out())
         if self.book.interrupted:
             output_json["inductor_templates"]["partial"] = self.book.interrupted
@@ -38,7 +50,7 @@ class BenchmarkJson:
         self, config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any], compared_benchmark: Any
     ) -> None:
         saved = compared_benchmark.get("machine_info", {})
-        if not all(field in saved for field in GPU_FIELDS):
+        if not self.used() or not all(field in saved for field in GPU_FIELDS):
             return  # not saved by this plugin: pytest-benchmark's own warning covers it
         here = _machine_info()
         if any(saved.get(field) != here.get(field) for field in GPU_FIELDS):
