@@ -206,3 +206,12 @@ def test_samples_under_xdist_default_to_loadgroup(pytester: pytest.Pytester, arg
     config = pytester.parseconfig(*args)
     assert plugin.pytest_cmdline_main(config) is None
     assert config.option.dist == dist
+
+
+def test_a_dist_mode_from_pytest_addopts_stands(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_inductor_templates import plugin
+
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--dist=load")
+    config = pytester.parseconfig("-n", "2", "--inductor-samples")
+    assert plugin.pytest_cmdline_main(config) is None
+    assert config.option.dist == "load"

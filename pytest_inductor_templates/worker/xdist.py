@@ -22,9 +22,9 @@ SAMPLE_NODEID = re.compile(
 
 
 def dist_chosen(config: pytest.Config) -> bool:
-    """Whether the user chose a --dist mode (on the command line or in addopts)."""
-    args = [*config.invocation_params.args, *config.getini("addopts")]
-    return any(a in ("--dist", "-d") or a.startswith("--dist=") or a == "--distload" for a in map(str, args))
+    """Whether the user chose a --dist mode (on the command line, in addopts or PYTEST_ADDOPTS): read before
+    pytest-xdist turns its default, ``no``, into ``load`` under ``-n``."""
+    return config.getoption("dist", "no") != "no" or bool(config.getoption("distload", False))
 
 
 def group_triples(config: pytest.Config, samples_requested: bool, isolated: bool) -> None:
