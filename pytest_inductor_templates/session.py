@@ -36,7 +36,11 @@ def build_registry(config: pytest.Config, settings: Settings) -> TemplateRegistr
         file_option = settings.get("inductor_templates_file")
         if file_option is not None:
             path = file_option.path()
-            add_user_templates(registry, load_templates_file(path), str(path.name))
+            try:
+                definitions = load_templates_file(path)
+            except TemplateDefinitionError as error:
+                raise file_option.usage_error(str(error)) from None
+            add_user_templates(registry, definitions, str(path.name))
         results = config.hook.pytest_inductor_templates(config=config)
         add_user_templates(registry, hook_definitions(results), "conftest")
     except TemplateDefinitionError as error:

@@ -359,8 +359,8 @@ def test_bad_usage_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.Mo
     (tmp_path / "corrupt.json").write_text(json.dumps({"benchmarks": [], "inductor_templates": section}))
     (tmp_path / "listless.json").write_text(json.dumps({"inductor_templates": {"format": FORMAT, "items": {}}}))
     header = json.dumps({"inductor_templates_results": 1, "format": FORMAT, "machine_info": {}})
-    (tmp_path / "number.jsonl").write_text(f"{header}\n5\n{{\"end\": {{\"complete\": true}}}}\n")
-    (tmp_path / "end.jsonl").write_text(f"{header}\n{{\"end\": 5}}\n")
+    (tmp_path / "number.jsonl").write_text(f'{header}\n5\n{{"end": {{"complete": true}}}}\n')
+    (tmp_path / "end.jsonl").write_text(f'{header}\n{{"end": 5}}\n')
     reasonless = {"format": FORMAT, "items": [], "left_out": [{"template": "max_autotune"}]}
     (tmp_path / "reasonless.json").write_text(json.dumps({"benchmarks": [], "inductor_templates": reasonless}))
     result = cli(*args)

@@ -95,7 +95,9 @@ def test_calibration_fills_blocks_and_per_call_times_divide_by_the_calls() -> No
     assert calibrate(machine.side("eager"), machine.time_block, 0.001) == 100
     timing = Machine(0.00001, 0.00004).time(PLAN)
     assert timing.iterations == (100, 25)
-    assert timing.eager_median == pytest.approx(0.00001) and timing.compiled_median == pytest.approx(0.00004)
+    assert timing.eager_median == pytest.approx(0.00001) and statistics.median(timing.compiled) == pytest.approx(
+        0.00004
+    )
     assert timing.speedup.median == pytest.approx(0.25)
 
 

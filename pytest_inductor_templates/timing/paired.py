@@ -83,10 +83,6 @@ class PairedTiming:
         return statistics.median(self.eager)
 
     @property
-    def compiled_median(self) -> float:
-        return statistics.median(self.compiled)
-
-    @property
     def device_speedup(self) -> float | None:
         """The median of the per-round ratios of device time, when there is device time."""
         if not self.eager_device or not self.compiled_device:
