@@ -30,7 +30,6 @@ SETTINGS_KEY = pytest.StashKey[settings.Settings]()
 THREADS_KEY = pytest.StashKey[ThreadScope]()
 BOOK_NAME = "inductor-templates-records"
 XDIST_NAME = "inductor-templates-xdist"
-NOTHING_FAILED = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
 MATRIX_FIXTURES = ("compiled_model", "inductor_check", "inductor_benchmark", "inductor_device", "inductor_selection")
 MARKERS = (
     f"{SAMPLE_MARKER}: an item of the sample x template x device matrix",
@@ -191,7 +190,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     book: RecordBook = config.pluginmanager.get_plugin(BOOK_NAME)
     if hasattr(config, "workerinput"):
         return
-    if config.stash[SETTINGS_KEY].require_run and book.ran == 0 and exitstatus in NOTHING_FAILED:
+    if book.fails_for_nothing_run(config.stash[SETTINGS_KEY].require_run, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     book.end(session.exitstatus, config.stash[SESSION_KEY].left_out if SESSION_KEY in config.stash else [])
 

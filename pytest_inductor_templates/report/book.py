@@ -15,6 +15,7 @@ from ..runs.results_file import ResultsWriter
 from .item_records import counted
 
 TERMINATED = "terminated by SIGTERM"
+NOTHING_FAILED = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
 
 
 class Terminated(KeyboardInterrupt):
@@ -64,6 +65,10 @@ class RecordBook:
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         self.interrupted = TERMINATED if isinstance(excinfo.value, Terminated) else "interrupted (KeyboardInterrupt)"
+
+    def fails_for_nothing_run(self, require_run: bool, exitstatus: int) -> bool:
+        """Whether ``--inductor-require-run`` fails this run: every item was skipped, and nothing else failed."""
+        return require_run and self.ran == 0 and exitstatus in NOTHING_FAILED
 
     def end(self, exitstatus: int, left_out: list[tuple[str, str]]) -> None:
         """Write the results file's last line (called at the end of the session)."""

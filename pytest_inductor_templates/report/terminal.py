@@ -87,7 +87,7 @@ class TerminalSummary:
         self.xdist_active = xdist_active
         self.require_run = require_run
 
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
         records = self.book.records
         checked = [r for r in records if r.counts_as_check]
         section = terminalreporter.write_sep
@@ -111,7 +111,7 @@ class TerminalSummary:
             self._lines(terminalreporter, SPEEDUP_TITLE, speedup_table(records))
         elif self.xdist_active and bench:
             self._lines(terminalreporter, "timing", [XDIST_NOTE])
-        if self.require_run and self.book.ran == 0:
+        if self.book.fails_for_nothing_run(self.require_run, exitstatus):
             self._lines(terminalreporter, "nothing ran", [NOTHING_RAN])
 
     @staticmethod
