@@ -10,7 +10,7 @@ import pytest
 
 from pytest_inductor_templates.record import FORMAT, ItemRecord
 from pytest_inductor_templates.samples.builtin import samples_table
-from pytest_inductor_templates.settings import options_markdown
+from pytest_inductor_templates.settings import OPTIONS, options_markdown
 from pytest_inductor_templates.templates.listing import markdown_table
 from pytest_inductor_templates.templates.registry import TemplateRegistry
 
@@ -32,12 +32,16 @@ def test_generated_tables_match_the_code() -> None:
         assert _between(page, "options-table") == options_markdown(), page
 
 
-def test_every_option_is_registered_from_the_table(pytestconfig: pytest.Config) -> None:
-    group = pytestconfig._parser.getgroup("inductor-templates")
-    documented = options_markdown()
-    assert len(group.options) >= 14
-    for option in group.options:
-        assert f"`{option.names()[0]}" in documented
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+def test_every_option_the_docs_name_exists(page: Path) -> None:
+    """Prose, examples and recipes name only options and ini keys the plugin has (the tables are generated)."""
+    flags = {option.flag for option in OPTIONS}
+    keys = {option.name for option in OPTIONS if option.ini_type is not None}
+    text = page.read_text(encoding="utf-8")
+    for flag in re.findall(r"--inductor-[a-z0-9-]*[a-z0-9]", text):
+        assert flag in flags, f"{page.name}: {flag} is no option"
+    for key in re.findall(r"^\s*(inductor_[a-z_]+)\s*=", text, flags=re.MULTILINE):  # ini and TOML lines
+        assert key in keys, f"{page.name}: {key} is no ini key"
 
 
 def test_every_record_field_is_in_the_reference() -> None:
