@@ -19,12 +19,12 @@ from .report.terminal import TerminalSummary
 from .runs.results_file import ResultsWriter
 from .samples.items import CASE_KEY, SAMPLE_MARKER, collect_sample_items, release_after
 from .samples.triples import Triple
-from .session import SESSION_KEY, TEMPLATES_MARKER, InductorSession
+from .session import SESSION_KEY, TEMPLATES_MARKER, InductorSession, templates_listing, torch_device
 from .timing.bench import quiet_unused_fixture
 from .timing.policy import TIMING_KEY, TimingSettings
 from .timing.threads import ThreadScope
 from .worker.remote import RemoteTriples
-from .worker.xdist import XdistHooks, group_triples, pin_this_worker, pinned_gpus
+from .worker.xdist import XdistHooks, group_triples, pin_this_worker
 
 SETTINGS_KEY = pytest.StashKey[settings.Settings]()
 THREADS_KEY = pytest.StashKey[ThreadScope]()
@@ -66,13 +66,7 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     if not chosen.list_templates:
         group_triples(config, bool(chosen.all("inductor_samples")), chosen.isolated)
         return None
-    import torch
-
-    from .machine import visible_devices
-    from .session import build_registry
-    from .templates.listing import listing
-
-    print(listing(build_registry(config, chosen), visible_devices(), torch.__version__))
+    print(templates_listing(config, chosen))
     return 0
 
 
@@ -101,25 +95,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if controller and (options.any_set or SESSION_KEY in config.stash):  # only where the plugin is used
         config.add_cleanup(stop_on_sigterm())
     if config.pluginmanager.hasplugin("xdist") and controller:
-        config.pluginmanager.register(_xdist_hooks(config), XDIST_NAME)
+        hooks = config.stash[SESSION_KEY].xdist_hooks(config, options) if SESSION_KEY in config.stash else None
+        config.pluginmanager.register(hooks or XdistHooks(), XDIST_NAME)
     if config.pluginmanager.hasplugin("benchmark"):
         left_out = lambda: config.stash[SESSION_KEY].left_out if SESSION_KEY in config.stash else []  # noqa: E731
         used = lambda: SESSION_KEY in config.stash or bool(book.records)  # noqa: E731
         benchmark_json = BenchmarkJson(book, used, left_out, timing.machine_info())
         config.pluginmanager.register(benchmark_json, "inductor-templates-benchmark")
-
-
-def _xdist_hooks(config: pytest.Config) -> XdistHooks:
-    """The controller's xdist hooks: the matrix's cells (to record a crashed user test) and the GPUs to pin."""
-    if SESSION_KEY not in config.stash:
-        return XdistHooks()
-    state = config.stash[SESSION_KEY]
-    cases = [(c.selection.label, c.device.name) for c in state.sample_cases]
-    cases += [(column.label, device.name) for column in state.columns for device in state.devices]
-    devices = config.stash[SETTINGS_KEY].get("inductor_devices")
-    cuda = sum(d.type == "cuda" for d in state.visible)
-    gpus = pinned_gpus(config, cuda, str(devices.value).strip() if devices else None) if state.samples else []
-    return XdistHooks(gpus, list(dict.fromkeys(cases)))
 
 
 def _session(config: pytest.Config) -> InductorSession:
@@ -203,18 +185,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     if SESSION_KEY not in config.stash:
         return ["inductor-templates: template default (no --inductor-* option given)"]
-    lines = config.stash[SESSION_KEY].header_lines() + config.stash[TIMING_KEY].header_lines()
-    options = config.stash[SETTINGS_KEY]
-    if options.timeout is not None:
-        lines.append(f"inductor-templates: a sample item is stopped after {options.timeout:g} s (--inductor-timeout)")
     xdist: XdistHooks | None = config.pluginmanager.get_plugin(XDIST_NAME)
-    if xdist is not None and xdist.gpus:
-        timed = "times its CUDA sample items" if options.isolated else "times nothing (--inductor-isolation=none)"
-        lines.append(
-            f"inductor-templates: pytest-xdist: each of the {len(xdist.gpus)} workers owns one GPU (it sees it as "
-            f"cuda:0) and {timed}"
-        )
-    return lines
+    return (
+        config.stash[SESSION_KEY].header_lines()
+        + config.stash[TIMING_KEY].header_lines()
+        + (xdist.header_lines(config.stash[SETTINGS_KEY].isolated) if xdist is not None else [])
+    )
 
 
 @pytest.fixture
@@ -226,9 +202,7 @@ def inductor_selection(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture
 def inductor_device(request: pytest.FixtureRequest) -> Any:
     """The ``torch.device`` of this test's matrix row (``--inductor-devices``)."""
-    import torch
-
-    return getattr(request, "param", torch.device(_session(request.config).devices[0].name))
+    return request.param if hasattr(request, "param") else torch_device(_session(request.config).devices[0])
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from .templates.user import (
 )
 from .timing.policy import TIMING_KEY
 from .worker.remote import RemoteTriples, remote_triples
+from .worker.xdist import XdistHooks, pinned_gpus
 
 SESSION_KEY = pytest.StashKey["InductorSession"]()
 TEMPLATES_MARKER = "inductor_templates"
@@ -192,7 +193,28 @@ class InductorSession:
                 "case(s) (eager row included)"
             )
             lines.append(f"inductor-templates: {self.triples.description}")
+        if self.timeout is not None:
+            lines.append(f"inductor-templates: a sample item is stopped after {self.timeout:g} s (--inductor-timeout)")
         return lines
+
+    def xdist_hooks(self, config: pytest.Config, settings: Settings) -> XdistHooks:
+        """The controller's pytest-xdist hooks: the matrix's cells (to record a crashed user test) and, for
+        sample runs, the GPUs to pin one to each worker."""
+        cases = [(c.selection.label, c.device.name) for c in self.sample_cases]
+        cases += [(column.label, device.name) for column in self.columns for device in self.devices]
+        devices = settings.get("inductor_devices")
+        cuda = sum(d.type == "cuda" for d in self.visible)
+        gpus = pinned_gpus(config, cuda, str(devices.value).strip() if devices else None) if self.samples else []
+        return XdistHooks(gpus, list(dict.fromkeys(cases)))
+
+
+def templates_listing(config: pytest.Config, settings: Settings) -> str:
+    """``--inductor-list-templates``: every template, its settings, and whether it runs here."""
+    import torch
+
+    from .templates.listing import listing
+
+    return listing(build_registry(config, settings), visible_devices(), torch.__version__)
 
 
 def torch_device(device: Device) -> Any:

@@ -126,3 +126,10 @@ def test_header_says_the_default_is_the_default(pytester: pytest.Pytester) -> No
             "backend inductor, fullgraph True, dynamic auto",
         ]
     )
+
+
+def test_header_names_the_sample_timeout(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_inprocess(
+        "--inductor-samples", "--inductor-timeout=30", "--inductor-devices=cpu", "--collect-only"
+    )
+    result.stdout.fnmatch_lines(["inductor-templates: a sample item is stopped after 30 s (--inductor-timeout)"])

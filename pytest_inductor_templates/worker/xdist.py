@@ -81,6 +81,16 @@ class XdistHooks:
         self.cases = cases or []  # (template, device) of the matrix, to recognise a crashed user test
         self.owners: dict[str, str] = {}  # GPU -> the worker that owns it
 
+    def header_lines(self, isolated: bool) -> list[str]:
+        """The session header's line on GPU pinning, when there is pinning."""
+        if not self.gpus:
+            return []
+        timed = "times its CUDA sample items" if isolated else "times nothing (--inductor-isolation=none)"
+        return [
+            f"inductor-templates: pytest-xdist: each of the {len(self.gpus)} workers owns one GPU (it sees it as "
+            f"cuda:0) and {timed}"
+        ]
+
     def pytest_configure_node(self, node: Any) -> None:
         if not self.gpus:
             return
