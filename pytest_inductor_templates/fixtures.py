@@ -18,7 +18,7 @@ from .check.verdict import check_and_judge
 from .compile.compiled import CompiledModel, EagerModel, no_grad_call
 from .compile.isolation import CompileWatcher, isolated_compile_state
 from .machine import device_scope
-from .record import UNTIMEABLE
+from .record import UNTIMEABLE, user_test_name
 from .report.item_records import conclude, record_of, start
 from .session import InductorSession, torch_device
 from .templates.matrix import Case
@@ -79,9 +79,7 @@ def test_name(node: pytest.Item, selection: Selection) -> str:
         return node.nodeid
     device = callspec.params.get("inductor_device")
     matrix_id = f"{selection.label}-{device}" if device is not None else selection.label
-    rest = callspec.id.removesuffix(matrix_id).rstrip("-") if callspec.id.endswith(matrix_id) else callspec.id
-    base = node.nodeid[: node.nodeid.index("[")] if "[" in node.nodeid else node.nodeid
-    return f"{base}[{rest}]" if rest else base
+    return user_test_name(node.nodeid.partition("[")[0], callspec.id, matrix_id)
 
 
 def prepare_checking_tests(state: InductorSession, items: list[pytest.Item]) -> None:

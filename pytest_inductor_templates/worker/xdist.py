@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..record import ItemRecord, Outcome
+from ..record import ItemRecord, Outcome, user_test_name
 from .remote import PINNED_GPU
 
 SAMPLE_NODEID = re.compile(
@@ -60,14 +60,13 @@ def crashed_record(nodeid: str, worker: str, cases: list[tuple[str, str]]) -> It
         base, _, params = nodeid.partition("[")
         params = params.removesuffix("]")
         found = next(
-            ((t, d) for t, d in cases if params == f"{t}-{d}" or params.endswith((f"-{t}-{d}", f"-{t}"))), None
+            ((t, d, f"{t}-{d}") for t, d in cases if params == f"{t}-{d}" or params.endswith(f"-{t}-{d}")), None
         )
-        found = found or next(((t, d) for t, d in cases if params == t), None)
+        found = found or next(((t, d, t) for t, d in cases if params == t or params.endswith(f"-{t}")), None)
         if found is None:
             return None
-        (template, device), kind, source = found, "check", "test"
-        rest = params.removesuffix(f"{template}-{device}").removesuffix(template).rstrip("-")
-        sample = f"{base}[{rest}]" if rest else base
+        (template, device, matrix_id), kind, source = found, "check", "test"
+        sample = user_test_name(base, params, matrix_id)
     return ItemRecord(
         sample, template, device, kind, source=source, nodeid=nodeid, outcome=Outcome.CRASHED, reason=reason
     )
