@@ -87,7 +87,8 @@ def pytest_configure(config: pytest.Config) -> None:
     controller = not hasattr(config, "workerinput")  # not a pytest-xdist worker
     results = ResultsWriter(options.results) if options.results is not None and controller else None
     timing = config.stash[TIMING_KEY]
-    book = RecordBook(results, lambda: {**machine_info(), **timing.machine_info()})
+    info = lambda: {**machine_info(), **timing.machine_info()}  # noqa: E731  (a copy: the cached one stays)
+    book = RecordBook(results, info)
     config.pluginmanager.register(book, BOOK_NAME)
     xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
     summary = TerminalSummary(book, xdist_active, options.require_run)
@@ -100,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("benchmark"):
         left_out = lambda: config.stash[SESSION_KEY].left_out if SESSION_KEY in config.stash else []  # noqa: E731
         used = lambda: SESSION_KEY in config.stash or bool(book.records)  # noqa: E731
-        benchmark_json = BenchmarkJson(book, used, left_out, timing.machine_info())
+        benchmark_json = BenchmarkJson(book, used, left_out, info)
         config.pluginmanager.register(benchmark_json, "inductor-templates-benchmark")
 
 

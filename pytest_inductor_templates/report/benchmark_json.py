@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from ..machine import machine_info
 from ..runs.files import write_records
 from .book import RecordBook
 
@@ -24,16 +23,16 @@ class BenchmarkJson:
         book: RecordBook,
         used: Callable[[], bool],
         left_out: Callable[[], list[tuple[str, str]]],
-        timing: dict[str, Any],
+        machine_info: Callable[[], dict[str, Any]],
     ) -> None:
         self.book = book
         self.used = used  # whether this session used the plugin (an option, a fixture, a sample item)
         self.left_out = left_out  # the templates --inductor-template=all left out, with why
-        self.timing = timing  # timing threads, usable CPUs, load at start
+        self.machine_info = machine_info  # GPU, torch, Triton, timing threads, ... (the results file's too)
 
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict[str, Any]) -> None:
         if self.used():
-            machine_info.update(_machine_info(), **self.timing)
+            machine_info.update(self.machine_info())
 
     def pytest_benchmark_update_json(
         self, config: pytest.Config, benchmarks: list[Any], output_json: dict[str, Any]
@@ -52,17 +51,13 @@ class BenchmarkJson:
         saved = compared_benchmark.get("machine_info", {})
         if not self.used() or not all(field in saved for field in GPU_FIELDS):
             return  # not saved by this plugin: pytest-benchmark's own warning covers it
-        here = _machine_info()
+        here = self.machine_info()
         if any(saved.get(field) != here.get(field) for field in GPU_FIELDS):
             raise pytest.UsageError(
                 f"--benchmark-compare: the saved run was timed on {_describe(saved)}, this one runs on "
                 f"{_describe(here)}; compare runs of the same GPU (keep them apart with --benchmark-storage), "
                 "or compare speedups with `pytest-inductor-templates compare`"
             )
-
-
-def _machine_info() -> dict[str, Any]:
-    return dict(machine_info())  # a copy: the cached one stays as measured
 
 
 def _describe(info: dict[str, Any]) -> str:

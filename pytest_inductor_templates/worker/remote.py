@@ -227,5 +227,10 @@ def remote_triples(
         return p.Hello(list(sys.path), conftest_modules(config), tolerance, settings.require_effect,
                        settings.memory_budget, timing.threads, timing.precision)  # fmt: skip
 
-    pinned = PINNED_GPU in getattr(config, "workerinput", {})
+    pinned = pinned_gpu(config) is not None
     return RemoteTriples(WorkerProcess(hello), settings.recycle_triples, settings.recycle_rss, pinned)
+
+
+def pinned_gpu(config: pytest.Config) -> str | None:
+    """The GPU the controller pinned to this pytest-xdist worker, or None (no pinning, or not a worker)."""
+    return getattr(config, "workerinput", {}).get(PINNED_GPU)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ..record import ItemRecord, Outcome, user_test_name
-from .remote import PINNED_GPU
+from .remote import PINNED_GPU, pinned_gpu
 
 SAMPLE_NODEID = re.compile(
     r"inductor-samples::(?P<sample>.+)::(?P<kind>check|bench)\[(?P<template>.+)-(?P<device>cpu|cuda:\d+)\]"
@@ -38,7 +38,7 @@ def group_triples(config: pytest.Config, samples_requested: bool, isolated: bool
 
 def pin_this_worker(config: pytest.Config) -> None:
     """In an xdist worker that owns a GPU: see only that GPU (before torch initialises CUDA here)."""
-    gpu = getattr(config, "workerinput", {}).get(PINNED_GPU)
+    gpu = pinned_gpu(config)
     if gpu is None:
         return
     torch = sys.modules.get("torch")
