@@ -221,10 +221,13 @@ class Settings:
         self._levels: dict[str, tuple[list[Sourced[Any]], list[Sourced[Any]]]] = {}
         for option in OPTIONS:
             cli = config.getoption(option.name)
-            ini = config.getini(option.name) if option.ini_type else None
+            ini_base = config.inipath.parent if config.inipath else config.rootpath
+            try:
+                ini = config.getini(option.name) if option.ini_type else None
+            except (ValueError, pytest.UsageError) as error:  # pytest reading a bool key: "invalid truth value"
+                raise Sourced(None, option, False, ini_base, config.inipath).usage_error(str(error)) from None
             cli_values = cli if isinstance(cli, list) else [] if cli is None else [cli]
             ini_values = ini if isinstance(ini, list) else [] if ini in (None, "") else [ini]
-            ini_base = config.inipath.parent if config.inipath else config.rootpath
             self._levels[option.name] = (
                 [Sourced(v, option, True, config.invocation_params.dir, config.inipath) for v in cli_values],
                 [Sourced(v, option, False, ini_base, config.inipath) for v in ini_values],
