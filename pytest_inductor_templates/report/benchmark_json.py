@@ -14,9 +14,9 @@ GPU_FIELDS = ("gpu", "gpu_compute_capability")
 
 
 class BenchmarkJson:
-    """Registered only when pytest-benchmark is active (its hookspecs exist only then); each hook acts only in
-    a session that used the plugin (a plain benchmark run's JSON stays as pytest-benchmark writes it, and torch
-    is not imported for it)."""
+    """Registered only when pytest-benchmark is active (its hookspecs exist only then). The JSON hooks act only
+    in a session that used the plugin (a plain benchmark run's JSON stays as pytest-benchmark writes it, and
+    torch is not imported for it); the compare guard, whenever the saved run is one of the plugin's."""
 
     def __init__(
         self,
@@ -49,7 +49,7 @@ class BenchmarkJson:
         self, config: pytest.Config, benchmarksession: Any, machine_info: dict[str, Any], compared_benchmark: Any
     ) -> None:
         saved = compared_benchmark.get("machine_info", {})
-        if not self.used() or not all(field in saved for field in GPU_FIELDS):
+        if not all(field in saved for field in GPU_FIELDS):  # (a saved run of the plugin's, used or not here)
             return  # not saved by this plugin: pytest-benchmark's own warning covers it
         here = self.machine_info()
         if any(saved.get(field) != here.get(field) for field in GPU_FIELDS):
