@@ -141,7 +141,11 @@ def main() -> int:
 
     done_runs = [json.loads(path.read_text()) for path in args.done]
     retried = "timeout" if args.budget_seconds != 0 else None  # a run that may compile tries timeouts again
-    done = {(e["sample"], e["dtype"]): e for run in done_runs for e in run["entries"] if e["status"] != retried}
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    for entry in (e for run in done_runs for e in run["entries"] if e["status"] != retried):
+        key = (entry["sample"], entry["dtype"])
+        if key not in done or done[key]["status"] == "timeout":  # a later try that finished beats a timeout
+            done[key] = entry
     machine = f"planted_faults: {datetime.date.today()}, torch {torch.__version__}, device {args.device}" + (
         f" ({torch.cuda.get_device_name()})"
         if args.device == "cuda"
