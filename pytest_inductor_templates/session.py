@@ -80,7 +80,7 @@ class InductorSession:
     def from_settings(cls, config: pytest.Config, settings: Settings) -> InductorSession:
         registry = build_registry(config, settings)
         visible = visible_devices()
-        tolerance = Tolerance(*settings.tolerance) if settings.tolerance else None
+        tolerance = settings.tolerance
         timing = config.stash[TIMING_KEY]
         triples: TripleCache | RemoteTriples
         if settings.isolated:

@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 import pytest
 
+from .check.tolerances import Tolerance, explicit_tolerance
 from .memory import parse_size
 from .runs.tables import render
 
@@ -286,17 +287,18 @@ class Settings:
         return any(cli or ini for name, (cli, ini) in self._levels.items() if name != "inductor_list_templates")
 
 
-def _tolerance(raw: Sourced[Any] | None) -> tuple[float, float] | None:
-    """(rtol, atol) from ``RTOL,ATOL``: finite, not negative."""
+def _tolerance(raw: Sourced[Any] | None) -> Tolerance | None:
+    """The tolerance given as ``RTOL,ATOL``."""
     if raw is None:
         return None
     try:
         rtol, atol = (float(part) for part in str(raw.value).split(","))
     except ValueError:
         raise raw.usage_error(f"expected RTOL,ATOL such as 1e-4,1e-5, got {raw.value!r}") from None
-    if not (math.isfinite(rtol) and math.isfinite(atol)) or rtol < 0 or atol < 0:
-        raise raw.usage_error(f"tolerances must be finite numbers >= 0, got {raw.value!r}")
-    return rtol, atol
+    try:
+        return explicit_tolerance(rtol, atol)
+    except ValueError as error:
+        raise raw.usage_error(f"{error} (in {raw.value!r})") from None
 
 
 def _positive(raw: Sourced[Any] | None, kind: type, example: str) -> float | None:

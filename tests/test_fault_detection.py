@@ -295,9 +295,9 @@ def test_session_tolerance_from_command_line_and_ini(
     ("value", "expected"),
     [
         ("tight", "expected RTOL,ATOL such as 1e-4,1e-5, got 'tight'"),
-        ("nan,nan", "tolerances must be finite numbers >= 0, got 'nan,nan'"),  # would turn every check off
-        ("1e-3,inf", "tolerances must be finite numbers >= 0, got '1e-3,inf'"),
-        ("-1e-3,0", "tolerances must be finite numbers >= 0, got '-1e-3,0'"),
+        ("nan,nan", "rtol must be a finite number >= 0, got nan (in 'nan,nan')"),  # would turn every check off
+        ("1e-3,inf", "atol must be a finite number >= 0, got inf (in '1e-3,inf')"),
+        ("-1e-3,0", "rtol must be a finite number >= 0, got -0.001 (in '-1e-3,0')"),
     ],
 )
 def test_bad_session_tolerance_is_one_line(sentinel_test: pytest.Pytester, value: str, expected: str) -> None:

@@ -76,15 +76,20 @@ def graphnet_tolerance(dtype: Any, level: int) -> Tolerance:
     return Tolerance(rtol=10 ** (slope * level), atol=10.0**level)
 
 
+def explicit_tolerance(rtol: Any, atol: Any) -> Tolerance:
+    """An absolute tolerance given by the user (option, ini, marker); ValueError names a value that is not a
+    finite number >= 0 (NaN or Inf would turn the check off)."""
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return Tolerance(float(rtol), float(atol))
+
+
 def tolerance_from_marker(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tolerance:
     """The tolerance of ``@pytest.mark.inductor_tolerance(rtol=..., atol=...)``; ValueError says what is wrong."""
     if args or set(kwargs) != {"rtol", "atol"}:
         raise ValueError(f"takes rtol= and atol= only, got {_call(args, kwargs)}")
-    for name in ("rtol", "atol"):
-        value = kwargs[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return Tolerance(float(kwargs["rtol"]), float(kwargs["atol"]))
+    return explicit_tolerance(kwargs["rtol"], kwargs["atol"])
 
 
 def _call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
