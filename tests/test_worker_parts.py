@@ -183,6 +183,9 @@ def test_require_run_fails_a_run_in_which_everything_was_skipped(pytester: pytes
     required.stdout.fnmatch_lines(["*--inductor-require-run: every item was skipped, so the run fails*"])
     end = json.loads((pytester.path / "run.jsonl").read_text().splitlines()[-1])["end"]
     assert end["exitstatus"] == 1 and end["complete"] is True
+    pytester.makeini("[pytest]\ninductor_require_run = true\n")  # on in ini, off for one run with pytest's -o
+    assert pytester.runpytest_inprocess(*args).ret == pytest.ExitCode.TESTS_FAILED
+    assert pytester.runpytest_inprocess(*args, "-o", "inductor_require_run=false").ret == pytest.ExitCode.OK
 
 
 @pytest.mark.parametrize(
