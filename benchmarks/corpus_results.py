@@ -1,10 +1,14 @@
 """A GraphNet corpus under eager, default and cudagraphs, and docs/corpus-results.md from the plugin's own report.
 
 OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--templates default,cudagraphs]
-    [--devices cuda:0] [-- PYTEST ARGS]
+    [--devices cuda:0] [--warm-workers K] [-- PYTEST ARGS]
     One pytest run (sample items only) writing $OUT/corpus-I.jsonl (the results file) and $OUT/corpus-I.json
     (pytest-benchmark JSON); --shard I/N runs every N-th sample from the I-th (1-based), so that shards
-    fit a time limit or run on several machines.
+    fit a time limit or run on several machines. With --warm-workers K, an untimed checks-only pass over the
+    same selection with K pytest-xdist workers comes first ($OUT/warm-I.jsonl): it compiles every sample in
+    parallel, so the timed run finds Inductor's on-disk caches warm (the same compiled code, loaded in a
+    second or two instead of compiled in ten or more; its compile times are then those of a warm cache). Its
+    workers use the timed run's intra-op thread count: Inductor's CPU code is cached per thread count.
 python benchmarks/corpus_results.py doc RESULTS... [--doc docs/corpus-results.md] [--note TEXT]
     Merges the shards (pytest-inductor-templates merge: one eager row) and writes the page: pass rate per
     template, each failure's reason, speedups (pytest-inductor-templates report), and the worker's memory
@@ -19,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
@@ -43,9 +48,28 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         command = [
             sys.executable, "-m", "pytest", f"{tmp}/no_tests", "-c", "/dev/null", "-q", "-p", "no:cacheprovider",
             "-W", "ignore", f"--inductor-samples={args.corpus}", f"--inductor-sample-list={listed}",
-            f"--inductor-template={args.templates}", f"--inductor-devices={args.devices}",
+            f"--inductor-template={args.templates}", f"--inductor-devices={args.devices}", *extra,
+        ]  # fmt: skip
+        if args.warm_workers:
+            warm = [
+                *command,
+                "-n",
+                str(args.warm_workers),
+                "--benchmark-skip",
+                f"--inductor-results={out}/warm-{index}.jsonl",
+            ]
+            if not any(a.startswith("--inductor-timing-threads") for a in extra):  # CPU code is cached per thread count
+                warm.append(f"--inductor-timing-threads={len(os.sched_getaffinity(0))}")
+            started = time.perf_counter()
+            warmed = subprocess.run(warm, check=False, capture_output=True, text=True)
+            (out / f"warm-{index}.txt").write_text(warmed.stdout + warmed.stderr)
+            print(
+                f"warm-up pass ({args.warm_workers} workers, untimed): {time.perf_counter() - started:.0f} s",
+                flush=True,
+            )
+        command += [
             f"--inductor-results={out}/corpus-{index}.jsonl", f"--benchmark-json={out}/corpus-{index}.json",
-            "--benchmark-max-time=0.25", *extra,
+            "--benchmark-max-time=0.25",
         ]  # fmt: skip
         print(" ".join(command), flush=True)
         done = subprocess.run(command, check=False, capture_output=True, text=True)
@@ -128,6 +152,7 @@ def main() -> int:
     run_parser.add_argument("--shard", default="1/1")
     run_parser.add_argument("--templates", default="default,cudagraphs")
     run_parser.add_argument("--devices", default="cuda:0")
+    run_parser.add_argument("--warm-workers", type=int, default=0, help="an untimed pass with K xdist workers first")
     doc_parser = commands.add_parser("doc")
     doc_parser.add_argument("results", nargs="+")
     doc_parser.add_argument("--doc", default="docs/corpus-results.md")
