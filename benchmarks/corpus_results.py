@@ -27,6 +27,7 @@ import time
 from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pytest_inductor_templates.record import EAGER, FAILURES, Outcome
@@ -79,18 +80,28 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _memory(run: Run) -> list[str]:
-    checks = [r for r in run.records if r.kind == "check" and r.source == "sample"]
-    lines = []
-    for name, field in (("resident memory of the worker process", "rss_mib"), ("CUDA memory allocated", "cuda_mib")):
-        series = [getattr(r, field) for r in checks if getattr(r, field) is not None]
-        if len(series) < 20:
+    """One row per worker process (a new one after recycling, a crash or a timeout): its resident and CUDA memory
+    before its first triple, its 11th and its last, and the growth per triple after the first ten (the least-squares
+    slope, once Inductor and the first models are loaded): about 0 when nothing leaks."""
+    by_worker: dict[int, list[Any]] = defaultdict(list)
+    for r in run.records:
+        if r.kind == "check" and r.source == "sample" and r.pid is not None and r.rss_mib is not None:
+            by_worker[r.pid].append(r)
+    rows = []
+    for pid, checks in by_worker.items():
+        if len(checks) < 20:
             continue
-        first, last = statistics.median(series[:10]), statistics.median(series[-10:])
-        lines.append(
-            f"- {name} before each triple, over {len(series)} triples: median of the first 10 {first:.0f} MiB, "
-            f"of the last 10 {last:.0f} MiB, highest {max(series):.0f} MiB"
-        )
-    return lines
+        rss = [r.rss_mib for r in checks]
+        cuda = [r.cuda_mib for r in checks if r.cuda_mib is not None]
+        slope = statistics.linear_regression(range(len(rss) - 10), rss[10:]).slope
+        cuda_cells = [f"{cuda[0]:.0f}", f"{cuda[-1]:.0f}"] if cuda else ["-", "-"]
+        rows.append([str(pid), str(len(checks)), *(f"{v:.0f}" for v in (rss[0], rss[10], rss[-1], max(rss))),
+                     f"{slope:+.2f}", *cuda_cells])  # fmt: skip
+    if not rows:
+        return []
+    header = ["worker", "triples", "RSS first", "RSS 11th", "RSS last", "RSS highest", "MiB a triple after 10",
+              "CUDA first", "CUDA last"]  # fmt: skip
+    return ["Memory (MiB) of each worker process before each of its triples:", "", *render(header, rows, markdown=True)]
 
 
 def doc(args: argparse.Namespace) -> int:
