@@ -32,6 +32,8 @@ import torch
 from corpus_selection import add_arguments, corpus_samples
 from torch.utils.benchmark import Timer
 
+from pytest_inductor_templates.runs.files import load
+
 REPETITIONS = 40
 
 
@@ -90,11 +92,17 @@ def compile_options(template: str) -> dict[str, Any] | None:
 
 
 def plugin_speedups(path: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
-    data = json.loads(path.read_text())
+    """The plugin's speedups and intervals per (sample, template, device), from its pytest-benchmark JSON or its
+    results file (what speedup_stability.py --workers writes)."""
+    run = load(str(path))
     return {
-        (r["sample"], r["template"], r["device"]): r
-        for r in data["inductor_templates"]["items"]
-        if r["kind"] == "bench" and r.get("speedup") is not None
+        key: {
+            "speedup": cell.bench.speedup,
+            "speedup_low": cell.bench.speedup_low,
+            "speedup_high": cell.bench.speedup_high,
+        }
+        for key, cell in run.cells.items()
+        if cell.bench is not None and cell.bench.speedup is not None
     }
 
 
