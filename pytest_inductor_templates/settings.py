@@ -8,6 +8,7 @@ one line before any test runs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
@@ -198,11 +199,14 @@ class Sourced(Generic[T]):
     from_command_line: bool
     base: Path  # what a relative path in the value is relative to
     inifile: Path | None = None
+    overridden: bool = False  # an ini value given on the command line with pytest's -o
 
     @property
     def origin(self) -> str:
         if self.from_command_line:
             return f"{self.option.flag} (command line)"
+        if self.overridden:
+            return f"-o {self.option.name} (command line)"
         return f"{self.option.name} ({self.inifile.name if self.inifile else 'ini'})"
 
     def path(self, text: str | None = None) -> Path:
@@ -220,18 +224,23 @@ class Settings:
 
     def __init__(self, config: pytest.Config) -> None:
         self._levels: dict[str, tuple[list[Sourced[Any]], list[Sourced[Any]]]] = {}
+        overrides = {item.split("=", 1)[0].strip() for item in config.getoption("override_ini", None) or []}
         for option in OPTIONS:
             cli = config.getoption(option.name)
+            overridden = option.name in overrides  # -o KEY=VALUE: relative to where pytest was started
             ini_base = config.inipath.parent if config.inipath else config.rootpath
+            if overridden:
+                ini_base = config.invocation_params.dir
+            ini_source = Sourced(None, option, False, ini_base, config.inipath, overridden)
             try:
                 ini = config.getini(option.name) if option.ini_type else None
             except (ValueError, pytest.UsageError) as error:  # pytest reading a bool key: "invalid truth value"
-                raise Sourced(None, option, False, ini_base, config.inipath).usage_error(str(error)) from None
+                raise ini_source.usage_error(str(error)) from None
             cli_values = cli if isinstance(cli, list) else [] if cli is None else [cli]
             ini_values = ini if isinstance(ini, list) else [] if ini in (None, "") else [ini]
             self._levels[option.name] = (
                 [Sourced(v, option, True, config.invocation_params.dir, config.inipath) for v in cli_values],
-                [Sourced(v, option, False, ini_base, config.inipath) for v in ini_values],
+                [dataclasses.replace(ini_source, value=v) for v in ini_values],
             )
         self.tolerance = _tolerance(self.get("inductor_tolerance"))
         self.dynamic = _dynamic(self.get("inductor_dynamic"))

@@ -168,6 +168,8 @@ def test_inputs_are_drawn_in_chunks_with_the_values_of_one_draw() -> None:
         (("--inductor-memory-budget=lots",), "--inductor-memory-budget (command line): expected a size such as"),
         (("--inductor-recycle-triples=1.5",), "--inductor-recycle-triples (command line): expected a whole number"),
         (("--inductor-timeout=5", "--inductor-isolation=none"), "needs --inductor-isolation=process"),
+        (("-o", "inductor_timeout=soon"), "-o inductor_timeout (command line): expected a number of seconds"),
+        (("-o", "inductor_results=."), "-o inductor_results (command line): "),  # relative to where pytest started
     ],
 )
 def test_bad_values_are_one_line_before_any_test_runs(sentinel_test: pytest.Pytester, args, message) -> None:
