@@ -35,6 +35,7 @@ from pytest_inductor_templates.runs.files import Run, from_data, load, merge
 from pytest_inductor_templates.runs.markdown import as_markdown
 from pytest_inductor_templates.runs.tables import render
 from pytest_inductor_templates.samples.graphnet import discover
+from pytest_inductor_templates.timing.threads import usable_cpus
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         command = [
             sys.executable, "-m", "pytest", f"{tmp}/no_tests", "-c", "/dev/null", "-q", "-p", "no:cacheprovider",
             "-W", "ignore", f"--inductor-samples={args.corpus}", f"--inductor-sample-list={listed}",
-            f"--inductor-template={args.templates}", f"--inductor-devices={args.devices}", *extra,
+            f"--inductor-template={args.templates}", f"--inductor-devices={args.devices}",
         ]  # fmt: skip
         if args.warm_workers:
             warm = [
@@ -59,18 +60,22 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 "--benchmark-skip",
                 f"--inductor-results={out}/warm-{index}.jsonl",
             ]
-            if not any(a.startswith("--inductor-timing-threads") for a in extra):  # CPU code is cached per thread count
-                warm.append(f"--inductor-timing-threads={len(os.sched_getaffinity(0))}")
+            if not any("inductor-timing-threads" in a or "inductor_timing_threads" in a for a in extra):
+                warm.append(f"--inductor-timing-threads={usable_cpus()}")  # CPU code is cached per thread count
             started = time.perf_counter()
-            warmed = subprocess.run(warm, check=False, capture_output=True, text=True)
+            warmed = subprocess.run([*warm, *extra], check=False, capture_output=True, text=True)
             (out / f"warm-{index}.txt").write_text(warmed.stdout + warmed.stderr)
+            seconds = time.perf_counter() - started
             print(
-                f"warm-up pass ({args.warm_workers} workers, untimed): {time.perf_counter() - started:.0f} s",
+                f"warm-up pass ({args.warm_workers} workers, untimed): {seconds:.0f} s, exit {warmed.returncode}",
                 flush=True,
             )
+            if warmed.returncode not in (0, 1):  # 1: a check failed, which the timed run reports too
+                print(f"the warm-up pass did not run (see {out}/warm-{index}.txt)", file=sys.stderr)
+                return warmed.returncode
         command += [
             f"--inductor-results={out}/corpus-{index}.jsonl", f"--benchmark-json={out}/corpus-{index}.json",
-            "--benchmark-max-time=0.25",
+            "--benchmark-max-time=0.25", *extra,
         ]  # fmt: skip
         print(" ".join(command), flush=True)
         done = subprocess.run(command, check=False, capture_output=True, text=True)
@@ -79,29 +84,39 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     return 0 if done.returncode in (0, 1) else done.returncode
 
 
-def _memory(run: Run) -> list[str]:
-    """One row per worker process (a new one after recycling, a crash or a timeout): its resident and CUDA memory
-    before its first triple, its 11th and its last, and the growth per triple after the first ten (the least-squares
-    slope, once Inductor and the first models are loaded): about 0 when nothing leaks."""
-    by_worker: dict[int, list[Any]] = defaultdict(list)
-    for r in run.records:
-        if r.kind == "check" and r.source == "sample" and r.pid is not None and r.rss_mib is not None:
-            by_worker[r.pid].append(r)
-    rows = []
-    for pid, checks in by_worker.items():
-        if len(checks) < 20:
-            continue
-        rss = [r.rss_mib for r in checks]
-        cuda = [r.cuda_mib for r in checks if r.cuda_mib is not None]
-        slope = statistics.linear_regression(range(len(rss) - 10), rss[10:]).slope
-        cuda_cells = [f"{cuda[0]:.0f}", f"{cuda[-1]:.0f}"] if cuda else ["-", "-"]
-        rows.append([str(pid), str(len(checks)), *(f"{v:.0f}" for v in (rss[0], rss[10], rss[-1], max(rss))),
-                     f"{slope:+.2f}", *cuda_cells])  # fmt: skip
-    if not rows:
+MEMORY_MIN_TRIPLES = 20  # a worker process with fewer gives no meaningful growth per triple
+
+
+def _memory(shards: list[Run]) -> list[str]:
+    """One row per worker process of each shard (a new one after recycling, a crash or a timeout): its resident and
+    CUDA memory before its first triple, its 11th and its last, and the growth per triple after the first ten (the
+    least-squares slope, once Inductor and the first models are loaded): about 0 when nothing leaks."""
+    rows, short = [], 0
+    for shard in shards:
+        by_worker: dict[int, list[Any]] = defaultdict(list)
+        for r in shard.records:
+            if r.kind == "check" and r.source == "sample" and r.pid is not None:
+                by_worker[r.pid].append(r)
+        for pid, checks in by_worker.items():
+            rss = [r.rss_mib for r in checks if r.rss_mib is not None]
+            cuda = [r.cuda_mib for r in checks if r.cuda_mib is not None]
+            if len(checks) < MEMORY_MIN_TRIPLES or len(rss) < MEMORY_MIN_TRIPLES:
+                short += 1
+                continue
+            slope = statistics.linear_regression(range(len(rss) - 10), rss[10:]).slope
+            cuda_cells = [f"{cuda[0]:.0f}", f"{cuda[-1]:.0f}"] if cuda else ["-", "-"]
+            figures = (rss[0], rss[10], rss[-1], max(rss))
+            name = f"{Path(shard.path).name} {pid}"
+            rows.append([name, str(len(checks)), *(f"{v:.0f}" for v in figures), f"{slope:+.2f}", *cuda_cells])
+    if not rows and not short:
         return []
-    header = ["worker", "triples", "RSS first", "RSS 11th", "RSS last", "RSS highest", "MiB a triple after 10",
+    header = ["shard, worker", "triples", "RSS first", "RSS 11th", "RSS last", "RSS highest", "MiB a triple after 10",
               "CUDA first", "CUDA last"]  # fmt: skip
-    return ["Memory (MiB) of each worker process before each of its triples:", "", *render(header, rows, markdown=True)]
+    lines = ["Memory (MiB) of each worker process before each of its triples:", ""]
+    lines += render(header, rows, markdown=True) if rows else []
+    if short:
+        lines += ["", f"{short} worker process(es) ran fewer than {MEMORY_MIN_TRIPLES} triples: not shown."]
+    return lines
 
 
 def doc(args: argparse.Namespace) -> int:
@@ -146,7 +161,7 @@ def doc(args: argparse.Namespace) -> int:
     lines += render(["template", "checks", *(o.value for o in outcomes), "pass rate"], rows, markdown=True)
     failing = sum(1 for r in checks if r.outcome in FAILURES)
     lines += ["", f"{failing} failing checks; each one's reason is listed under the table at the end."]
-    if memory := _memory(merged):
+    if memory := _memory(shards):
         lines += ["", "## Memory over the run", "", *memory]
     lines += ["", "## Outcome, effect and speedup per sample", "", "From `pytest-inductor-templates report`:", ""]
     lines += [as_markdown(merged)]
