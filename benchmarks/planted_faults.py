@@ -142,9 +142,10 @@ def main() -> int:
     done_runs = [json.loads(path.read_text()) for path in args.done]
     retried = "timeout" if args.budget_seconds != 0 else None  # a run that may compile tries timeouts again
     done: dict[tuple[str, str], dict[str, Any]] = {}
+    rank = {"ok": 2, "timeout": 0}  # a try that ran beats one that failed otherwise, which beats a timeout
     for entry in (e for run in done_runs for e in run["entries"] if e["status"] != retried):
         key = (entry["sample"], entry["dtype"])
-        if key not in done or done[key]["status"] == "timeout":  # a later try that finished beats a timeout
+        if key not in done or rank.get(entry["status"], 1) > rank.get(done[key]["status"], 1):
             done[key] = entry
     machine = f"planted_faults: {datetime.date.today()}, torch {torch.__version__}, device {args.device}" + (
         f" ({torch.cuda.get_device_name()})"
