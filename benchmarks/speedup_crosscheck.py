@@ -7,9 +7,9 @@ and a block of compiled calls with ``Timer.timeit`` (the order alternating; a bl
 1 ms on the CPU; Timer synchronizes CUDA around it). The reference speedup is median(eager) / median(compiled)
 over the repetitions, as PyTorch's dynamo benchmark harness computes it.
 
-With --plugin-run RUN.json (a run of the plugin over the same selection, e.g. from speedup_stability.py), each
-plugin speedup is checked against the reference: inside the plugin's 95% interval or not (target: at least 90%
-of them), and the ratio plugin / reference.
+With --plugin-run RUN (the plugin's pytest-benchmark JSON or results file over the same selection, e.g. a run of
+speedup_stability.py), each plugin speedup is checked against the reference: inside the plugin's 95% interval or
+not (target: at least 90% of them), and the ratio plugin / reference.
 
 Usage (H200):
   OUT=/tmp/crosscheck python benchmarks/speedup_crosscheck.py --builtins --corpus PATH --samples 20 \\
@@ -32,7 +32,7 @@ import torch
 from corpus_selection import add_arguments, corpus_samples
 from torch.utils.benchmark import Timer
 
-from pytest_inductor_templates.runs.files import load
+from pytest_inductor_templates.runs.files import RunError, load
 
 REPETITIONS = 40
 
@@ -110,7 +110,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     parser.add_argument("--repetitions", type=int, default=REPETITIONS)
-    parser.add_argument("--plugin-run", type=Path, action="append", default=[], help="the plugin's JSON (repeatable)")
+    parser.add_argument(
+        "--plugin-run",
+        type=Path,
+        action="append",
+        default=[],
+        help="the plugin's pytest-benchmark JSON or results file (repeatable)",
+    )
     parser.add_argument("--threads", type=int, help="torch.set_num_threads (as the plugin's --inductor-timing-threads)")
     args = parser.parse_args()
     if args.threads:
@@ -120,7 +126,11 @@ def main() -> int:
     device = torch.device("cuda" if args.devices.startswith("cuda") and torch.cuda.is_available() else "cpu")
     plugin: dict[tuple[str, str, str], dict[str, Any]] = {}
     for path in args.plugin_run:
-        plugin.update(plugin_speedups(path))
+        try:
+            plugin.update(plugin_speedups(path))
+        except RunError as error:
+            print(error, file=sys.stderr)
+            return 2
     results, lines = [], []
     started = time.perf_counter()
     for sample in samples(args):
