@@ -155,6 +155,10 @@ def doc(args: argparse.Namespace) -> int:
     ]
     if merged.partial:
         lines.append(f"\n**Partial**: {merged.partial}")
+    warmed = [Path(path).with_name(Path(path).name.replace("corpus-", "warm-", 1)) for path in args.results]
+    if any(path.exists() for path in warmed):
+        lines += ["", "Inductor's caches were warmed first by an untimed checks-only pass (`run --warm-workers`): the "
+                  "compiled code is the same, and its compile times are those of a warm cache."]  # fmt: skip
     if args.note:
         lines += ["", args.note]
     lines += ["", "## Pass rate per template", ""]
