@@ -1,7 +1,7 @@
 """A GraphNet corpus under eager, default and cudagraphs, and docs/corpus-results.md from the plugin's own report.
 
 OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--templates default,cudagraphs]
-    [--devices cuda:0] [--warm-workers K] [-- PYTEST ARGS]
+    [--devices cuda:0] [--warm-workers K [--warm-only]] [-- PYTEST ARGS]
     One pytest run (sample items only) writing $OUT/corpus-I.jsonl (the results file) and $OUT/corpus-I.json
     (pytest-benchmark JSON); --shard I/N runs every N-th sample from the I-th (1-based), so that shards
     fit a time limit or run on several machines. With --warm-workers K, an untimed checks-only pass over the
@@ -9,6 +9,7 @@ OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--
     parallel, so the timed run finds Inductor's on-disk caches warm (the same compiled code, loaded in a
     second or two instead of compiled in ten or more; its compile times are then those of a warm cache). Its
     workers use the timed run's intra-op thread count: Inductor's CPU code is cached per thread count.
+    --warm-only stops after it (to warm the caches while other untimed work runs; time later with the same OUT).
 python benchmarks/corpus_results.py doc RESULTS... [--doc docs/corpus-results.md] [--note TEXT]
     Merges the shards (pytest-inductor-templates merge: one eager row) and writes the page: pass rate per
     template, each failure's reason, speedups (pytest-inductor-templates report), and the worker's memory
@@ -73,6 +74,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             if warmed.returncode not in (0, 1):  # 1: a check failed, which the timed run reports too
                 print(f"the warm-up pass did not run (see {out}/warm-{index}.txt)", file=sys.stderr)
                 return warmed.returncode
+            if args.warm_only:
+                return 0
         command += [
             f"--inductor-results={out}/corpus-{index}.jsonl", f"--benchmark-json={out}/corpus-{index}.json",
             "--benchmark-max-time=0.25", *extra,
@@ -183,11 +186,14 @@ def main() -> int:
     run_parser.add_argument("--templates", default="default,cudagraphs")
     run_parser.add_argument("--devices", default="cuda:0")
     run_parser.add_argument("--warm-workers", type=int, default=0, help="an untimed pass with K xdist workers first")
+    run_parser.add_argument("--warm-only", action="store_true", help="the warm-up pass alone (beside other work)")
     doc_parser = commands.add_parser("doc")
     doc_parser.add_argument("results", nargs="+")
     doc_parser.add_argument("--doc", default="docs/corpus-results.md")
     doc_parser.add_argument("--note", help="a paragraph for the top of the page (what the run covers, and why)")
     args, extra = parser.parse_known_args()
+    if args.command == "run" and args.warm_only and not args.warm_workers:
+        parser.error("--warm-only needs --warm-workers K")
     return run(args, [a for a in extra if a != "--"]) if args.command == "run" else doc(args)
 
 
