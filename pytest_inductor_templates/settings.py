@@ -8,10 +8,9 @@ one line before any test runs.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -240,7 +239,7 @@ class Settings:
             ini_values = ini if isinstance(ini, list) else [] if ini in (None, "") else [ini]
             self._levels[option.name] = (
                 [Sourced(v, option, True, config.invocation_params.dir, config.inipath) for v in cli_values],
-                [dataclasses.replace(ini_source, value=v) for v in ini_values],
+                [replace(ini_source, value=v) for v in ini_values],
             )
         self.tolerance = _tolerance(self.get("inductor_tolerance"))
         self.dynamic = _dynamic(self.get("inductor_dynamic"))

@@ -169,11 +169,22 @@ def test_inputs_are_drawn_in_chunks_with_the_values_of_one_draw() -> None:
         (("--inductor-recycle-triples=1.5",), "--inductor-recycle-triples (command line): expected a whole number"),
         (("--inductor-timeout=5", "--inductor-isolation=none"), "needs --inductor-isolation=process"),
         (("-o", "inductor_timeout=soon"), "-o inductor_timeout (command line): expected a number of seconds"),
-        (("-o", "inductor_results=."), "-o inductor_results (command line): "),  # relative to where pytest started
     ],
 )
 def test_bad_values_are_one_line_before_any_test_runs(sentinel_test: pytest.Pytester, args, message) -> None:
     assert message in usage_error_line(sentinel_test.runpytest_inprocess(*args))
+
+
+def test_an_ini_value_given_with_o_is_named_so_and_relative_to_where_pytest_started(
+    sentinel_test: pytest.Pytester,
+) -> None:
+    sentinel_test.mkdir("config").joinpath("pytest.ini").write_text("[pytest]\ninductor_results = only_here\n")
+    sentinel_test.mkdir("only_here")  # a folder beside where pytest starts, not beside the ini file
+    assert sentinel_test.runpytest_inprocess("-c", "config/pytest.ini").ret == pytest.ExitCode.TESTS_FAILED  # ran
+    line = usage_error_line(
+        sentinel_test.runpytest_inprocess("-c", "config/pytest.ini", "-o", "inductor_results=only_here")
+    )
+    assert line.startswith("ERROR: -o inductor_results (command line): ") and "is a directory" in line
 
 
 @no_cuda_machine
