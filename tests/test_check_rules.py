@@ -148,6 +148,50 @@ def _masked_row_off(key: str, t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+class _Overflowing(torch.nn.Module):
+    """The bfloat16 block with its first 8 rows overflowing into NaN, as a BART graph's do on CUDA (its float32
+    mask value is -Inf in bfloat16): ``y * 1e39 - y * 1e39`` is Inf - Inf in bfloat16 and 0 in float64."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        y = self.inner(x)
+        top = y[:8] + (y[:8] * 1e39 - y[:8] * 1e39)
+        return {"out": torch.cat([top, y[8:]])}
+
+
+@pytest.fixture(scope="module")
+def overflowing() -> Iterator[Observed]:
+    torch.manual_seed(2)
+    inputs = [Inputs((torch.randn(64, 256).to(torch.bfloat16),)) for _ in range(2)]
+    yield from _observed(lambda: _Overflowing(_gemm().inner), *inputs)
+
+
+def test_eager_overflowing_where_float64_does_not_leaves_float64_a_reference(overflowing: Observed) -> None:
+    eager, wide = overflowing.expected, overflowing.float64.outputs()
+    assert wide is not None and all(bool(w["out"].isfinite().all()) for w in wide)
+    assert all(int((~e["out"].isfinite()).sum()) > 100 for e in eager)  # overflowed in bfloat16 only
+    recomputed = [  # float64 rounded to bfloat16, NaN where eager is: near float64, beyond bfloat16's rtol
+        {"out": torch.where(e["out"].isfinite(), w["out"].to(torch.bfloat16), e["out"])}
+        for e, w in zip(eager, wide, strict=True)
+    ]
+    result = judge(dataclasses.replace(overflowing, actual=recomputed, first_after=recomputed[0]))
+    assert result.outcome is Outcome.PASS and result.rule == "second opinion", result.reason
+    left_out = int((~eager[0]["out"].isfinite()).sum())
+    assert f"against float64 (on the elements but {left_out} where eager is not finite and float64 is)" in (
+        result.second_opinions[0]
+    )
+
+    def row(key: str, t: torch.Tensor) -> torch.Tensor:
+        t[-1] *= 1.02
+        return t
+
+    faulty = judge(_with(overflowing, row))
+    assert faulty.outcome is Outcome.ACCURACY_FAIL and faulty.rule == "second opinion: slice", faulty.reason
+
+
 def test_an_untrusted_float64_run_leaves_the_first_verdict(scales: Observed) -> None:
     result = judge(_with(scales, _masked_row_off))
     assert result.outcome is Outcome.ACCURACY_FAIL and result.rule == "first comparison"

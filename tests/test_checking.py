@@ -319,6 +319,19 @@ def test_a_float64_run_that_differs_only_below_the_smallest_normal_is_trusted() 
     assert untrusted(zeros, torch.full((4, 8), 1e-30, dtype=torch.float64)) is not None  # float32 holds 1e-30
 
 
+def test_a_float64_run_is_no_reference_where_it_overflows_and_eager_does_not() -> None:
+    """Eager NaN where float64 is finite (bfloat16 overflowed) leaves float64 a reference for the rest; float64
+    non-finite where eager is finite leaves it none."""
+    from pytest_inductor_templates.check.second_opinion import untrusted
+
+    eager = torch.ones(4, 8)
+    eager[0] = float("nan")
+    assert untrusted(eager, torch.ones(4, 8, dtype=torch.float64)) is None
+    wide = torch.ones(4, 8, dtype=torch.float64)
+    wide[1, :3] = float("inf")
+    assert untrusted(eager, wide) == "float64 run not trusted: it is not finite in 3 places where eager is"
+
+
 def test_a_derived_second_input_varies_every_tensor_unless_eager_rejects_it() -> None:
     from pytest_inductor_templates.check.inputs import Inputs, later_inputs
     from pytest_inductor_templates.check.runner import CheckSubject, observe

@@ -58,10 +58,13 @@ class Distances:
     eager_rmse: float
     compiled_worst: float
     eager_worst: float
+    overflowed: int = 0  # elements left out: NaN or Inf in eager (and compiled), finite in float64
 
     def __str__(self) -> str:
+        left_out = f" (on the elements but {self.overflowed} where eager is not finite and float64 is)"
         return (
-            f"against float64, compiled vs eager: RMSE {self.compiled_rmse:.3g} vs {self.eager_rmse:.3g}, "
+            f"against float64{left_out if self.overflowed else ''}, compiled vs eager: "
+            f"RMSE {self.compiled_rmse:.3g} vs {self.eager_rmse:.3g}, "
             f"worst element {self.compiled_worst:.3g} vs {self.eager_worst:.3g}"
         )
 
@@ -83,14 +86,16 @@ def untrusted(expected: Any, ref: Any, precision: Any = None, tf32: bool = False
     one (a bfloat16 model that returns float32 is only as close to float64 as bfloat16 allows), or of TF32's
     with ``tf32`` (a float32 model whose convolutions or GEMMs may run in TF32); and never below the smallest
     normal number of ``expected``'s dtype, under which it has no precision (float64 keeps 1e-80 where float32
-    flushes it to 0)."""
+    flushes it to 0). Where eager is NaN or Inf and float64 is finite (eager overflowed in its own dtype: a
+    float32 mask value that bfloat16 cannot hold), float64 is still a reference for the other elements: only
+    they are compared, and compiled has to be non-finite in the same places before a second opinion is asked."""
     e, r = _double(expected), _double(ref)
     if r.shape != e.shape:
         return f"float64 run not trusted: its output has shape {list(r.shape)}, eager's {list(e.shape)}"
     finite = e.isfinite()
-    if not bool((r.isfinite() == finite).all()):
-        count = int((r.isfinite() != finite).sum())
-        return f"float64 run not trusted: it is finite in {count} places where eager is not, or the reverse"
+    if not bool(r.isfinite()[finite].all()):
+        count = int((~r.isfinite() & finite).sum())
+        return f"float64 run not trusted: it is not finite in {count} places where eager is"
     scale = float(e[finite].abs().max()) if bool(finite.any()) else 0.0
     worst = float((e - r)[finite].abs().max()) if bool(finite.any()) else 0.0
     epsilon = max(
@@ -159,7 +164,8 @@ def judge(path: str, actual: Any, expected: Any, reference: Reference) -> Opinio
     err_e = eager_error(expected, ref, tf32)
     values = torch.where(finite, e, zero).abs()
     roundoff = machine_epsilon(expected.dtype) / 2
-    distances = Distances(_rms(err_c), _rms(err_e), float(err_c.max()), float(err_e.max()))
+    overflowed = int((~finite & r.isfinite()).sum())
+    distances = Distances(_rms(err_c), _rms(err_e), float(err_c.max()), float(err_e.max()), overflowed)
     if distances.compiled_rmse > RMSE_FACTOR * distances.eager_rmse + roundoff * _rms(values):
         return Opinion(False, "second opinion: RMSE", f"{distances}: RMSE beyond {RMSE_FACTOR:g}x eager's")
     if distances.compiled_worst > WORST_FACTOR * distances.eager_worst + roundoff * float(values.max()):
