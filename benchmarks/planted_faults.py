@@ -125,7 +125,8 @@ def main() -> int:
         nargs="+",
         default=[],
         help="planted_faults JSON files of earlier runs (shards): their entries count here and are not run again "
-        "(but for those that timed out)",
+        "(but for those that timed out); of two entries for one sample and dtype, one that ran beats a timeout, "
+        "and a later file's beats an earlier one's",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--entry-file", type=Path, help=argparse.SUPPRESS)
@@ -142,16 +143,16 @@ def main() -> int:
     done_runs = [json.loads(path.read_text()) for path in args.done]
     retried = "timeout" if args.budget_seconds != 0 else None  # a run that may compile tries timeouts again
     done: dict[tuple[str, str], dict[str, Any]] = {}
-    rank = {"ok": 2, "timeout": 0}  # a try that ran beats one that failed otherwise, which beats a timeout
-    for entry in (e for run in done_runs for e in run["entries"] if e["status"] != retried):
+    rank = {"ok": 2, "timeout": 0}  # a try that ran beats one that failed otherwise, which beats a timeout;
+    for entry in (e for run in done_runs for e in run["entries"] if e["status"] != retried):  # then the later file
         key = (entry["sample"], entry["dtype"])
-        if key not in done or rank.get(entry["status"], 1) > rank.get(done[key]["status"], 1):
+        if key not in done or rank.get(entry["status"], 1) >= rank.get(done[key]["status"], 1):
             done[key] = entry
-    machine = f"planted_faults: {datetime.date.today()}, torch {torch.__version__}, device {args.device}" + (
-        f" ({torch.cuda.get_device_name()})"
-        if args.device == "cuda"
-        else f" ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
-    )
+    if args.device == "cpu":
+        where = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    else:  # without a GPU here, only kept observations are judged
+        where = torch.cuda.get_device_name() if torch.cuda.is_available() else "kept observations, judged on a CPU"
+    machine = f"planted_faults: {datetime.date.today()}, torch {torch.__version__}, device {args.device} ({where})"
     if done_runs and done_runs[0].get("header"):  # the machine that ran them
         machine = done_runs[0]["header"].split("; ")[0].rsplit(", ", 1)[0]
     header = f"{machine}, {len(ids)} samples"

@@ -145,8 +145,13 @@ def harmless(name: str, observed: Any, reassociated: list[Any] | None) -> list[A
         wide = observed.float64.outputs()
         if wide is None or untrusted(observed) or chooses_otherwise(observed):
             return None
-        dtypes = [dict((p, t.dtype) for p, t in leaves(out)) for out in observed.expected]
-        return [replace(w, lambda p, t, d=d: t.to(d[p]) if p in d else t) for w, d in zip(wide, dtypes, strict=True)]
+        eager = [dict(leaves(out)) for out in observed.expected]
+
+        def rounded(t: Any, e: Any) -> Any:  # float64 in eager's dtype; NaN and Inf where eager overflowed
+            t = t.to(e.device, e.dtype)
+            return torch.where(e.isfinite(), t, e) if floating(e) else t
+
+        return [replace(w, lambda p, t, e=e: rounded(t, e[p]) if p in e else t) for w, e in zip(wide, eager, strict=True)]
     if name == "reassociated":
         return reassociated
     raise KeyError(name)

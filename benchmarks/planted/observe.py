@@ -145,7 +145,8 @@ def observations(sample_id: str, corpus: Path | None, dtype: str, device: str, k
 
     stored = stored_path(keep, sample_id, dtype, device) if keep else None
     if stored is not None and stored.exists():
-        return torch.load(stored, weights_only=False)
+        # a GPU's observations are judged on a machine without one on the CPU (judging copies to the CPU anyway)
+        return torch.load(stored, weights_only=False, map_location=None if torch.cuda.is_available() else "cpu")
     found = observe(sample_id, corpus, dtype, device)
     if stored is not None:
         stored.parent.mkdir(parents=True, exist_ok=True)
