@@ -10,6 +10,9 @@ OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--
     second or two instead of compiled in ten or more; its compile times are then those of a warm cache). Its
     workers use the timed run's intra-op thread count: Inductor's CPU code is cached per thread count.
     --warm-only stops after it (to warm the caches while other untimed work runs; time later with the same OUT).
+    A sample with a check item that timed out or crashed in the warm-up pass is not run again in the timed run
+    (it would spend the same timeout there, one sample at a time): its warm-up outcomes stand, and `doc` takes
+    them from warm-I.jsonl.
 python benchmarks/corpus_results.py doc RESULTS... [--doc docs/corpus-results.md] [--note TEXT]
     Merges the shards (pytest-inductor-templates merge: one eager row) and writes the page: pass rate per
     template, each failure's reason, speedups (pytest-inductor-templates report), and the worker's memory
@@ -31,12 +34,23 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from pytest_inductor_templates.record import EAGER, FAILURES, Outcome
-from pytest_inductor_templates.runs.files import Run, from_data, load, merge
+from pytest_inductor_templates.record import EAGER, ENDED_EARLY, FAILURES, Outcome
+from pytest_inductor_templates.runs.files import Run, RunError, from_data, load, merge
 from pytest_inductor_templates.runs.markdown import as_markdown
 from pytest_inductor_templates.runs.tables import render
-from pytest_inductor_templates.samples.graphnet import discover
+from pytest_inductor_templates.samples.graphnet import GraphNetSample, discover
 from pytest_inductor_templates.timing.threads import usable_cpus
+
+
+def warm_pass_of(results: str | Path) -> Path:
+    """The warm-up pass's results file beside a timed run's (corpus-I.jsonl: warm-I.jsonl)."""
+    path = Path(results)
+    return path.with_name(path.name.replace("corpus-", "warm-", 1))
+
+
+def ended_early(warm: Run) -> set[str]:
+    """The samples with a check item that timed out or crashed in the warm-up pass."""
+    return {r.sample for r in warm.records if r.kind == "check" and r.outcome in ENDED_EARLY}
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -76,6 +90,20 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 return warmed.returncode
             if args.warm_only:
                 return 0
+        warm_file = out / f"warm-{index}.jsonl"
+        if warm_file.exists():  # this run's warm-up pass, or one run earlier with --warm-only
+            try:
+                settled = ended_early(load(str(warm_file)))
+            except RunError as error:
+                print(f"the warm-up pass's results are unreadable: {error}", file=sys.stderr)
+                return 2
+            root = Path(args.corpus).resolve()
+            left = [sample for sample in samples if GraphNetSample(root, sample).id not in settled]
+            if len(left) < len(samples):
+                print(f"not timed (timed out or crashed in the warm-up pass): {', '.join(sorted(settled))}")
+                if not left:
+                    return 0
+                listed.write_text("".join(f"{sample}\n" for sample in left))
         command += [
             f"--inductor-results={out}/corpus-{index}.jsonl", f"--benchmark-json={out}/corpus-{index}.json",
             "--benchmark-max-time=0.25", *extra,
@@ -122,8 +150,25 @@ def _memory(shards: list[Run]) -> list[str]:
     return lines
 
 
+def _settled_in_warm_pass(paths: list[str]) -> tuple[list[Run], list[str]]:
+    """For each timed run with a warm-up pass beside it, the warm-up records of the samples it did not run again
+    (they timed out or crashed there), as a run to merge, and those samples."""
+    runs, samples = [], []
+    for path in paths:
+        if not warm_pass_of(path).exists():
+            continue
+        warm, timed = load(str(warm_pass_of(path))), load(path)
+        settled = ended_early(warm) - {r.sample for r in timed.records}
+        if settled:
+            runs.append(Run(warm.path, warm.data, [r for r in warm.records if r.sample in settled]))
+            samples += sorted(settled)
+    return runs, samples
+
+
 def doc(args: argparse.Namespace) -> int:
-    shards = [load(path) for path in args.results]
+    settled_runs, settled = _settled_in_warm_pass(args.results)
+    timed = [load(path) for path in args.results]
+    shards = timed + settled_runs
     merged = from_data("merged", merge(shards)[0]) if len(shards) > 1 else shards[0]
     records = [r for r in merged.records if r.source == "sample"]
     checks = [r for r in records if r.kind == "check"]
@@ -158,17 +203,19 @@ def doc(args: argparse.Namespace) -> int:
     ]
     if merged.partial:
         lines.append(f"\n**Partial**: {merged.partial}")
-    warmed = [Path(path).with_name(Path(path).name.replace("corpus-", "warm-", 1)) for path in args.results]
-    if any(path.exists() for path in warmed):
+    if any(warm_pass_of(path).exists() for path in args.results):
         lines += ["", "Inductor's caches were warmed first by an untimed checks-only pass (`run --warm-workers`): the "
                   "compiled code is the same, and its compile times are those of a warm cache."]  # fmt: skip
+    if settled:
+        lines += ["", f"{len(settled)} sample(s) timed out or crashed in that pass and were not run again in the "
+                  f"timed run; their outcomes are the warm-up pass's, untimed: {', '.join(settled)}."]  # fmt: skip
     if args.note:
         lines += ["", args.note]
     lines += ["", "## Pass rate per template", ""]
     lines += render(["template", "checks", *(o.value for o in outcomes), "pass rate"], rows, markdown=True)
     failing = sum(1 for r in checks if r.outcome in FAILURES)
     lines += ["", f"{failing} failing checks; each one's reason is listed under the table at the end."]
-    if memory := _memory(shards):
+    if memory := _memory(timed):
         lines += ["", "## Memory over the run", "", *memory]
     lines += ["", "## Outcome, effect and speedup per sample", "", "From `pytest-inductor-templates report`:", ""]
     lines += [as_markdown(merged)]
