@@ -42,10 +42,11 @@ from pytest_inductor_templates.samples.graphnet import GraphNetSample, discover
 from pytest_inductor_templates.timing.threads import usable_cpus
 
 
-def warm_pass_of(results: str | Path) -> Path:
-    """The warm-up pass's results file beside a timed run's (corpus-I.jsonl: warm-I.jsonl)."""
+def warm_pass_of(results: str | Path) -> Path | None:
+    """The warm-up pass's results file beside a timed run's (corpus-I.jsonl: warm-I.jsonl), if there is one."""
     path = Path(results)
-    return path.with_name(path.name.replace("corpus-", "warm-", 1))
+    warm = path.with_name(path.name.replace("corpus-", "warm-", 1))
+    return warm if path.name.startswith("corpus-") and warm.exists() else None
 
 
 def ended_early(warm: Run) -> set[str]:
@@ -92,11 +93,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 return 0
         warm_file = out / f"warm-{index}.jsonl"
         if warm_file.exists():  # this run's warm-up pass, or one run earlier with --warm-only
-            try:
-                settled = ended_early(load(str(warm_file)))
-            except RunError as error:
-                print(f"the warm-up pass's results are unreadable: {error}", file=sys.stderr)
-                return 2
+            settled = ended_early(load(str(warm_file)))
             root = Path(args.corpus).resolve()
             left = [sample for sample in samples if GraphNetSample(root, sample).id not in settled]
             if len(left) < len(samples):
@@ -155,9 +152,9 @@ def _settled_in_warm_pass(paths: list[str]) -> tuple[list[Run], list[str]]:
     (they timed out or crashed there), as a run to merge, and those samples."""
     runs, samples = [], []
     for path in paths:
-        if not warm_pass_of(path).exists():
+        if (warm_file := warm_pass_of(path)) is None:
             continue
-        warm, timed = load(str(warm_pass_of(path))), load(path)
+        warm, timed = load(str(warm_file)), load(path)
         settled = ended_early(warm) - {r.sample for r in timed.records}
         if settled:
             runs.append(Run(warm.path, warm.data, [r for r in warm.records if r.sample in settled]))
@@ -203,7 +200,7 @@ def doc(args: argparse.Namespace) -> int:
     ]
     if merged.partial:
         lines.append(f"\n**Partial**: {merged.partial}")
-    if any(warm_pass_of(path).exists() for path in args.results):
+    if any(warm_pass_of(path) for path in args.results):
         lines += ["", "Inductor's caches were warmed first by an untimed checks-only pass (`run --warm-workers`): the "
                   "compiled code is the same, and its compile times are those of a warm cache."]  # fmt: skip
     if settled:
@@ -241,7 +238,11 @@ def main() -> int:
     args, extra = parser.parse_known_args()
     if args.command == "run" and args.warm_only and not args.warm_workers:
         parser.error("--warm-only needs --warm-workers K")
-    return run(args, [a for a in extra if a != "--"]) if args.command == "run" else doc(args)
+    try:
+        return run(args, [a for a in extra if a != "--"]) if args.command == "run" else doc(args)
+    except RunError as error:  # an unreadable results file
+        print(f"corpus_results.py: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
