@@ -332,6 +332,16 @@ def test_a_float64_run_is_no_reference_where_it_overflows_and_eager_does_not() -
     assert untrusted(eager, wide) == "float64 run not trusted: it is not finite in 3 places where eager is"
 
 
+def test_a_tf32_run_that_overflows_allows_eager_nothing_there() -> None:
+    from pytest_inductor_templates.check.second_opinion import eager_error
+
+    eager, wide = torch.ones(4), torch.ones(4, dtype=torch.float64)
+    eager[0] = 1.5
+    tf32 = torch.full((4,), 1.25, dtype=torch.float64)
+    tf32[1] = float("inf")
+    assert eager_error(eager, wide, tf32).tolist() == [0.5, 0.0, 0.25, 0.25]
+
+
 def test_a_derived_second_input_varies_every_tensor_unless_eager_rejects_it() -> None:
     from pytest_inductor_templates.check.inputs import Inputs, later_inputs
     from pytest_inductor_templates.check.runner import CheckSubject, observe

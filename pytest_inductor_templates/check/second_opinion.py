@@ -119,8 +119,9 @@ def eager_error(expected: Any, ref: Any, tf32: Any = None) -> Any:
     finite = e.isfinite()
     zero = torch.zeros((), dtype=torch.float64)
     error = torch.where(finite, (e - r).abs(), zero)
-    if tf32 is not None:
-        error = torch.maximum(error, torch.where(finite, (_double(tf32) - r).abs(), zero))
+    if tf32 is not None:  # where the TF32 run is not finite it allows nothing (an Inf would allow anything)
+        tf32_error = (_double(tf32) - r).abs()
+        error = torch.maximum(error, torch.where(finite & tf32_error.isfinite(), tf32_error, zero))
     return error
 
 
