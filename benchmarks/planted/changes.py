@@ -151,7 +151,9 @@ def harmless(name: str, observed: Any, reassociated: list[Any] | None) -> list[A
             t = t.to(e.device, e.dtype)
             return torch.where(e.isfinite(), t, e) if floating(e) else t
 
-        return [replace(w, lambda p, t, e=e: rounded(t, e[p]) if p in e else t) for w, e in zip(wide, eager, strict=True)]
+        return [
+            replace(w, lambda p, t, e=e: rounded(t, e[p]) if p in e else t) for w, e in zip(wide, eager, strict=True)
+        ]
     if name == "reassociated":
         return reassociated
     raise KeyError(name)
