@@ -338,8 +338,20 @@ def test_a_tf32_run_that_overflows_allows_eager_nothing_there() -> None:
     eager, wide = torch.ones(4), torch.ones(4, dtype=torch.float64)
     eager[0] = 1.5
     tf32 = torch.full((4,), 1.25, dtype=torch.float64)
-    tf32[1] = float("inf")
-    assert eager_error(eager, wide, tf32).tolist() == [0.5, 0.0, 0.25, 0.25]
+    tf32[1], tf32[2] = float("inf"), float("nan")
+    assert eager_error(eager, wide, tf32).tolist() == [0.5, 0.0, 0.0, 0.25]
+
+
+def test_the_second_opinion_never_clears_nan_where_eager_has_a_value() -> None:
+    from pytest_inductor_templates.check.second_opinion import Reference, judge
+
+    eager, wide = torch.ones(4, 8), torch.ones(4, 8, dtype=torch.float64)
+    eager[0] = float("nan")
+    compiled = torch.ones(4, 8)
+    opinion = judge("out", compiled, eager, Reference({"out": wide}))
+    assert not opinion.cleared and opinion.rule == "nonfinite"
+    compiled[0] = float("nan")
+    assert judge("out", compiled, eager, Reference({"out": wide})).cleared
 
 
 def test_a_derived_second_input_varies_every_tensor_unless_eager_rejects_it() -> None:

@@ -58,12 +58,12 @@ class Distances:
     eager_rmse: float
     compiled_worst: float
     eager_worst: float
-    overflowed: int = 0  # elements left out: NaN or Inf in eager (and compiled), finite in float64
+    left_out: int = 0  # elements NaN or Inf in eager (and compiled) but finite in float64, left out
 
     def __str__(self) -> str:
-        left_out = f" (on the elements but {self.overflowed} where eager is not finite and float64 is)"
+        left_out = f" (leaving out {self.left_out} elements where eager is NaN or Inf and float64 is finite)"
         return (
-            f"against float64{left_out if self.overflowed else ''}, compiled vs eager: "
+            f"against float64{left_out if self.left_out else ''}, compiled vs eager: "
             f"RMSE {self.compiled_rmse:.3g} vs {self.eager_rmse:.3g}, "
             f"worst element {self.compiled_worst:.3g} vs {self.eager_worst:.3g}"
         )
@@ -160,13 +160,15 @@ def judge(path: str, actual: Any, expected: Any, reference: Reference) -> Opinio
 
     a, e, r = _double(actual), _double(expected), _double(ref)
     finite = e.isfinite()
+    if not bool((a.isfinite() == finite).all()):  # the first comparison fails these as nonfinite
+        return Opinion(False, "nonfinite", "no float64 second opinion: NaN or Inf where eager has none, or the reverse")
     zero = torch.zeros((), dtype=torch.float64)
     err_c = torch.where(finite, (a - r).abs(), zero)
     err_e = eager_error(expected, ref, tf32)
     values = torch.where(finite, e, zero).abs()
     roundoff = machine_epsilon(expected.dtype) / 2
-    overflowed = int((~finite & r.isfinite()).sum())
-    distances = Distances(_rms(err_c), _rms(err_e), float(err_c.max()), float(err_e.max()), overflowed)
+    left_out = int((~finite & r.isfinite()).sum())
+    distances = Distances(_rms(err_c), _rms(err_e), float(err_c.max()), float(err_e.max()), left_out)
     if distances.compiled_rmse > RMSE_FACTOR * distances.eager_rmse + roundoff * _rms(values):
         return Opinion(False, "second opinion: RMSE", f"{distances}: RMSE beyond {RMSE_FACTOR:g}x eager's")
     if distances.compiled_worst > WORST_FACTOR * distances.eager_worst + roundoff * float(values.max()):
