@@ -10,9 +10,9 @@ OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--
     second or two instead of compiled in ten or more; its compile times are then those of a warm cache). Its
     workers use the timed run's intra-op thread count: Inductor's CPU code is cached per thread count.
     --warm-only stops after it (to warm the caches while other untimed work runs; time later with the same OUT).
-    A sample with a check item that timed out or crashed in the warm-up pass is not run again in the timed run
-    (it would spend the same timeout there, one sample at a time): its warm-up outcomes stand, and `doc` takes
-    them from warm-I.jsonl.
+    A cell (sample, template) whose check timed out or crashed in the warm-up pass is not run again in the timed
+    run (it would spend the same timeout there, one sample at a time; where eager's did, the whole sample): the
+    timed run lists them in not-timed-I.txt, and `doc` takes their warm-up outcomes from warm-I.jsonl.
 python benchmarks/corpus_results.py doc RESULTS... [--doc docs/corpus-results.md] [--note TEXT]
     Merges the shards (pytest-inductor-templates merge: one eager row) and writes the page: pass rate per
     template, each failure's reason, speedups (pytest-inductor-templates report), and the worker's memory
@@ -22,7 +22,9 @@ python benchmarks/corpus_results.py doc RESULTS... [--doc docs/corpus-results.md
 from __future__ import annotations
 
 import argparse
+import copy
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from pytest_inductor_templates.record import EAGER, ENDED_EARLY, FAILURES, Outcome
+from pytest_inductor_templates.record import EAGER, ENDED_EARLY, FAILURES, SECTION, Outcome
 from pytest_inductor_templates.runs.files import Run, RunError, from_data, load, merge
 from pytest_inductor_templates.runs.markdown import as_markdown
 from pytest_inductor_templates.runs.tables import render
@@ -49,9 +51,28 @@ def warm_pass_of(results: str | Path) -> Path | None:
     return warm if path.name.startswith("corpus-") and warm.exists() else None
 
 
-def ended_early(warm: Run) -> set[str]:
-    """The samples with a check item that timed out or crashed in the warm-up pass."""
-    return {r.sample for r in warm.records if r.kind == "check" and r.outcome in ENDED_EARLY}
+def not_timed_list(results: str | Path) -> Path:
+    """Where ``run`` lists the (sample, template) cells it left to the warm-up pass: not-timed-I.txt."""
+    path = Path(results)
+    return path.with_name(path.name.replace("corpus-", "not-timed-", 1).rsplit(".", 1)[0] + ".txt")
+
+
+K_WORD = re.compile(r"^[\w:+\-.\[\]\\/]+$")  # what pytest's -k takes as one word
+
+
+def left_to_warm_up(warm: Run) -> set[tuple[str, str]]:
+    """The (sample, template) cells whose check timed out or crashed in the warm-up pass; template ``*`` for the
+    whole sample where that was eager's (every cell builds the model that failed), or where the sample id is no
+    single -k word."""
+    ended = {(r.sample, r.template) for r in warm.records if r.kind == "check" and r.outcome in ENDED_EARLY}
+    whole = {sample for sample, template in ended if template == EAGER or not K_WORD.match(sample)}
+    return {(sample, "*") for sample in whole} | {(s, t) for s, t in ended if s not in whole}
+
+
+def _deselection(cells: set[tuple[str, str]]) -> list[str]:
+    """-k for the single cells (both their check and bench items), none for whole samples (left off the list)."""
+    single = sorted(f"({sample} and [{template}-)" for sample, template in cells if template != "*")
+    return ["-k", f"not ({' or '.join(single)})"] if single else []
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -91,19 +112,32 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 return warmed.returncode
             if args.warm_only:
                 return 0
+        results = out / f"corpus-{index}.jsonl"
+        not_timed, deselect = not_timed_list(results), []
+        not_timed.unlink(missing_ok=True)
         warm_file = out / f"warm-{index}.jsonl"
         if warm_file.exists():  # this run's warm-up pass, or one run earlier with --warm-only
-            settled = ended_early(load(str(warm_file)))
+            warm = load(str(warm_file))
             root = Path(args.corpus).resolve()
-            left = [sample for sample in samples if GraphNetSample(root, sample).id not in settled]
-            if len(left) < len(samples):
-                print(f"not timed (timed out or crashed in the warm-up pass): {', '.join(sorted(settled))}")
+            ids = {GraphNetSample(root, sample).id: sample for sample in samples}
+            if not {r.sample for r in warm.records} <= ids.keys():
+                print(f"{warm_file} is not this shard's warm-up pass (other samples): every sample is timed")
+            elif cells := left_to_warm_up(warm):
+                not_timed.write_text("".join(f"{sample}\t{template}\n" for sample, template in sorted(cells)))
+                print(f"left to the warm-up pass (timed out or crashed there; {not_timed}):")
+                print("".join(f"  {sample} [{template}]\n" for sample, template in sorted(cells)), end="")
+                whole = {sample for sample, template in cells if template == "*"}
+                left = [relative for sample_id, relative in ids.items() if sample_id not in whole]
                 if not left:
+                    print(f"nothing left to time: give {warm_file} to doc instead of {results}")
                     return 0
-                listed.write_text("".join(f"{sample}\n" for sample in left))
+                listed.write_text("".join(f"{relative}\n" for relative in left))
+                deselect = [] if "-k" in extra else _deselection(cells)
+                if "-k" in extra:
+                    print("your -k replaces the deselection of single cells: they are timed again")
         command += [
-            f"--inductor-results={out}/corpus-{index}.jsonl", f"--benchmark-json={out}/corpus-{index}.json",
-            "--benchmark-max-time=0.25", *extra,
+            f"--inductor-results={results}", f"--benchmark-json={out}/corpus-{index}.json",
+            "--benchmark-max-time=0.25", *deselect, *extra,
         ]  # fmt: skip
         print(" ".join(command), flush=True)
         done = subprocess.run(command, check=False, capture_output=True, text=True)
@@ -147,25 +181,30 @@ def _memory(shards: list[Run]) -> list[str]:
     return lines
 
 
-def _settled_in_warm_pass(paths: list[str]) -> tuple[list[Run], list[str]]:
-    """For each timed run with a warm-up pass beside it, the warm-up records of the samples it did not run again
-    (they timed out or crashed there), as a run to merge, and those samples."""
-    runs, samples = [], []
+def _left_to_warm_up(paths: list[str]) -> tuple[list[Run], list[str]]:
+    """For each timed run whose not-timed list names cells left to its warm-up pass, those cells' warm-up records
+    (as a run to merge: the warm-up file's own cut-off, if any, is not the timed run's), and the cells named."""
+    runs, named = [], []
     for path in paths:
-        if (warm_file := warm_pass_of(path)) is None:
+        listed = not_timed_list(path)
+        if not listed.exists():
             continue
-        warm, timed = load(str(warm_file)), load(path)
-        settled = ended_early(warm) - {r.sample for r in timed.records}
-        if settled:
-            runs.append(Run(warm.path, warm.data, [r for r in warm.records if r.sample in settled]))
-            samples += sorted(settled)
-    return runs, samples
+        cells = [tuple(line.split("\t")) for line in listed.read_text().splitlines() if line]
+        if (warm_file := warm_pass_of(path)) is None:
+            raise RunError(f"{listed} names cells left to the warm-up pass, but the warm-up pass's results are missing")
+        warm = load(str(warm_file))
+        data = copy.deepcopy(warm.data)
+        data[SECTION].pop("partial", None)
+        wanted = [r for r in warm.records if (r.sample, "*") in cells or (r.sample, r.template) in cells]
+        runs.append(Run(warm.path, data, wanted))
+        named += [f"{sample}" if template == "*" else f"{sample} [{template}]" for sample, template in cells]
+    return runs, named
 
 
 def doc(args: argparse.Namespace) -> int:
-    settled_runs, settled = _settled_in_warm_pass(args.results)
     timed = [load(path) for path in args.results]
-    shards = timed + settled_runs
+    warm_runs, left = _left_to_warm_up(args.results)
+    shards = timed + warm_runs
     merged = from_data("merged", merge(shards)[0]) if len(shards) > 1 else shards[0]
     records = [r for r in merged.records if r.source == "sample"]
     checks = [r for r in records if r.kind == "check"]
@@ -203,9 +242,9 @@ def doc(args: argparse.Namespace) -> int:
     if any(warm_pass_of(path) for path in args.results):
         lines += ["", "Inductor's caches were warmed first by an untimed checks-only pass (`run --warm-workers`): the "
                   "compiled code is the same, and its compile times are those of a warm cache."]  # fmt: skip
-    if settled:
-        lines += ["", f"{len(settled)} sample(s) timed out or crashed in that pass and were not run again in the "
-                  f"timed run; their outcomes are the warm-up pass's, untimed: {', '.join(settled)}."]  # fmt: skip
+    if left:
+        why = "Timed out or crashed in that pass, and not run again in the timed run (their outcomes are the warm-up"
+        lines += ["", f"{why} pass's, untimed; a whole sample where its eager check did): {', '.join(left)}."]
     if args.note:
         lines += ["", args.note]
     lines += ["", "## Pass rate per template", ""]
