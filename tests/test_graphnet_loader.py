@@ -75,6 +75,55 @@ def test_a_constant_input_varies_around_its_value_on_the_second_call(tmp_path: P
     assert abs(float(second.mean()) - 0.5) < 0.05 and 0.1 < float(second.std()) < 0.3  # 0.5 + 0.2 * randn
 
 
+SYMINT_MODEL = """
+import torch
+
+
+class GraphModule(torch.nn.Module):
+    def forward(self, s0: torch.SymInt, L_x_: torch.Tensor):
+        size = torch.Size([s0, s0])
+        return (torch.nn.functional.interpolate(L_x_, size=size, mode="bilinear", align_corners=False),)
+"""
+
+SYMINT_META = """
+class Program_weight_tensor_meta_s0:
+    name = "s0"
+    shape = []
+    dtype = "torch.int64"
+    device = "cpu"
+    mean = None
+    std = None
+    data = [4]
+
+class Program_weight_tensor_meta_L_x_:
+    name = "L_x_"
+    shape = [1, 2, 8, 8]
+    dtype = "torch.float32"
+    device = "cpu"
+    mean = 0.0
+    std = 1.0
+    data = None
+"""
+
+
+# Inductor's CPU lowering imports torch.utils.mkldnn, whose ScriptModules warn on torch 2.13
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_a_symint_parameter_gets_a_python_int_and_compiles(tmp_path: Path) -> None:
+    """As torchvision's fcn_resnet101 graph does: with a 0-dim tensor for the size, Inductor fails ("torch.Size()
+    takes an iterable of 'int' (item 0 is 'FunctionalTensor')"); with the int the graph was captured with, not."""
+    from pytest_inductor_templates.compile.isolation import isolated_compile_state
+
+    files = {"model.py": SYMINT_MODEL, "weight_meta.py": SYMINT_META}
+    sample = GraphNetSample(write_sample(tmp_path / "c" / "s", files).parent, "s")
+    assert sample.symint_parameters == {"s0"}
+    first, second = sample.make_inputs("cpu")
+    assert first.kwargs["s0"] == second.kwargs["s0"] == 4 and type(first.kwargs["s0"]) is int
+    model = sample.make_model("cpu")
+    with isolated_compile_state(), torch.no_grad():
+        compiled = torch.compile(model)(**first.kwargs)
+    assert compiled[0].shape == (1, 2, 4, 4) and torch.allclose(compiled[0], model(**first.kwargs)[0])
+
+
 def test_hard_coded_cuda_strings_run_on_cpu(corpus: Path) -> None:
     sample = GraphNetSample(corpus, "vision/tiny")
     model = sample.make_model("cpu")

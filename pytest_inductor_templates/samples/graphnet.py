@@ -193,11 +193,27 @@ class GraphNetSample(Sample):
             raise SampleError("metadata does not match forward: " + "; ".join(parts))
         return module_class().eval()
 
+    @cached_property
+    def symint_parameters(self) -> frozenset[str]:
+        """The forward parameters annotated ``torch.SymInt``: sizes the graph was captured with, which GraphNet's
+        metadata can only describe as 0-dim integer tensors."""
+        tree = parse_file(self.directory / "model.py")
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "forward":
+                for arg in node.args.args:
+                    annotation = arg.annotation
+                    if isinstance(annotation, ast.Attribute) and annotation.attr == "SymInt":
+                        names.add(arg.arg)
+        return frozenset(names)
+
     def make_inputs(self, device: Any) -> list[Inputs]:
         """Two input sets from one seeded generator. The second keeps the weights and redraws every input
         by the same rule (integers within min_val/max_val, bools from a coin), so that a compiled model that
         returns its first output again is caught; an input given as literal data is rolled by one place, and a
-        constant floating one (std 0) varies around its value."""
+        constant floating one (std 0) varies around its value. A ``torch.SymInt`` parameter gets a Python int,
+        as when the graph was captured (a 0-dim tensor in its place makes Dynamo trace a tensor where the
+        graph has a size), the same in both sets."""
         import torch
 
         generator = torch.Generator().manual_seed(stable_seed(self.id))
@@ -210,10 +226,13 @@ class GraphNetSample(Sample):
                 second[meta.name] = rolled(first[meta.name])
             else:
                 second[meta.name] = rebuild(_varying(meta), generator)
+        for name in self.symint_parameters & first.keys():
+            if first[name].dim() == 0 and not first[name].is_floating_point():
+                first[name] = second[name] = int(first[name])
         moved: dict[int, Any] = {}  # a weight shared by both sets is moved to the device once
         for t in [*first.values(), *second.values()]:
             if id(t) not in moved:
-                moved[id(t)] = t.to(device)
+                moved[id(t)] = t.to(device) if isinstance(t, torch.Tensor) else t
         return [Inputs(kwargs={name: moved[id(t)] for name, t in tensors.items()}) for tensors in (first, second)]
 
 
