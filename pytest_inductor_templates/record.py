@@ -79,6 +79,7 @@ class ItemRecord:
     tolerance_level: int | None = None  # tightest GraphNet tolerance level t at which every output passes
     check_rule: str | None = None  # what decided the comparison: ``first comparison``, ``second opinion``, ...
     fp64_second_opinion: str | None = None  # each output the float64 second opinion cleared, with its figures
+    uncompared: str | None = None  # a passing item's floating outputs that eager left NaN or Inf everywhere
     # what the template did
     effect: str | None = None  # ``effect``, ``no effect``, ``not observed``; None when nothing to judge
     effect_evidence: str = ""

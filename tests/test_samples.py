@@ -92,6 +92,34 @@ def test_graphnet_root_runs_and_broken_samples_fail_alone(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["corpus/broken/syntax_error *EAGER *EAGER", "corpus/vision/tiny *pass *pass"])
 
 
+def test_an_output_eager_leaves_all_nan_passes_with_a_warning(pytester: pytest.Pytester) -> None:
+    """As torchvision's fcn_resnet101 graph does with the weights the plugin draws: eager's output is NaN
+    everywhere, so compiled matching its NaNs is all there is to check; the pass says so everywhere."""
+    from graphnet_tree import GOOD_MODEL, write_sample
+
+    from pytest_inductor_templates.runs.files import load
+    from pytest_inductor_templates.runs.markdown import as_markdown
+
+    nan_model = GOOD_MODEL.replace("return (masked.relu(),", 'return (masked.relu() * float("nan"),')
+    assert nan_model != GOOD_MODEL
+    write_sample(pytester.path / "corpus" / "nan", {"model.py": nan_model})
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples=corpus", "--inductor-template=default", "--inductor-devices=cpu", "--benchmark-disable",
+        "--inductor-results=run.jsonl", *QUIET,
+    )  # fmt: skip
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*passed with nothing compared in some output*",
+            "*corpus/nan::check[[]default-cpu[]]: out[[]0[]]: NaN or Inf everywhere in eager, as in compiled",
+        ]
+    )
+    run = load(str(pytester.path / "run.jsonl"))
+    checks = {r.template: r for r in run.records if r.kind == "check"}
+    assert checks["default"].uncompared == "out[0]: NaN or Inf everywhere in eager, as in compiled"
+    assert "| corpus/nan [cpu] | pass, **NaN output** |" in as_markdown(run)
+
+
 def test_keyword_selects_samples_by_path(pytester: pytest.Pytester) -> None:
     write_tree(pytester.path / "corpus")
     result = pytester.runpytest_inprocess("--inductor-samples=corpus", "--collect-only", "-q", "-k", "nlp/tiny")

@@ -46,6 +46,7 @@ class OutputDiff:
     mismatches: list[Mismatch] = field(default_factory=list)
     level: int | None = LEVELS[0]  # tightest GraphNet tolerance level at which every leaf passes
     second_opinions: list[str] = field(default_factory=list)  # the second opinion's figures, per leaf it cleared
+    uncompared: list[str] = field(default_factory=list)  # floating leaves eager left NaN or Inf everywhere
 
     @property
     def ok(self) -> bool:
@@ -247,6 +248,8 @@ def compare_outputs(
             floating = e.is_floating_point() or e.is_complex()
             leaf_tolerance = (tolerance or default_tolerance(e.dtype)) if floating else EXACT
             errors = leaf_errors(a_cpu, e_cpu, leaf_tolerance)
+            if floating and e_cpu.numel() and not bool(e_cpu.isfinite().any()):
+                result.uncompared.append(path)  # matching NaN and Inf are all there is to compare
             level = _level(e_cpu, errors) if floating else (None if bool(errors.bad.any()) else LEVELS[0])
             result.level = None if level is None or result.level is None else max(result.level, level)
             if not bool(errors.bad.any()):

@@ -18,3 +18,4 @@ class CheckResult:
     rule: str = ""  # what decided a compared item: ``first comparison``, ``second opinion``, ``stale output``, ...
     error: BaseException | None = None  # the exception behind a compile or runtime failure
     second_opinions: list[str] = field(default_factory=list)  # the float64 figures of each output it cleared
+    uncompared: list[str] = field(default_factory=list)  # floating outputs eager left NaN or Inf everywhere

@@ -200,7 +200,8 @@ def judge(observed: Observed, tolerance: Tolerance | None = None) -> CheckResult
             second_opinions=cleared,
         )
     rule = SECOND_OPINION if cleared else FIRST_COMPARISON
-    return CheckResult(Outcome.PASS, level=level, rule=rule, second_opinions=cleared)
+    uncompared = list(dict.fromkeys(path for c in comparisons for path in c.uncompared))
+    return CheckResult(Outcome.PASS, level=level, rule=rule, second_opinions=cleared, uncompared=uncompared)
 
 
 def run_check(subject: CheckSubject) -> CheckResult:

@@ -29,6 +29,8 @@ class Verdict:
         record.outcome, record.reason, record.tolerance_level = result.outcome, result.reason, result.level
         record.check_rule = result.rule or None
         record.fp64_second_opinion = "; ".join(result.second_opinions) or None
+        if result.uncompared:
+            record.uncompared = f"{', '.join(result.uncompared)}: NaN or Inf everywhere in eager, as in compiled"
         if self.effects:
             record.effect = verdict(self.effects)
             record.effect_evidence = "; ".join(map(str, self.effects))
@@ -55,6 +57,12 @@ def check_and_judge(
     why = f"template {selection.label!r} had no effect: " + "; ".join(str(e) for e in effects if e.took_effect is False)
     if require_effect and result.outcome is Outcome.PASS:
         result = CheckResult(
-            Outcome.NO_EFFECT, why, why, result.level, result.rule, second_opinions=result.second_opinions
+            Outcome.NO_EFFECT,
+            why,
+            why,
+            result.level,
+            result.rule,
+            second_opinions=result.second_opinions,
+            uncompared=result.uncompared,
         )
     return Verdict(result, effects, why)

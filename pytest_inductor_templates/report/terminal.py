@@ -100,6 +100,11 @@ class TerminalSummary:
             section("-", "failing items")
             for r in failing:
                 terminalreporter.write_line(f"{r.outcome.value if r.outcome else '?'} {r.nodeid}: {r.reason}")
+        uncompared = [r for r in checked if r.uncompared]
+        if uncompared:
+            section("-", "passed with nothing compared in some output")
+            for r in uncompared:
+                terminalreporter.write_line(f"{r.nodeid}: {r.uncompared}")
         self._lines(terminalreporter, "did each template take effect", effect_table(checked))
         without = [r for r in checked if r.effect == "no effect"]
         if without:

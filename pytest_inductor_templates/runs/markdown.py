@@ -10,9 +10,12 @@ MARK = {"effect": "effect", "no effect": "**no effect**", "not observed": "not o
 
 
 def _outcome(record: ItemRecord) -> str:
-    """The outcome, with the rule that decided it where that is not the first comparison."""
+    """The outcome, with the rule that decided it where that is not the first comparison, and a warning where
+    some output had nothing to compare."""
     outcome = record.outcome.value if record.outcome else "?"
-    return f"{outcome} ({record.check_rule})" if record.check_rule not in (None, FIRST_COMPARISON) else outcome
+    if record.check_rule not in (None, FIRST_COMPARISON):
+        outcome = f"{outcome} ({record.check_rule})"
+    return f"{outcome}, **NaN output**" if record.uncompared else outcome
 
 
 def _cell(cell: Cell | None) -> str:
@@ -54,6 +57,11 @@ def as_markdown(run: Run) -> str:
     if failures:
         lines += ["", "Failed items:", ""]
         lines += [f"- {'/'.join(key)}: {_outcome(r)}: {r.reason}" for key, r in failures]
+    uncompared = [(key, c.verdict.uncompared) for key, c in run.cells.items() if c.verdict.uncompared]
+    if uncompared:
+        why = "eager is NaN or Inf everywhere there: only that compiled matches it was checked"
+        lines += ["", f"Passed with nothing compared in some output ({why}):", ""]
+        lines += [f"- {'/'.join(key)}: {what}" for key, what in uncompared]
     cleared = [(key, c.verdict.fp64_second_opinion) for key, c in run.cells.items() if c.verdict.fp64_second_opinion]
     if cleared:
         lines += ["", "Passed on the float64 second opinion:", ""]
