@@ -151,9 +151,16 @@ def harmless(name: str, observed: Any, reassociated: list[Any] | None) -> list[A
             t = t.to(e.device, e.dtype)
             return torch.where(e.isfinite(), t, e) if floating(e) else t
 
-        return [
+        outputs = [
             replace(w, lambda p, t, e=e: rounded(t, e[p]) if p in e else t) for w, e in zip(wide, eager, strict=True)
         ]
+        overflows = any(  # float64 beyond the dtype's range where eager is finite: not a harmless rounding
+            floating(t) and bool((~t.isfinite() & e[p].isfinite()).any())
+            for out, e in zip(outputs, eager, strict=True)
+            for p, t in leaves(out)
+            if p in e
+        )
+        return None if overflows else outputs
     if name == "reassociated":
         return reassociated
     raise KeyError(name)
