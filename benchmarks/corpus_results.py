@@ -7,8 +7,10 @@ OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--
     fit a time limit or run on several machines. With --warm-workers K, an untimed checks-only pass over the
     same selection with K pytest-xdist workers comes first ($OUT/warm-I.jsonl): it compiles every sample in
     parallel, so the timed run finds Inductor's on-disk caches warm (the same compiled code, loaded in a
-    second or two instead of compiled in ten or more; its compile times are then those of a warm cache). Its
-    workers use the timed run's intra-op thread count: Inductor's CPU code is cached per thread count.
+    second or two instead of compiled in ten or more; its compile times are then those of a warm cache). Both
+    passes use one intra-op thread count (Inductor's CPU code is cached per count): on a CPU every usable CPU, on
+    GPUs the CPUs shared among the warm-up workers (with --warm-only, give the timed run the same
+    --inductor-timing-threads; the warm-up pass prints it).
     --warm-only stops after it (to warm the caches while other untimed work runs; time later with the same OUT).
     A cell (sample, template) whose check timed out or crashed in the warm-up pass is not run again in the timed
     run (it would spend the same timeout there, one sample at a time; where eager's did, the whole sample): the
@@ -89,6 +91,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             "-W", "ignore", f"--inductor-samples={args.corpus}", f"--inductor-sample-list={listed}",
             f"--inductor-template={args.templates}", f"--inductor-devices={args.devices}",
         ]  # fmt: skip
+        threads: list[str] = []  # the same intra-op thread count in both passes: CPU code is cached per count
+        chose_threads = any("inductor-timing-threads" in a or "inductor_timing_threads" in a for a in extra)
+        if args.warm_workers and not chose_threads:
+            # on a CPU, the timed run's default (every usable CPU); on GPUs, the CPUs shared among the warm-up
+            # pass's workers (every worker with every CPU oversubscribed a 32-core host 12 times over)
+            count = usable_cpus() if "cpu" in args.devices else max(1, usable_cpus() // args.warm_workers)
+            threads = [f"--inductor-timing-threads={count}"]
         if args.warm_workers:
             warm = [
                 *command,
@@ -96,9 +105,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 str(args.warm_workers),
                 "--benchmark-skip",
                 f"--inductor-results={out}/warm-{index}.jsonl",
+                *threads,
             ]
-            if not any("inductor-timing-threads" in a or "inductor_timing_threads" in a for a in extra):
-                warm.append(f"--inductor-timing-threads={usable_cpus()}")  # CPU code is cached per thread count
             started = time.perf_counter()
             warmed = subprocess.run([*warm, *extra], check=False, capture_output=True, text=True)
             (out / f"warm-{index}.txt").write_text(warmed.stdout + warmed.stderr)
@@ -111,6 +119,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 print(f"the warm-up pass did not run (see {out}/warm-{index}.txt)", file=sys.stderr)
                 return warmed.returncode
             if args.warm_only:
+                if threads:
+                    print(f"time it with the same thread count: run ... -- {threads[0]}")
                 return 0
         results = out / f"corpus-{index}.jsonl"
         not_timed, deselect = not_timed_list(results), []
@@ -137,7 +147,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                     print("your -k replaces the deselection of single cells: they are timed again")
         command += [
             f"--inductor-results={results}", f"--benchmark-json={out}/corpus-{index}.json",
-            "--benchmark-max-time=0.25", *deselect, *extra,
+            "--benchmark-max-time=0.25", *threads, *deselect, *extra,
         ]  # fmt: skip
         print(" ".join(command), flush=True)
         done = subprocess.run(command, check=False, capture_output=True, text=True)
