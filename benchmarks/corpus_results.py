@@ -142,9 +142,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                     print(f"nothing left to time: give {warm_file} to doc instead of {results}")
                     return 0
                 listed.write_text("".join(f"{relative}\n" for relative in left))
-                deselect = [] if "-k" in extra else _deselection(cells)
                 if "-k" in extra:
                     print("your -k replaces the deselection of single cells: they are timed again")
+                else:
+                    deselect = _deselection(cells)
         command += [
             f"--inductor-results={results}", f"--benchmark-json={out}/corpus-{index}.json",
             "--benchmark-max-time=0.25", *threads, *deselect, *extra,
