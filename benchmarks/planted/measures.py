@@ -50,6 +50,8 @@ def change_beyond_legit(before: list[Any], after: list[Any], expected: list[Any]
     new NaN or Inf or any change to an integer or bool output."""
     import torch
 
+    from pytest_inductor_templates.check.diff import value_classes
+
     rtol, atol = LEGIT[dtype]
     worst = 0.0
     for b_out, a_out, e_out in zip(before, after, expected, strict=True):
@@ -63,7 +65,7 @@ def change_beyond_legit(before: list[Any], after: list[Any], expected: list[Any]
                 worst = max(worst, math.inf if not torch.equal(a, b) else 0.0)
                 continue
             b64, a64, e64 = b.double(), a.double(), e.double()
-            if not bool((b64.isnan() == a64.isnan()).all() and (b64.isinf() == a64.isinf()).all()):
+            if not torch.equal(value_classes(b64), value_classes(a64)):
                 return math.inf
             finite = b64.isfinite() & a64.isfinite() & e64.isfinite()
             if not bool(finite.any()):
@@ -83,6 +85,7 @@ def beyond_eager_error(observed: Any, after: list[Any]) -> float:
     at least TF32 rounding's. Where float64 is missing or untrusted, inf: only the legitimate error decides."""
     import torch
 
+    from pytest_inductor_templates.check.diff import value_classes
     from pytest_inductor_templates.check.second_opinion import (
         MIN_SLICE,
         SLICE_FACTOR,
@@ -106,9 +109,9 @@ def beyond_eager_error(observed: Any, after: list[Any]) -> float:
             if ref is None or a.shape != b.shape or untrusted(e, ref, reference.precision, tf32 is not None):
                 return math.inf
             b64, a64, e64 = (t.detach().cpu().double() for t in (b, a, e))
+            if not torch.equal(value_classes(b64), value_classes(a64)):
+                return math.inf  # a NaN or Inf added, removed or changed (NaN to Inf, say): no rounding excuses it
             finite = b64.isfinite() & a64.isfinite() & e64.isfinite()
-            if not bool((a64.isfinite() == b64.isfinite()).all()):
-                return math.inf
             zero = torch.zeros((), dtype=torch.float64)
             change = torch.where(finite, (a64 - b64).abs(), zero)
             own = torch.where(finite, eager_error(e, ref, tf32), zero)

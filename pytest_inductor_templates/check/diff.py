@@ -107,7 +107,7 @@ def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if shape else ()
 
 
-def _class_names(t: Any) -> Any:
+def value_classes(t: Any) -> Any:
     """Per element: 0 finite, 1 NaN, 2 +Inf, 3 -Inf."""
     return t.isnan().long() + 2 * t.isposinf().long() + 3 * t.isneginf().long()
 
@@ -135,7 +135,7 @@ def leaf_errors(a: Any, e: Any, tolerance: Tolerance) -> LeafErrors:
     import torch
 
     a64, e64 = _real(a).double(), _real(e).double()
-    nonfinite = _class_names(a64) != _class_names(e64)
+    nonfinite = value_classes(a64) != value_classes(e64)
     both = a64.isfinite() & e64.isfinite()
     abs_err = torch.where(both, (a64 - e64).abs(), torch.zeros_like(a64))
     finite_e = e64[e64.isfinite()].abs()
@@ -166,7 +166,7 @@ def _nonfinite_message(a: Any, e: Any, errors: LeafErrors, names: Names) -> str:
     import torch
 
     ra, re = _real(a).double(), _real(e).double()
-    pairs = torch.stack([_class_names(ra)[errors.nonfinite], _class_names(re)[errors.nonfinite]], dim=1)
+    pairs = torch.stack([value_classes(ra)[errors.nonfinite], value_classes(re)[errors.nonfinite]], dim=1)
     kinds, counts = torch.unique(pairs, dim=0, return_counts=True)
     order = counts.argsort(descending=True)
     described = ", ".join(
