@@ -76,7 +76,7 @@ def test_plain_inductor_passes_on_the_first_comparison_at_every_scale(scales: Ob
     assert float(large) > 1e-4  # a reassociation's wobble that an absolute atol of 1e-5 calls a failure
     absolute = judge(scales, Tolerance(1.3e-6, 1e-5))  # beyond it, but as close to float64 as eager is
     assert absolute.outcome is Outcome.PASS and absolute.rule == "second opinion"
-    assert absolute.second_opinions[0].startswith("out['large']: against float64, compiled vs eager: RMSE ")
+    assert absolute.second_opinions[0].startswith("call 1 of 2: out['large']: against float64, compiled vs eager: ")
 
 
 def test_a_fault_on_an_output_of_1e_13_is_seen(scales: Observed) -> None:
@@ -129,7 +129,7 @@ def test_bf16_float64_recomputed_passes_on_the_second_opinion_with_its_figures(g
     actual = [{"out": w["out"].to(torch.bfloat16)} for w in wide]
     result = judge(dataclasses.replace(gemm, actual=actual, first_after=actual[0]))
     assert result.outcome is Outcome.PASS and result.rule == "second opinion"
-    assert result.second_opinions[0].startswith("out['out']: against float64, compiled vs eager: RMSE ")
+    assert result.second_opinions[0].startswith("call 1 of 2: out['out']: against float64, compiled vs eager: RMSE ")
 
 
 def test_bf16_a_row_2_percent_off_fails_the_second_opinion(gemm: Observed) -> None:

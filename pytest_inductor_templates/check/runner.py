@@ -172,7 +172,7 @@ def judge(observed: Observed, tolerance: Tolerance | None = None) -> CheckResult
     ]
     levels = [c.level for c in comparisons]
     level = None if None in levels else max(levels)  # type: ignore[type-var]
-    cleared = [line for c in comparisons for line in c.second_opinions]
+    cleared = [f"call {n} of {calls}: {line}" for n, c in enumerate(comparisons, start=1) for line in c.second_opinions]
     for number, comparison in enumerate(comparisons, start=1):
         if comparison.ok:
             continue
