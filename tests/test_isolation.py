@@ -114,6 +114,40 @@ def test_the_worker_is_recycled_after_n_triples(tmp_path: Path) -> None:
     assert len(pids) == 2 and None not in pids and pids[0] != pids[1]
 
 
+FAILING_BACKEND = """
+from torch._dynamo import register_backend
+
+
+@register_backend
+def failing(gm, example_inputs):
+    raise RuntimeError("planted compile error")
+"""
+
+
+def test_a_model_left_alive_by_a_failed_compile_costs_its_worker(tmp_path: Path) -> None:
+    """After a failed compile, Dynamo can keep the model and its inputs reachable past the triple's release (on
+    the H200, 580 MiB of CUDA memory a time): the worker says what stayed alive, and is replaced. A triple that
+    leaves less than 1 MiB behind (the tiny sample's) keeps its worker."""
+    fault_tree(tmp_path / "corpus", ())
+    (tmp_path / "conftest.py").write_text(FAILING_BACKEND)
+    result = run_pytest(
+        tmp_path, "--inductor-samples=corpus", "--inductor-template=default", "--inductor-backend=failing",
+        "--inductor-devices=cpu", "--benchmark-skip", "--inductor-results=run.jsonl", "-p", "no:cacheprovider",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]
+    checks = {(r.sample.split("/", 1)[1], r.template): r for r in load(str(tmp_path / "run.jsonl")).records
+              if r.kind == "check"}  # fmt: skip
+    assert checks[("big/two_mib", "default")].outcome.value == "compile_fail"
+    assert checks[("good/tiny", "default")].outcome.value == "compile_fail"
+    assert (
+        "corpus/big/two_mib [default-cpu]: 4.0 MiB of the tensors it built stayed alive after its release"
+        in result.stdout
+    )
+    pid = {key: record.pid for key, record in checks.items()}
+    assert pid[("big/two_mib", "eager")] == pid[("big/two_mib", "default")]  # the eager row frees its model
+    assert pid[("big/two_mib", "default")] != pid[("good/tiny", "eager")] == pid[("good/tiny", "default")]
+
+
 def test_hangs_end_in_timeout_naming_the_phase(tmp_path: Path) -> None:
     """A hang in forward (in the eager row) and one in compilation (in default) stop after the timeout."""
     fault_tree(tmp_path / "corpus", ("hang_forward", "hang_compile"))

@@ -6,6 +6,7 @@ import contextlib
 import gc
 import os
 import traceback
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -105,6 +106,7 @@ class PreparedTriple:
     pid: int | None = None  # the process that built it
     rss_mib: float | None = None  # this process's resident memory before the triple was built
     cuda_mib: float | None = None  # CUDA memory allocated on the device before the triple was built
+    tensors: list[weakref.ref[Any]] = field(default_factory=list)  # the built model's and inputs' tensors
 
     def judged(self) -> Verdict:
         """The triple's verdict: checked on first request (by the check item, or by the bench item when the
@@ -172,6 +174,17 @@ class PreparedTriple:
             time_into(record, benchmark, item, run, self.case.device.type, eager_run, self.precision)
 
 
+def _tensors(model: Any, inputs: list[Inputs]) -> list[Any]:
+    """The tensors a triple builds: its model's parameters and buffers, and its inputs (a GraphNet sample's weights
+    are inputs), each once."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    found = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
+    found += [t for i in inputs for t in tree_leaves((i.args, i.kwargs)) if isinstance(t, torch.Tensor)]
+    return list({id(t): t for t in found}.values())
+
+
 class TripleCache:
     """Holds the current triple; builds the next one only when the key changes, releasing the last."""
 
@@ -230,6 +243,7 @@ class TripleCache:
         except SystemExit as error:
             prepared.exit = exited(error)
             return prepared
+        prepared.tensors = [weakref.ref(t) for t in _tensors(model, prepared.inputs)]
         prepared.model = CompiledModel(model, case.selection, watcher) if case.selection.compiles else EagerModel(model)
         return prepared
 
@@ -254,17 +268,22 @@ class TripleCache:
         """Release the last triple (the end of the session)."""
         self.release()
 
-    def release(self) -> None:
-        """Drop the current triple's models and compiled state; free CUDA memory it held."""
+    def release(self) -> int:
+        """Drop the current triple's models, inputs and compiled state; free CUDA memory it held. Returns the bytes
+        of the tensors it built that are still alive afterwards: held past the release by something the triple does
+        not own (after a failed compile, Dynamo can keep the model and its inputs reachable); 0 when all was freed."""
         if self._key is None:
-            return
+            return 0
         device = self.current.case.device if self.current else None
+        tensors = self.current.tensors if self.current else []
         self.current, self._key = None, None
         phases.enter(phases.RELEASING)
         with device_scope(device) if device is not None else contextlib.nullcontext():
             self._scope.close()
+            gc.collect()
             if device is not None and device.type == "cuda":
                 import torch
 
-                gc.collect()
                 torch.cuda.empty_cache()
+        alive = [t for t in (ref() for ref in tensors) if t is not None]
+        return sum(t.numel() * t.element_size() for t in alive)

@@ -118,9 +118,9 @@ class Server:
             if isinstance(request, p.Time):
                 return self._time(request)
             if isinstance(request, p.Release):
-                self.triples.release()
+                retained = self.triples.release()
                 fault = cuda_fault(device) if device is not None else None
-                return p.Faulted(fault) if fault else p.Released()
+                return p.Faulted(fault) if fault else p.Released(retained)
             return p.Raised(p.RemoteError(f"unknown request {request!r}"))
         except Exception as error:
             fault = cuda_fault(device, error) if device is not None else None

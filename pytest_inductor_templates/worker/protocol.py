@@ -152,7 +152,7 @@ class Timed:
 
 @dataclass
 class Released:
-    pass
+    retained: int = 0  # bytes of the released model's tensors still alive (``TripleCache.release``)
 
 
 @dataclass

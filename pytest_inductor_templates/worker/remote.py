@@ -3,7 +3,8 @@
 ``RemoteTriples`` hands out ``RemoteTriple``s that the sample items use exactly as they use a
 ``PreparedTriple``: ``judged()``, ``stats``, ``time(...)``. A worker lost during a request ends that item
 ``crashed`` or ``timeout``; the next triple gets a fresh worker. The worker is also recycled after a number
-of triples or when its resident memory passes a limit, so memory stays flat over a long run.
+of triples, when its resident memory passes a limit, or when a released model stayed alive, so memory stays
+flat over a long run.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ from .client import WorkerLost, WorkerProcess
 
 
 class WorkerWarning(UserWarning):
-    """Something the sample worker could not set up like the pytest process (a conftest.py that failed)."""
+    """Something the sample worker could not set up like the pytest process (a conftest.py that failed), or a
+    released model it could not free."""
 
 
+RETAINED_LIMIT = 1 << 20  # bytes of a released model still alive past which its worker is replaced
 RELEASE_SECONDS = 120.0  # freeing a triple's memory; longer means the worker is stuck, and it is replaced
 
 
@@ -181,20 +184,28 @@ class RemoteTriples:
         """Release the current triple in the worker, then recycle the worker if it is due."""
         if self.current is None:
             return
-        self.current = None
+        released, self.current = self.current.item_case, None
         if not (self._sent and self.worker.alive):
             return
         self._sent = False
         self.triples_in_worker += 1
         try:
-            self.worker.request(p.Release(), Limit(RELEASE_SECONDS))
+            reply = self.worker.request(p.Release(), Limit(RELEASE_SECONDS))
         except WorkerLost as lost:  # the triple is over; the next one starts a fresh worker
             sys.stderr.write(f"inductor-templates: releasing a triple: {lost.details}\n")
             self.triples_in_worker = 0
             return
+        retained = reply.retained if isinstance(reply, p.Released) else 0
+        leaked = retained > RETAINED_LIMIT
+        if leaked:
+            warnings.warn(WorkerWarning(
+                f"{released.sample.id} [{released.case.id}]: {format_size(retained)} of the tensors it built stayed "
+                "alive after its release (a failed compile can keep them), so its worker process was replaced"
+            ), stacklevel=1)  # fmt: skip
         rss = self.worker.rss()
         due = self.recycle_after is not None and self.triples_in_worker >= self.recycle_after
-        if due or (self.recycle_rss is not None and rss is not None and rss > self.recycle_rss):
+        over = self.recycle_rss is not None and rss is not None and rss > self.recycle_rss
+        if due or leaked or over:
             self.worker.stop()
             self.triples_in_worker = 0
 
