@@ -154,6 +154,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             scope.leave()
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own teardown: a warning turned error here (-W error) cannot skip it
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     if CASE_KEY in item.stash:
         release_after(item, nextitem, _session(item.config).triples)

@@ -130,6 +130,7 @@ def test_bf16_float64_recomputed_passes_on_the_second_opinion_with_its_figures(g
     result = judge(dataclasses.replace(gemm, actual=actual, first_after=actual[0]))
     assert result.outcome is Outcome.PASS and result.rule == "second opinion"
     assert result.second_opinions[0].startswith("call 1 of 2: out['out']: against float64, compiled vs eager: RMSE ")
+    assert result.second_opinions[1].startswith("call 2 of 2: out['out']: against float64")  # each call named
 
 
 def test_bf16_a_row_2_percent_off_fails_the_second_opinion(gemm: Observed) -> None:

@@ -46,8 +46,8 @@ def chooses_otherwise(observed: Any) -> str | None:
 
 
 def change_beyond_legit(before: list[Any], after: list[Any], expected: list[Any], dtype: str) -> float:
-    """The largest change the transform made, in units of the legitimate error (> 1: beyond it); inf for a
-    new NaN or Inf or any change to an integer or bool output."""
+    """The largest change the transform made, in units of the legitimate error (> 1: beyond it); inf for any
+    change of an element's class (finite, NaN, +Inf, -Inf) or of an integer or bool output."""
     import torch
 
     from pytest_inductor_templates.check.diff import value_classes

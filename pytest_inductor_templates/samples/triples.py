@@ -185,6 +185,23 @@ def _tensors(model: Any, inputs: list[Inputs]) -> list[Any]:
     return list({id(t): t for t in found}.values())
 
 
+def _alive(refs: list[weakref.ref[Any]]) -> list[Any]:
+    return [t for t in (ref() for ref in refs) if t is not None]
+
+
+def _storage_bytes(tensors: list[Any]) -> int:
+    """The bytes these tensors hold, each storage once (views and expanded tensors share one)."""
+    import torch
+
+    sizes = {}
+    for t in tensors:
+        if t.layout == torch.strided:
+            sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        else:  # sparse and other layouts have no single storage
+            sizes[id(t)] = t.numel() * t.element_size()
+    return sum(sizes.values())
+
+
 class TripleCache:
     """Holds the current triple; builds the next one only when the key changes, releasing the last."""
 
@@ -271,19 +288,24 @@ class TripleCache:
     def release(self) -> int:
         """Drop the current triple's models, inputs and compiled state; free CUDA memory it held. Returns the bytes
         of the tensors it built that are still alive afterwards: held past the release by something the triple does
-        not own (after a failed compile, Dynamo can keep the model and its inputs reachable); 0 when all was freed."""
+        not own (Inductor's freezing keeps a frozen model's parameters); 0 when all was freed."""
         if self._key is None:
             return 0
         device = self.current.case.device if self.current else None
         tensors = self.current.tensors if self.current else []
+        if self.current is not None and self.current.stats is not None:
+            # what the backend raised: its traceback's frames hold the model and its inputs, and Dynamo keeps the
+            # recording backend (and so this error) alive past the release
+            self.current.stats.compile_failure = None
         self.current, self._key = None, None
         phases.enter(phases.RELEASING)
         with device_scope(device) if device is not None else contextlib.nullcontext():
             self._scope.close()
-            gc.collect()
-            if device is not None and device.type == "cuda":
+            cuda = device is not None and device.type == "cuda"
+            if cuda or any(ref() is not None for ref in tensors):  # a cycle holds them, or something else does
+                gc.collect()
+            if cuda:
                 import torch
 
                 torch.cuda.empty_cache()
-        alive = [t for t in (ref() for ref in tensors) if t is not None]
-        return sum(t.numel() * t.element_size() for t in alive)
+        return _storage_bytes(_alive(tensors))

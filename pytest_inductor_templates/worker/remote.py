@@ -39,7 +39,7 @@ class WorkerWarning(UserWarning):
     released model it could not free."""
 
 
-RETAINED_LIMIT = 1 << 20  # bytes of a released model still alive past which its worker is replaced
+RETAINED_LIMIT = 64 << 20  # bytes of a released triple's tensors still alive past which its worker is replaced
 RELEASE_SECONDS = 120.0  # freeing a triple's memory; longer means the worker is stuck, and it is replaced
 
 
@@ -139,6 +139,7 @@ class RemoteTriples:
         plural = "s" if self.recycle_after != 1 else ""
         recycle = [f"after {self.recycle_after} triple{plural}"] if self.recycle_after else []
         recycle += [f"above {format_size(self.recycle_rss)} resident"] if self.recycle_rss else []
+        recycle.append("when a released triple's tensors stay alive")
         text = "samples run in a worker process (a crash or hang ends one item)"
         text += f", replaced {' or '.join(recycle)}" if recycle else ""
         if self.pinned_timing:
@@ -196,18 +197,18 @@ class RemoteTriples:
             self.triples_in_worker = 0
             return
         retained = reply.retained if isinstance(reply, p.Released) else 0
-        leaked = retained > RETAINED_LIMIT
-        if leaked:
-            warnings.warn(WorkerWarning(
-                f"{released.sample.id} [{released.case.id}]: {format_size(retained)} of the tensors it built stayed "
-                "alive after its release (a failed compile can keep them), so its worker process was replaced"
-            ), stacklevel=1)  # fmt: skip
         rss = self.worker.rss()
         due = self.recycle_after is not None and self.triples_in_worker >= self.recycle_after
         over = self.recycle_rss is not None and rss is not None and rss > self.recycle_rss
-        if due or leaked or over:
+        if due or over or retained > RETAINED_LIMIT:
             self.worker.stop()
             self.triples_in_worker = 0
+        if retained > RETAINED_LIMIT:  # after the worker is replaced: under -W error this warning raises
+            warnings.warn(WorkerWarning(
+                f"{released.sample.id} [{released.case.id}]: {format_size(retained)} of the tensors it built stayed "
+                "alive after its release (something outside the triple keeps them; Inductor's freezing, for one, "
+                "keeps a frozen model's parameters), so its worker process was replaced"
+            ), stacklevel=1)  # fmt: skip
 
     def close(self) -> None:
         """Stop the worker (at the end of the session, or after an interrupt: it may still be busy)."""
