@@ -50,7 +50,7 @@ def change_beyond_legit(before: list[Any], after: list[Any], expected: list[Any]
     change of an element's class (finite, NaN, +Inf, -Inf) or of an integer or bool output."""
     import torch
 
-    from pytest_inductor_templates.check.diff import value_classes
+    from pytest_inductor_templates.check.diff import same_classes
 
     rtol, atol = LEGIT[dtype]
     worst = 0.0
@@ -65,7 +65,7 @@ def change_beyond_legit(before: list[Any], after: list[Any], expected: list[Any]
                 worst = max(worst, math.inf if not torch.equal(a, b) else 0.0)
                 continue
             b64, a64, e64 = b.double(), a.double(), e.double()
-            if not torch.equal(value_classes(b64), value_classes(a64)):
+            if not same_classes(b64, a64):
                 return math.inf
             finite = b64.isfinite() & a64.isfinite() & e64.isfinite()
             if not bool(finite.any()):
@@ -85,7 +85,7 @@ def beyond_eager_error(observed: Any, after: list[Any]) -> float:
     at least TF32 rounding's. Where float64 is missing or untrusted, inf: only the legitimate error decides."""
     import torch
 
-    from pytest_inductor_templates.check.diff import value_classes
+    from pytest_inductor_templates.check.diff import same_classes
     from pytest_inductor_templates.check.second_opinion import (
         MIN_SLICE,
         SLICE_FACTOR,
@@ -109,7 +109,7 @@ def beyond_eager_error(observed: Any, after: list[Any]) -> float:
             if ref is None or a.shape != b.shape or untrusted(e, ref, reference.precision, tf32 is not None):
                 return math.inf
             b64, a64, e64 = (t.detach().cpu().double() for t in (b, a, e))
-            if not torch.equal(value_classes(b64), value_classes(a64)):
+            if not same_classes(b64, a64):
                 return math.inf  # a NaN or Inf added, removed or changed (NaN to Inf, say): no rounding excuses it
             finite = b64.isfinite() & a64.isfinite() & e64.isfinite()
             zero = torch.zeros((), dtype=torch.float64)

@@ -112,6 +112,13 @@ def value_classes(t: Any) -> Any:
     return t.isnan().long() + 2 * t.isposinf().long() + 3 * t.isneginf().long()
 
 
+def same_classes(a: Any, b: Any) -> bool:
+    """Whether every element of ``a`` is finite, NaN, +Inf or -Inf where ``b``'s is."""
+    import torch
+
+    return torch.equal(value_classes(a), value_classes(b))
+
+
 _CLASS = ("finite", "NaN", "+Inf", "-Inf")
 
 

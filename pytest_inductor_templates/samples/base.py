@@ -35,11 +35,12 @@ class Sample(ABC):
 
     @abstractmethod
     def make_model(self, device: Any) -> Any:
-        """A fresh model (or function) on ``device``; the same weights every time."""
+        """A fresh model (or function) on ``device``, with new tensors holding the same weights every time."""
 
     @abstractmethod
     def make_inputs(self, device: Any) -> list[Inputs]:
-        """Seeded inputs on ``device``: the first call's, then any further calls' (e.g. other batch sizes)."""
+        """Seeded inputs on ``device``: the first call's, then any further calls' (e.g. other batch sizes); new
+        tensors every time (a tensor still alive after its triple is released counts as kept by something else)."""
 
     def tensor_bytes(self, float_dtype: str | None = None) -> int | None:
         """What its weights and inputs take once built (floating ones in ``float_dtype`` when given), or None
