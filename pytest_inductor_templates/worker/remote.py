@@ -141,7 +141,7 @@ class RemoteTriples:
         recycle += [f"above {format_size(self.recycle_rss)} resident"] if self.recycle_rss else []
         recycle.append("when a released triple's tensors stay alive")
         text = "samples run in a worker process (a crash or hang ends one item)"
-        text += f", replaced {' or '.join(recycle)}" if recycle else ""
+        text += f", replaced {' or '.join(recycle)}"
         if self.pinned_timing:
             text += "; this pytest-xdist worker owns one GPU, and its CUDA items are timed"
         return text
