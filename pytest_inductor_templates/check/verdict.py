@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..compile.effects import Effect, default_code_of, effects_of, verdict
@@ -56,13 +56,5 @@ def check_and_judge(
         return Verdict(result, effects)
     why = f"template {selection.label!r} had no effect: " + "; ".join(str(e) for e in effects if e.took_effect is False)
     if require_effect and result.outcome is Outcome.PASS:
-        result = CheckResult(
-            Outcome.NO_EFFECT,
-            why,
-            why,
-            result.level,
-            result.rule,
-            second_opinions=result.second_opinions,
-            uncompared=result.uncompared,
-        )
+        result = replace(result, outcome=Outcome.NO_EFFECT, reason=why, details=why)
     return Verdict(result, effects, why)
