@@ -53,9 +53,12 @@ def warm_pass_of(results: str | Path) -> Path | None:
     return warm if path.name.startswith("corpus-") and warm.exists() else None
 
 
-def not_timed_list(results: str | Path) -> Path:
-    """Where ``run`` lists the (sample, template) cells it left to the warm-up pass: not-timed-I.txt."""
+def not_timed_list(results: str | Path) -> Path | None:
+    """Where ``run`` lists the (sample, template) cells it left to the warm-up pass (not-timed-I.txt beside
+    corpus-I.jsonl); None for any other file (a warm-up pass's own results name no such list)."""
     path = Path(results)
+    if not path.name.startswith("corpus-"):
+        return None
     return path.with_name(path.name.replace("corpus-", "not-timed-", 1).rsplit(".", 1)[0] + ".txt")
 
 
@@ -123,7 +126,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                     print(f"time it with the same thread count: run ... -- {threads[0]}")
                 return 0
         results = out / f"corpus-{index}.jsonl"
-        not_timed, deselect = not_timed_list(results), []
+        not_timed, deselect = out / f"not-timed-{index}.txt", []
         not_timed.unlink(missing_ok=True)
         warm_file = out / f"warm-{index}.jsonl"
         if warm_file.exists():  # this run's warm-up pass, or one run earlier with --warm-only
@@ -164,12 +167,13 @@ def _memory(shards: list[Run]) -> list[str]:
     """One row per worker process of each shard (a new one after recycling, a crash or a timeout): its resident and
     CUDA memory before its first triple, its 11th and its last, and the growth per triple after the first ten (the
     least-squares slope, once Inductor and the first models are loaded): about 0 when nothing leaks."""
-    rows, short = [], 0
+    rows, short, envelopes = [], 0, []
     for shard in shards:
+        ordered = [r for r in shard.records if r.kind == "check" and r.source == "sample" and r.pid is not None]
         by_worker: dict[int, list[Any]] = defaultdict(list)
-        for r in shard.records:
-            if r.kind == "check" and r.source == "sample" and r.pid is not None:
-                by_worker[r.pid].append(r)
+        for r in ordered:
+            by_worker[r.pid].append(r)
+        envelopes += _envelope(Path(shard.path).name, ordered)
         for pid, checks in by_worker.items():
             rss = [r.rss_mib for r in checks if r.rss_mib is not None]
             cuda = [r.cuda_mib for r in checks if r.cuda_mib is not None]
@@ -189,7 +193,22 @@ def _memory(shards: list[Run]) -> list[str]:
     lines += render(header, rows, markdown=True) if rows else []
     if short:
         lines += ["", f"{short} worker process(es) ran fewer than {MEMORY_MIN_TRIPLES} triples: not shown."]
-    return lines
+    return lines + (["", *envelopes] if envelopes else [])
+
+
+def _envelope(name: str, checks: list[Any]) -> list[str]:
+    """A shard's resident memory over the whole run, all its worker processes together (``checks`` in the order
+    the results file has them: as they ended): the highest before a triple in the first half and in the second
+    half; with recycling, flat means the second half's highest is no higher than the first's."""
+    rss = [r.rss_mib for r in checks if r.rss_mib is not None]
+    if len(rss) < 2 * MEMORY_MIN_TRIPLES:
+        return []
+    half = len(rss) // 2
+    processes = len({r.pid for r in checks})
+    return [
+        f"- {name}: {len(rss)} triples in {processes} worker process(es); highest RSS before a triple "
+        f"{max(rss[:half]):.0f} MiB in the first half, {max(rss[half:]):.0f} MiB in the second."
+    ]
 
 
 def _left_to_warm_up(paths: list[str]) -> tuple[list[Run], list[str]]:
@@ -198,7 +217,7 @@ def _left_to_warm_up(paths: list[str]) -> tuple[list[Run], list[str]]:
     runs, named = [], []
     for path in paths:
         listed = not_timed_list(path)
-        if not listed.exists():
+        if listed is None or not listed.exists():
             continue
         cells = [tuple(line.split("\t")) for line in listed.read_text().splitlines() if line]
         if (warm_file := warm_pass_of(path)) is None:
