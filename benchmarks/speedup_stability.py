@@ -10,6 +10,7 @@ largest spread (targets on the H200: <= 3% and <= 10%); each run's wall time and
   --workers G          run under pytest-xdist with G workers, one per GPU (as many as the host has): each worker
                        times the items on its own GPU; each run is then a results file (--inductor-results)
   --resume             keep the runs that an earlier invocation, stopped midway, finished in the same $OUT
+  -- PYTEST ARGS        passed to every run (e.g. -- --inductor-speedup-precision=0.005 --benchmark-min-rounds=50)
   --gate P             P same-commit pairs (run i against run i+1) and P pairs whose new side has a planted
                        slowdown through `compare --fail-on speedup:LIMIT`: how many pass, how many fail (needs
                        --runs >= P + 1). The slowdown is planted for real in the timed model: a conftest wraps
@@ -97,6 +98,7 @@ def run_once(name: str, selection: list[str], args: argparse.Namespace, out: Pat
     command += [f"--benchmark-max-time={args.max_time}", "-p", "no:cacheprovider", "-p", "no:randomly", "-W", "ignore"]
     if args.timer:
         command.append(f"--benchmark-timer={args.timer}")
+    command += args.extra
     if args.threads and "PYTHONPATH" not in env:  # the baseline predates the option: it gets OMP_NUM_THREADS
         command.append(f"--inductor-timing-threads={args.threads}")
     before = load_average()
@@ -186,7 +188,8 @@ def main() -> int:
     parser.add_argument(
         "--resume", action="store_true", help="keep the runs an earlier, interrupted invocation left in $OUT"
     )
-    args = parser.parse_args()
+    args, extra = parser.parse_known_args()
+    args.extra = [a for a in extra if a != "--"]
     if args.runs < 3 or (args.gate and args.runs < args.gate + 1):
         parser.error("--runs must be >= 3 and >= --gate + 1")
     out = Path(os.environ.get("OUT", "speedup-stability")).resolve()
