@@ -100,7 +100,7 @@ class ItemRecord:
     eager_device_time_ms: float | None = None
     paired_rounds: int | None = None
     speedup: float | None = None  # median of the per-round eager/compiled ratios; None unless the item passed
-    speedup_low: float | None = None  # its bootstrap 95% confidence interval
+    speedup_low: float | None = None  # its 95% confidence interval (timing.paired)
     speedup_high: float | None = None
     unstable: bool | None = None  # the interval stayed wider than --inductor-speedup-precision
     device_speedup: float | None = None  # median of the per-round ratios of CUDA device time

@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from pytest_inductor_templates.timing.paired import PairedPlan, bootstrap_median, calibrate, ratios, time_paired
+from pytest_inductor_templates.timing.paired import (
+    PairedPlan,
+    bootstrap_median,
+    calibrate,
+    ratios,
+    segment_interval,
+    speedup_interval,
+    time_paired,
+)
 from pytest_inductor_templates.timing.threads import load_warning
 
 
@@ -38,6 +46,7 @@ class Machine:
         self.load = load
         self.noise = noise
         self.random = random.Random(0)
+        self.cost_factor: Callable[[int], float] = lambda _: 1.0  # eager's alone: a drift the ratio sees
 
     def side(self, name: str) -> Callable[[], None]:
         return lambda: self.calls.append(name)
@@ -48,6 +57,8 @@ class Machine:
             run()
         name = self.calls[before]
         factor = self.load(self.blocks) * (1 + self.random.uniform(-self.noise, self.noise))
+        if name == "eager":
+            factor *= self.cost_factor(self.blocks)
         seconds = self.cost[name] * iterations * factor
         if before == 0 or self.calls[before - 1] != name:  # the caches hold the other side's data
             seconds += self.cold_cost
@@ -130,6 +141,29 @@ def test_the_interval_covers_the_true_median_about_95_percent_of_the_time() -> N
     assert 0.9 <= covered / trials <= 0.99
 
 
+def test_a_drift_over_the_rounds_widens_the_interval_that_single_rounds_resampled_would_hide() -> None:
+    draw = random.Random(2)
+    # the machine's state drifts: the ratio moves from 0.97 to 1.03 over the rounds, with +-0.5% noise per round
+    values = [(0.97 + 0.06 * i / 63) * (1 + draw.uniform(-0.005, 0.005)) for i in range(64)]
+    boot, segments = bootstrap_median(values), segment_interval(values)
+    assert segments.half_width > 1.5 * boot.half_width
+    combined = speedup_interval(values)
+    assert combined.median == statistics.median(values)
+    assert (combined.low, combined.high) == (min(boot.low, segments.low), max(boot.high, segments.high))
+    steady = [1.0 + draw.uniform(-0.005, 0.005) for _ in range(64)]
+    assert speedup_interval(steady).half_width < 0.005  # no drift: both intervals are narrow
+    assert segment_interval([3.0, 3.0, 3.0]).half_width == 0  # too few values for segments: the median alone
+
+
+def test_with_drift_the_stop_rule_needs_more_rounds_than_the_noise_alone_would() -> None:
+    drifting = Machine(0.002, 0.001, noise=0.01)
+    drifting.cost_factor = lambda block: 1 + 0.004 * block  # eager alone slows, block after block: the ratio drifts
+    quiet = Machine(0.002, 0.001, noise=0.01).time(PLAN)
+    timing = drifting.time(PLAN)
+    assert quiet.rounds == PLAN.min_rounds and not quiet.unstable
+    assert timing.rounds > quiet.rounds
+
+
 def test_an_interval_that_stays_wide_within_the_budget_is_unstable() -> None:
     plan = PairedPlan(block_seconds=0.001, min_rounds=10, max_seconds=0.05, target=0.02)
     timing = Machine(0.002, 0.001, noise=0.9).time(plan)
@@ -150,3 +184,9 @@ def test_the_machine_counts_as_loaded_when_its_load_and_the_timing_threads_overs
     assert (warning is not None) == warns
     if warning:
         assert warning.startswith(f"the machine is already loaded (load average {load:.1f}")
+
+
+def test_a_wildly_drifting_interval_stays_above_zero() -> None:
+    values = [0.1, 0.1, 5.0, 5.0, 0.05, 0.05, 8.0, 8.0, 0.2, 0.2]  # segments' medians far apart: a wide factor
+    interval = speedup_interval(values)
+    assert 0 < interval.low <= interval.median <= interval.high

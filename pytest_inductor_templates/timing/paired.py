@@ -4,8 +4,10 @@ Each round times a block of eager calls and a block of compiled calls back to ba
 from round to round), so drift in clock, load and temperature lands on both sides of the round's ratio.
 Each block starts with one untimed call: the other side's block has just filled the caches with its own
 weights and code, and a block timed cold would charge that to whichever side comes second.
-The speedup is the median of the per-round ratios, with a bootstrap 95% confidence interval. Rounds go on
-until the interval is narrow enough or the time budget is spent.
+The speedup is the median of the per-round ratios, with a 95% confidence interval: the wider of a bootstrap of the
+rounds and a batch-means interval over contiguous segments of them (the state of the machine drifts, so rounds
+next to each other are alike and resampling single rounds alone claims too much). Rounds go on until the interval
+is narrow enough or the time budget is spent.
 
 Pure functions of the callables and a block timer: no pytest, no torch (numpy for the bootstrap), so that
 any runner (a pytest item, a worker process) can call them unchanged.
@@ -29,6 +31,8 @@ CHECK_GROWTH = 1.5  # the stop rule looks again once the rounds have grown by ha
 MAX_ROUNDS = 2_000  # the bootstrap costs O(rounds x resamples)
 MAX_ITERATIONS = 1_000_000
 DEFAULT_PRECISION = 0.02  # the stop rule's default target half-width (--inductor-speedup-precision)
+SEGMENTS = 8  # at most this many contiguous segments of the rounds for the batch-means interval
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365)  # Student's t, 97.5th percentile, 1 to 7 degrees of freedom
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class PairedPlan:
 
 @dataclass(frozen=True)
 class Interval:
-    """A median and its bootstrap confidence interval."""
+    """A median and its 95% confidence interval."""
 
     median: float
     low: float
@@ -113,6 +117,30 @@ def bootstrap_median(values: Sequence[float], resamples: int = RESAMPLES, seed: 
     return Interval(median, float(low), float(high))
 
 
+def segment_interval(values: Sequence[float]) -> Interval:
+    """The median of ``values`` (positive: ratios) and a batch-means 95% interval around it: the values (in the
+    order they were timed) cut into up to 8 contiguous segments of at least 2, the half-width t * sd / sqrt(k) of
+    the segments' log medians, so that the interval is a factor either way and stays above 0.
+
+    A drift in the machine's state over the rounds (clock, placement, other load) moves whole segments; resampling
+    single rounds does not see it. With fewer than 4 values the interval is the median alone.
+    """
+    median = statistics.median(values)
+    segments = min(SEGMENTS, len(values) // 2)
+    if segments < 2 or median <= 0:
+        return Interval(median, median, median)
+    size = len(values) // segments
+    logs = [math.log(statistics.median(values[i * size : (i + 1) * size])) for i in range(segments)]
+    factor = math.exp(T_975[segments - 2] * statistics.stdev(logs) / math.sqrt(segments))
+    return Interval(median, median / factor, median * factor)
+
+
+def speedup_interval(values: Sequence[float]) -> Interval:
+    """The median of the per-round ratios and the wider of its two 95% intervals (bootstrap, batch means)."""
+    boot, segments = bootstrap_median(values), segment_interval(values)
+    return Interval(boot.median, min(boot.low, segments.low), max(boot.high, segments.high))
+
+
 def calibrate(run: Callable[[], Any], time_block: BlockTimer, block_seconds: float) -> int:
     """Calls per block so that a block lasts at least ``block_seconds`` (as pytest-benchmark calibrates)."""
     iterations = 1
@@ -156,7 +184,7 @@ def time_paired(
         if rounds >= MAX_ROUNDS or (rounds >= plan.min_rounds and clock() - start >= plan.max_seconds):
             break
         if rounds >= next_check:
-            interval = bootstrap_median(ratios(*walls))
+            interval = speedup_interval(ratios(*walls))
             if interval.half_width <= plan.target:
                 break
             interval, next_check = None, max(rounds + 1, math.ceil(rounds * CHECK_GROWTH))
@@ -167,7 +195,7 @@ def time_paired(
         eager_device=devices[0] if with_device else None,
         compiled_device=devices[1] if with_device else None,
         iterations=iterations,
-        speedup=interval or bootstrap_median(ratios(*walls)),
+        speedup=interval or speedup_interval(ratios(*walls)),
         target=plan.target,
         seconds=clock() - start,
     )
