@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import phases
 from ..templates.selection import Selection
+from ..timing import host_lock
 from .evidence import CompileEvidence, gather
 from .isolation import CompileWatcher
 from .outputs import map_tensors
@@ -110,7 +111,8 @@ class RecordingBackend:
         start = time.perf_counter()
         phases.enter(phases.COMPILING)
         try:
-            with self.skips.span(lambda: _unlogged_skip_reason(example_inputs)), gather(self.evidence):
+            skips = self.skips.span(lambda: _unlogged_skip_reason(example_inputs))
+            with host_lock.compiling(), skips, gather(self.evidence):
                 compiled = self.inner(graph_module, example_inputs, **kwargs)
         except RestartAnalysis:  # Dynamo's signal to trace the frame again, not a failure
             raise
@@ -216,7 +218,8 @@ class CompiledModel:
         if self._called:
             return self._call(*args, **kwargs)
         start = time.perf_counter()
-        out = self._call(*args, **kwargs)
+        with host_lock.compiling():  # the first call traces, compiles and runs (Triton may finish compiling then)
+            out = self._call(*args, **kwargs)
         self._called = True
         self._first_call_seconds = time.perf_counter() - start
         self._first_call_backend_seconds = self._backend.backend_seconds

@@ -25,6 +25,7 @@ from .. import phases
 from ..compile.failures import first_line
 from ..machine import Device
 from ..samples.triples import TripleCache
+from ..timing import host_lock
 from ..timing.paired import DEFAULT_PRECISION
 from . import protocol as p
 
@@ -200,6 +201,7 @@ def main() -> int:
 
     if hello.threads is not None and torch.get_num_threads() != hello.threads:  # as the pytest process runs its
         torch.set_num_threads(hello.threads)  # items (Inductor bakes the count into the CPU kernels it generates)
+    host_lock.use(hello.host_lock)
 
     lock = threading.Lock()
 

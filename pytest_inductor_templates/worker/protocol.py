@@ -90,6 +90,7 @@ class Hello:
     memory_budget: int | None = None
     threads: int | None = None  # torch's intra-op threads (--inductor-timing-threads)
     precision: float | None = None  # paired timing's target (--inductor-speedup-precision)
+    host_lock: str | None = None  # the folder of the session's compile/timing lock (timing.host_lock), if shared
 
 
 @dataclass

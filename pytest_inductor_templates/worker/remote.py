@@ -217,6 +217,7 @@ class RemoteTriples:
 
 
 PINNED_GPU = "inductor_pinned_gpu"  # pytest-xdist workerinput key: the GPU this xdist worker owns
+HOST_LOCK = "inductor_host_lock"  # ... the folder of the compile/timing lock its GPU-owning peers share
 
 
 def conftest_modules(config: pytest.Config) -> list[tuple[str, str]]:
@@ -237,7 +238,8 @@ def remote_triples(
 
     def hello() -> p.Hello:
         return p.Hello(list(sys.path), conftest_modules(config), tolerance, settings.require_effect,
-                       settings.memory_budget, timing.threads, timing.precision)  # fmt: skip
+                       settings.memory_budget, timing.threads, timing.precision,
+                       getattr(config, "workerinput", {}).get(HOST_LOCK))  # fmt: skip
 
     pinned = pinned_gpu(config) is not None
     return RemoteTriples(WorkerProcess(hello), settings.recycle_triples, settings.recycle_rss, pinned)

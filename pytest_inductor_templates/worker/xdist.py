@@ -1,5 +1,6 @@
 """pytest-xdist: a crashed xdist worker's item gets a ``crashed`` record; one GPU per xdist worker when ``-n``
-equals the number of GPUs; triples kept on one worker (``--dist loadgroup``) unless the user chose a mode.
+equals the number of GPUs, with no compile in one while another times (``timing.host_lock``); triples kept on one
+worker (``--dist loadgroup``) unless the user chose a mode.
 
 Registered only when pytest-xdist is installed (its hookspecs exist only then).
 """
@@ -8,13 +9,15 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
+import tempfile
 from typing import Any
 
 import pytest
 
 from ..record import ItemRecord, Outcome, user_test_name
-from .remote import PINNED_GPU, pinned_gpu
+from .remote import HOST_LOCK, PINNED_GPU, pinned_gpu
 
 SAMPLE_NODEID = re.compile(
     r"inductor-samples::(?P<sample>.+)::(?P<kind>check|bench)\[(?P<template>.+)-(?P<device>cpu|cuda:\d+)\]"
@@ -79,6 +82,8 @@ class XdistHooks:
         self.gpus = gpus or []  # the GPUs to pin one to each xdist worker (empty: no pinning)
         self.cases = cases or []  # (template, device) of the matrix, to recognise a crashed user test
         self.owners: dict[str, str] = {}  # GPU -> the worker that owns it
+        # the lock files the GPU-owning workers share, so that none compiles while another times
+        self.lock_folder = tempfile.mkdtemp(prefix="inductor-templates-lock-") if self.gpus else None
 
     def header_lines(self, isolated: bool) -> list[str]:
         """The session header's line on GPU pinning, when there is pinning."""
@@ -87,7 +92,7 @@ class XdistHooks:
         timed = "times its CUDA sample items" if isolated else "times nothing (--inductor-isolation=none)"
         return [
             f"inductor-templates: pytest-xdist: each of the {len(self.gpus)} workers owns one GPU (it sees it as "
-            f"cuda:0) and {timed}"
+            f"cuda:0) and {timed}" + ("; no worker compiles while another times" if isolated else "")
         ]
 
     def pytest_configure_node(self, node: Any) -> None:
@@ -98,11 +103,16 @@ class XdistHooks:
         if gpu is not None:
             self.owners[gpu] = node.gateway.id
             node.workerinput[PINNED_GPU] = gpu
+            node.workerinput[HOST_LOCK] = self.lock_folder
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         for gpu, owner in list(self.owners.items()):
             if owner == node.gateway.id:
                 del self.owners[gpu]  # a replacement worker takes this GPU
+
+    def pytest_unconfigure(self) -> None:
+        if self.lock_folder is not None:
+            shutil.rmtree(self.lock_folder, ignore_errors=True)
 
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "?")

@@ -1,0 +1,105 @@
+"""Compiles and timings kept apart across the processes of one session on one host (pytest-xdist, a GPU each).
+
+Under ``-n`` with one GPU per xdist worker, each worker times its own GPU while the others go on. A compile in
+another worker is the one thing that disturbs that: Inductor's pool of compile processes takes every core, and
+the timed program's Python side (launching kernels) slows, eager's more than a compiled or CUDA-graph program's.
+On two H200s, the run whose other worker compiled cold read CUDA-graph speedups up to 1.4x higher than the runs
+after it. So any number of compiles may run at once, and any number of timings, but never a compile and a
+timing together.
+
+Group mutual exclusion with ``flock`` on three files in a folder the session shares: a compile holds
+``compiling`` shared once no timing holds ``timing``; a timing holds ``timing`` shared once no compile holds
+``compiling``; whoever waits for the other group holds ``turnstile`` meanwhile, so that neither group starves
+the other. Locks held by a process that dies are released by the kernel. Where ``fcntl`` does not exist
+(Windows), nothing is kept apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+TURNSTILE, TIMING, COMPILING = "turnstile", "timing", "compiling"
+
+
+class _Held:
+    """One flock on one file, released when closed."""
+
+    def __init__(self, path: Path, operation: int) -> None:
+        import fcntl
+
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self.fd, operation)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def close(self) -> None:
+        os.close(self.fd)  # closing the descriptor releases its lock
+
+
+class HostLock:
+    """The session's compile/timing exclusion, from the folder holding its lock files."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self._held: str | None = None  # the group this process is in: a nested request joins it
+
+    @contextlib.contextmanager
+    def _group(self, mine: str, other: str) -> Iterator[None]:
+        import fcntl
+
+        if self._held is not None:  # already in a group (a compile within a compile, or during its own timing)
+            yield
+            return
+        turnstile = _Held(self.folder / TURNSTILE, fcntl.LOCK_EX)
+        try:
+            _Held(self.folder / other, fcntl.LOCK_EX).close()  # wait until the other group has left
+            held = _Held(self.folder / mine, fcntl.LOCK_SH)
+        finally:
+            turnstile.close()
+        self._held = mine
+        try:
+            yield
+        finally:
+            self._held = None
+            held.close()
+
+    def compiling(self) -> contextlib.AbstractContextManager[None]:
+        """Held while this process compiles: waits for every timing in progress to end."""
+        return self._group(COMPILING, TIMING)
+
+    def timing(self) -> contextlib.AbstractContextManager[None]:
+        """Held while this process times: waits for every compile in progress to end."""
+        return self._group(TIMING, COMPILING)
+
+
+_active: HostLock | None = None
+
+
+def use(folder: str | None) -> None:
+    """Keep this process's compiles and timings apart from those of the other processes sharing ``folder``
+    (None: from nobody's). Set once, in a sample worker process, from what its pytest-xdist worker was given."""
+    global _active
+    _active = HostLock(folder) if folder is not None and _has_flock() else None
+
+
+def _has_flock() -> bool:
+    try:
+        import fcntl  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def compiling() -> contextlib.AbstractContextManager[None]:
+    """Around a compile: held apart from the other processes' timings, when this process shares a lock."""
+    return _active.compiling() if _active is not None else contextlib.nullcontext()
+
+
+def timing() -> contextlib.AbstractContextManager[None]:
+    """Around a timing: held apart from the other processes' compiles, when this process shares a lock."""
+    return _active.timing() if _active is not None else contextlib.nullcontext()

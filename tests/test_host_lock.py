@@ -1,0 +1,134 @@
+"""The compile/timing lock that the GPU-owning pytest-xdist workers of a session share: real processes, real flock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_inductor_templates.timing import host_lock
+from pytest_inductor_templates.timing.host_lock import HostLock
+from pytest_inductor_templates.worker.remote import HOST_LOCK, PINNED_GPU
+from pytest_inductor_templates.worker.xdist import XdistHooks
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX")
+
+HOLDER = textwrap.dedent(
+    """
+    import json, sys, time
+    from pytest_inductor_templates.timing.host_lock import HostLock
+
+    folder, group, hold, log = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+    lock = HostLock(folder)
+    asked = time.time()
+    with lock.compiling() if group == "compiling" else lock.timing():
+        began = time.time()
+        time.sleep(hold)
+        ended = time.time()
+    with open(log, "a") as out:
+        out.write(json.dumps({"group": group, "asked": asked, "began": began, "ended": ended}) + "\\n")
+    """
+)
+
+
+def spans(tmp_path: Path, plan: list[tuple[float, str, float]]) -> list[dict[str, float]]:
+    """Start one process per (delay, group, seconds held), each after its delay; their spans, by start."""
+    script, log = tmp_path / "holder.py", tmp_path / "spans.jsonl"
+    script.write_text(HOLDER)
+    processes, start = [], time.monotonic()
+    for delay, group, hold in plan:
+        time.sleep(max(0.0, start + delay - time.monotonic()))
+        args = [sys.executable, str(script), str(tmp_path), group, str(hold), str(log)]
+        processes.append(subprocess.Popen(args))
+    for process in processes:
+        assert process.wait(timeout=60) == 0
+    return sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda s: s["began"])
+
+
+def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return a["began"] < b["ended"] and b["began"] < a["ended"]
+
+
+def test_a_timing_waits_for_a_compile_in_progress_and_a_compile_for_a_timing(tmp_path: Path) -> None:
+    # a compile holds for 2 s; a timing asks meanwhile; a compile asks while the timing waits or runs
+    found = spans(tmp_path, [(0.0, "compiling", 2.0), (1.0, "timing", 1.0), (1.5, "compiling", 0.5)])
+    assert [s["group"] for s in found] == ["compiling", "timing", "compiling"]  # the waiting timing goes first
+    first, timed, second = found
+    assert timed["began"] >= first["ended"] and second["began"] >= timed["ended"]
+
+
+def test_compiles_run_together_and_so_do_timings(tmp_path: Path) -> None:
+    compiles, timings = tmp_path / "compiles", tmp_path / "timings"
+    compiles.mkdir(), timings.mkdir()
+    assert overlap(*spans(compiles, [(0.0, "compiling", 1.5), (0.5, "compiling", 1.5)]))
+    assert overlap(*spans(timings, [(0.0, "timing", 1.5), (0.5, "timing", 1.5)]))
+
+
+def test_a_request_within_this_process_own_group_does_not_wait_for_itself(tmp_path: Path) -> None:
+    lock = HostLock(tmp_path)
+    with lock.timing(), lock.compiling(), lock.timing():  # e.g. a recompile during its own timing
+        pass
+    with lock.compiling(), lock.compiling():  # the backend's compile within the first call's
+        pass
+
+
+def test_without_a_shared_folder_nothing_is_held(tmp_path: Path) -> None:
+    host_lock.use(None)
+    with host_lock.compiling(), host_lock.timing():
+        pass
+    host_lock.use(str(tmp_path))
+    try:
+        with host_lock.compiling():
+            assert (tmp_path / "compiling").exists()
+    finally:
+        host_lock.use(None)
+
+
+def test_the_controller_gives_gpu_owning_workers_one_lock_folder_and_removes_it_at_the_end() -> None:
+    hooks = XdistHooks(["0", "1"])
+    nodes = [SimpleNamespace(gateway=SimpleNamespace(id=f"gw{i}"), workerinput={}) for i in range(2)]
+    for node in nodes:
+        hooks.pytest_configure_node(node)
+    folders = {node.workerinput[HOST_LOCK] for node in nodes}
+    assert [node.workerinput[PINNED_GPU] for node in nodes] == ["0", "1"] and len(folders) == 1
+    folder = Path(folders.pop())
+    assert folder.is_dir()
+    hooks.pytest_unconfigure()
+    assert not folder.exists()
+    assert XdistHooks([]).lock_folder is None  # no pinning, no timing under xdist: no lock
+
+
+def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    # a process of the same session (another xdist worker) times for 6 s; a compile here meanwhile must wait
+    folder = tmp_path / "lock"
+    folder.mkdir()
+    pytester.makeconftest(f"from pytest_inductor_templates.timing import host_lock\nhost_lock.use({str(folder)!r})\n")
+    pytester.makepyfile(
+        """
+        import json, time
+        import torch
+
+        def test_first_call(compiled_model):
+            model = compiled_model(lambda x: x.sin() + 1)
+            began = time.time()
+            model(torch.ones(4))
+            print("SPAN", json.dumps({"began": began, "ended": time.time()}))
+        """
+    )
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    log = tmp_path / "timer.jsonl"
+    timer = subprocess.Popen([sys.executable, str(script), str(folder), "timing", "6", str(log)])
+    time.sleep(1.0)  # the timer holds its lock before the run starts
+    result = pytester.runpytest_subprocess("--inductor-backend=eager", "-s", "-p", "no:randomly")
+    assert timer.wait(timeout=60) == 0
+    result.assert_outcomes(passed=1)
+    line = next(line for line in result.outlines if "SPAN " in line)
+    compiled, timed = json.loads(line.split("SPAN ", 1)[1]), json.loads(log.read_text())
+    assert compiled["ended"] >= timed["ended"]  # the first call (trace, compile, run) waited for the timing
