@@ -23,7 +23,7 @@ from .report.item_records import conclude, record_of, start
 from .session import InductorSession, torch_device
 from .templates.matrix import Case
 from .templates.selection import Selection
-from .timing.bench import mark_untimed, time_into, use_synchronizing_timer
+from .timing.bench import mark_timing, mark_untimed, time_into
 from .timing.policy import TIMING_KEY
 
 TOLERANCE_MARKER = "inductor_tolerance"
@@ -92,7 +92,7 @@ def prepare_checking_tests(state: InductorSession, items: list[pytest.Item]) -> 
         case = case_of(state, item)
         start(item, case.record(test_name(item, case.selection), kind, "test"))
         if kind == "bench":
-            use_synchronizing_timer(item, case.device.type)
+            mark_timing(item, case.device.type, paired=case.selection.compiles)
 
 
 def marker_tolerance(node: Any) -> Tolerance | None:

@@ -286,12 +286,12 @@ def test_cross_gpu_compare_is_refused(pytester: pytest.Pytester) -> None:
 
 CUDA_MARKER_CONFTEST = """
 import pytest
-from pytest_inductor_templates.timing.bench import use_synchronizing_timer
+from pytest_inductor_templates.timing.bench import mark_timing
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        use_synchronizing_timer(item, "cuda")
+        mark_timing(item, "cuda", paired=False)
 """
 CUDA_MARKER_TESTS = """
 import pytest
@@ -339,6 +339,47 @@ def test_cuda_items_get_the_synchronizing_timer_and_long_rounds_unless_chosen(
     result = pytester.runpytest_inprocess("-s", *args)
     result.assert_outcomes(passed=2)
     assert plain in result.stdout.str() and own in result.stdout.str()
+
+
+PAIRED_MARKER_CONFTEST = """
+from pytest_inductor_templates.timing.bench import mark_timing
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        mark_timing(item, "cpu", paired="paired" in item.name)
+"""
+PAIRED_MARKER_TESTS = """
+import pytest
+
+
+def max_time(request):
+    marker = request.node.get_closest_marker("benchmark")
+    return marker.kwargs.get("max_time") if marker else None
+
+
+def test_paired(request):
+    print("PAIRED", max_time(request))
+
+
+@pytest.mark.benchmark(max_time=3.0)
+def test_paired_own(request):
+    print("PAIRED_OWN", max_time(request))
+
+
+def test_eager_row(request):
+    print("EAGER", max_time(request))
+"""
+
+
+def test_a_paired_items_budget_is_split_between_pytest_benchmarks_rounds_and_the_paired_rounds(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(PAIRED_MARKER_CONFTEST)
+    pytester.makepyfile(PAIRED_MARKER_TESTS)
+    result = pytester.runpytest_inprocess("-s", "--benchmark-max-time=0.4")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*PAIRED 0.2*", "*PAIRED_OWN 1.5*", "*EAGER None*"])
 
 
 def test_sample_items_in_the_worker_process_run_with_the_sessions_threads_and_are_timed_in_pairs(

@@ -12,7 +12,7 @@ from ..machine import Device
 from ..record import ENDED_EARLY, UNTIMEABLE, Outcome
 from ..report.item_records import conclude, record_of, start
 from ..templates.matrix import Case
-from ..timing.bench import mark_untimed, use_synchronizing_timer
+from ..timing.bench import mark_timing, mark_untimed
 from .base import Sample
 from .triples import SampleCase, Triple, TripleEnded
 
@@ -85,7 +85,7 @@ class SampleCollector(pytest.Collector):
                 if problem:
                     item.add_marker(pytest.mark.skip(reason=problem))
                 elif kind == "bench":
-                    use_synchronizing_timer(item, case.device.type)
+                    mark_timing(item, case.device.type, paired=case.selection.compiles)
                 yield item
 
 

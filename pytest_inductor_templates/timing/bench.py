@@ -46,24 +46,27 @@ def user_chose_min_time(config: pytest.Config) -> bool:
     return float(config.getoption("benchmark_min_time", PYTEST_BENCHMARK_MIN_TIME)) != PYTEST_BENCHMARK_MIN_TIME
 
 
-def use_synchronizing_timer(item: pytest.Item, device_type: str) -> None:
-    """On CUDA, give the item the synchronizing timer and rounds of at least 5 ms through pytest-benchmark's
-    marker, keeping its other settings.
+def mark_timing(item: pytest.Item, device_type: str, paired: bool) -> None:
+    """Set the item's timing through pytest-benchmark's marker, keeping its other settings.
 
-    Rounds of many calls (as ``torch.utils.benchmark.Timer`` times blocks) amortize the synchronization at
-    their ends and let the CPU queue launches ahead of the GPU. A timer or minimum round time the user
-    chose (on the marker, or with ``--benchmark-timer`` / ``--benchmark-min-time``) is left alone.
+    On CUDA: the synchronizing timer and rounds of at least 5 ms. Rounds of many calls (as
+    ``torch.utils.benchmark.Timer`` times blocks) amortize the synchronization at their ends and let the CPU queue
+    launches ahead of the GPU. A timer or minimum round time the user chose (on the marker, or with
+    ``--benchmark-timer`` / ``--benchmark-min-time``) is left alone.
+
+    ``paired`` (a compiled model, timed in pairs with eager once it passes): the item's max time (the marker's, else
+    ``--benchmark-max-time``) is its whole budget, half for pytest-benchmark's rounds and half for the paired rounds.
     """
-    if device_type != "cuda":
-        return
     marker = item.get_closest_marker(BENCHMARK_MARKER)
     chosen = dict(marker.kwargs) if marker else {}
     added: dict[str, Any] = {}
-    if "timer" not in chosen and not user_chose_timer(item.config):
+    if device_type == "cuda" and "timer" not in chosen and not user_chose_timer(item.config):
         added["timer"] = cuda_synchronized_perf_counter
-    if "min_time" not in chosen and not user_chose_min_time(item.config):
+    if device_type == "cuda" and "min_time" not in chosen and not user_chose_min_time(item.config):
         added["min_time"] = CUDA_MIN_ROUND_SECONDS
-    if added:
+    if paired:
+        chosen["max_time"] = float(chosen.get("max_time", item.config.getoption("benchmark_max_time"))) / 2
+    if added or paired:
         item.add_marker(getattr(pytest.mark, BENCHMARK_MARKER)(**chosen, **added), append=False)
 
 
@@ -97,8 +100,8 @@ def time_into(
 
     On CUDA, device time from CUDA events goes beside pytest-benchmark's (synchronized) wall time. When
     ``eager_run`` is given and the item passed its check, eager and ``run`` are then timed in pairs (see
-    ``paired``) with the same timer, until the interval is within ``precision``: the speedup, its interval and
-    eager's time per call. With benchmarks
+    ``paired``) with the same timer, until the interval is within ``precision`` or the item's max time (half of
+    its budget: ``mark_timing``) is spent: the speedup, its interval and eager's time per call. With benchmarks
     disabled (``--benchmark-disable``, pytest-xdist), ``run`` is called once and nothing is timed.
     """
     if benchmark.disabled:

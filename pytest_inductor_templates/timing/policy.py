@@ -34,7 +34,8 @@ class TimingSettings:
     def header_lines(self) -> list[str]:
         lines = [
             f"inductor-templates: timing: {self.threads} intra-op thread(s); speedups paired with eager, "
-            f"until their 95% interval is within ±{self.precision:.1%}"
+            f"until their 95% interval is within ±{self.precision:.1%} (within half of each compiled item's max time; "
+            "pytest-benchmark's rounds take the other half)"
         ]
         if warning := load_warning(self.threads, self.load_at_start, usable_cpus()):
             lines.append(f"inductor-templates: warning: {warning}")
