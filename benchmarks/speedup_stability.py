@@ -10,7 +10,8 @@ largest spread (targets on the H200: <= 3% and <= 10%); each run's wall time and
   --workers G          run under pytest-xdist with G workers, one per GPU (as many as the host has): each worker
                        times the items on its own GPU; each run is then a results file (--inductor-results)
   --resume             keep the runs that an earlier invocation, stopped midway, finished in the same $OUT
-  -- PYTEST ARGS        passed to every run (e.g. -- --inductor-speedup-precision=0.005 --benchmark-min-rounds=50)
+  -- PYTEST ARGS        passed to every run but the baseline (e.g. -- --inductor-speedup-precision=0.005); any
+                       argument this script does not know goes there too
   --gate P             P same-commit pairs (run i against run i+1) and P pairs whose new side has a planted
                        slowdown through `compare --fail-on speedup:LIMIT`: how many pass, how many fail (needs
                        --runs >= P + 1). The slowdown is planted for real in the timed model: a conftest wraps
@@ -98,7 +99,8 @@ def run_once(name: str, selection: list[str], args: argparse.Namespace, out: Pat
     command += [f"--benchmark-max-time={args.max_time}", "-p", "no:cacheprovider", "-p", "no:randomly", "-W", "ignore"]
     if args.timer:
         command.append(f"--benchmark-timer={args.timer}")
-    command += args.extra
+    if "PYTHONPATH" not in env:  # the baseline predates the options the extra arguments may name
+        command += args.extra
     if args.threads and "PYTHONPATH" not in env:  # the baseline predates the option: it gets OMP_NUM_THREADS
         command.append(f"--inductor-timing-threads={args.threads}")
     before = load_average()

@@ -7,7 +7,8 @@ and round structure (``timing.paired``: alternating order, an untimed call befor
 the variation lives:
 
 - within a window: the median of every 10 consecutive rounds (what a short plugin window would report), their
-  spread, and the first half against the second half of the rounds;
+  spread, and the first half against the second half of the rounds; and how often the interval from 10, 20 or 40
+  consecutive rounds holds the median of all of them, the bootstrap alone against the plugin's interval;
 - between models: each repeat builds the model and its inputs again (as a new triple does), after IDLE seconds
   in which the GPU does nothing (as during another item's compile);
 - between processes: run the script several times (each run one process) and compare;
@@ -38,7 +39,7 @@ from corpus_selection import add_arguments
 from speedup_crosscheck import compile_options, samples
 
 from pytest_inductor_templates.timing.bench import CPU_BLOCK_SECONDS
-from pytest_inductor_templates.timing.paired import calibrate
+from pytest_inductor_templates.timing.paired import bootstrap_median, calibrate, speedup_interval
 from pytest_inductor_templates.timing.timers import (
     CUDA_MIN_ROUND_SECONDS,
     block_timer,
@@ -63,18 +64,19 @@ def start_clock_log(path: Path) -> subprocess.Popen[bytes] | None:
     """``nvidia-smi`` sampling the GPU every 50 ms into ``path``; None where there is no nvidia-smi."""
     device = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
     try:
-        return subprocess.Popen(
-            [
-                "nvidia-smi",
-                f"--id={device}",
-                f"--query-gpu={CLOCK_QUERY}",
-                "--format=csv,noheader,nounits",
-                "-lms",
-                "50",
-            ],
-            stdout=path.open("wb"),
-            stderr=subprocess.DEVNULL,
-        )
+        with path.open("wb") as log:  # the child keeps its own descriptor
+            return subprocess.Popen(
+                [
+                    "nvidia-smi",
+                    f"--id={device}",
+                    f"--query-gpu={CLOCK_QUERY}",
+                    "--format=csv,noheader,nounits",
+                    "-lms",
+                    "50",
+                ],
+                stdout=log,
+                stderr=subprocess.DEVNULL,
+            )
     except OSError:
         return None
 
@@ -128,8 +130,22 @@ def time_entry(sample: Any, template: str, device: torch.device, seconds: float)
         return time_rounds(eager_run, compiled_run, seconds, cuda)
 
 
+def coverage(ratios: list[float], window: int) -> str:
+    """How often an interval from ``window`` consecutive rounds holds the median of all the rounds: the bootstrap
+    alone against the plugin's interval (bootstrap and batch means together)."""
+    overall, starts = statistics.median(ratios), range(0, len(ratios) - window + 1, window)
+    held = [0, 0]
+    for start in starts:
+        chunk = ratios[start : start + window]
+        for k, interval in enumerate((bootstrap_median(chunk), speedup_interval(chunk))):
+            held[k] += interval.low <= overall <= interval.high
+    return f"{window} rounds: bootstrap {held[0]}/{len(starts)}, plugin {held[1]}/{len(starts)}"
+
+
 def summary(name: str, rounds: list[dict[str, float]], clocks: list[tuple[float, float, float, float]]) -> str:
     ratios = [r["eager"] / r["compiled"] for r in rounds]
+    if len(ratios) < 2 * WINDOW:
+        return f"{name}: {len(rounds)} rounds, too few to compare windows"
     windows = [statistics.median(ratios[i : i + WINDOW]) for i in range(0, len(ratios) - WINDOW + 1, WINDOW)]
     half = len(ratios) // 2
     overall = statistics.median(ratios)
@@ -146,7 +162,8 @@ def summary(name: str, rounds: list[dict[str, float]], clocks: list[tuple[float,
         f"{windows[0]:.3f}; halves {statistics.median(ratios[:half]):.3f} / {statistics.median(ratios[half:]):.3f}; "
         f"eager {statistics.median(eager_us):.1f} us ({min(eager_us):.1f}-{max(eager_us):.1f}), compiled "
         f"{statistics.median(compiled_us):.1f} us ({min(compiled_us):.1f}-{max(compiled_us):.1f}); "
-        f"CPUs {sorted({int(r['cpu']) for r in rounds})}; {sm}"
+        f"CPUs {sorted({int(r['cpu']) for r in rounds})}; {sm}; the whole median inside the intervals of "
+        + ", ".join(coverage(ratios, window) for window in (10, 20, 40) if len(ratios) >= 2 * window)
     )
 
 
@@ -178,13 +195,13 @@ def main() -> int:
         if sampler is not None:
             sampler.terminate()
             sampler.wait()
+    (out / f"drift-{args.tag}.json").write_text(json.dumps(results))  # first: every round, whatever follows
     clocks = clock_samples(clock_path) if sampler is not None else []
     machine = torch.cuda.get_device_name() if cuda else "the CPU"
     lines = [f"process {args.tag} on {machine}, {len(os.sched_getaffinity(0))} usable CPUs"]
     for entry in results:
         name = f"{entry['sample']} [{entry['template']}] repeat {entry['repeat']}"
         lines.append(summary(name, entry["rounds"], clocks))
-    (out / f"drift-{args.tag}.json").write_text(json.dumps(results))
     (out / f"drift-{args.tag}.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

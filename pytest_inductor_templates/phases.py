@@ -14,6 +14,7 @@ EAGER_CALL = "eager call"
 COMPILING = "compiling"  # Dynamo tracing and the backend's compile
 COMPILED_CALL = "compiled call"
 TIMING = "timing"
+WAITING = "waiting for another worker"  # to compile while it times, or to time while it compiles
 RELEASING = "releasing"
 
 _state: dict[str, object] = {"phase": None, "listener": None}

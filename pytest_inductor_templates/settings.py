@@ -153,8 +153,9 @@ OPTIONS = (
     ),
     Option(
         "inductor_speedup_precision",
-        "paired timing goes on, within --benchmark-max-time, until the speedup's 95 percent interval is within "
-        "+-PCT percent of it (default 2); an entry whose interval stays wider is marked unstable",
+        "paired timing goes on, within half of a compiled item's --benchmark-max-time, until the speedup's 95 "
+        "percent interval is within +-PCT percent of it (default 2); an entry whose interval stays wider is marked "
+        "unstable",
         "PCT",
     ),
     Option(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -12,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_inductor_templates import phases
 from pytest_inductor_templates.timing import host_lock
 from pytest_inductor_templates.timing.host_lock import HostLock
 from pytest_inductor_templates.worker.remote import HOST_LOCK, PINNED_GPU
@@ -105,7 +109,7 @@ def test_the_controller_gives_gpu_owning_workers_one_lock_folder_and_removes_it_
 
 
 def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    # a process of the same session (another xdist worker) times for 6 s; a compile here meanwhile must wait
+    # a process of the same session (another xdist worker) times for 15 s; a compile here meanwhile must wait
     folder = tmp_path / "lock"
     folder.mkdir()
     pytester.makeconftest(f"from pytest_inductor_templates.timing import host_lock\nhost_lock.use({str(folder)!r})\n")
@@ -124,11 +128,53 @@ def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.
     script = tmp_path / "holder.py"
     script.write_text(HOLDER)
     log = tmp_path / "timer.jsonl"
-    timer = subprocess.Popen([sys.executable, str(script), str(folder), "timing", "6", str(log)])
+    timer = subprocess.Popen([sys.executable, str(script), str(folder), "timing", "15", str(log)])
     time.sleep(1.0)  # the timer holds its lock before the run starts
     result = pytester.runpytest_subprocess("--inductor-backend=eager", "-s", "-p", "no:randomly")
     assert timer.wait(timeout=60) == 0
     result.assert_outcomes(passed=1)
     line = next(line for line in result.outlines if "SPAN " in line)
     compiled, timed = json.loads(line.split("SPAN ", 1)[1]), json.loads(log.read_text())
-    assert compiled["ended"] >= timed["ended"]  # the first call (trace, compile, run) waited for the timing
+    assert compiled["began"] < timed["ended"]  # the call came while the other process timed ...
+    assert compiled["ended"] >= timed["ended"]  # ... and (trace, compile, run) waited for the timing to end
+
+
+FORKER = textwrap.dedent(
+    """
+    import os, sys, time
+    from pytest_inductor_templates.timing.host_lock import HostLock
+
+    lock = HostLock(sys.argv[1])
+    with lock.compiling():
+        child = os.fork()  # as a compile pool started by fork, or a sample's own process, would be
+        if child == 0:
+            os.close(1), os.close(2)  # the parent's reader sees its output end with the parent
+            time.sleep(8)  # the child outlives the parent's hold
+            os._exit(0)
+    print(child, flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_during_a_compile_does_not_keep_the_lock(tmp_path: Path) -> None:
+    script = tmp_path / "forker.py"
+    script.write_text(FORKER)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, check=True)
+    child = int(done.stdout.strip())
+    try:
+        start = time.monotonic()
+        with HostLock(tmp_path).timing():  # the parent has left its compile: a timing may begin
+            waited = time.monotonic() - start
+        assert waited < 3, f"waited {waited:.1f} s for a lock only a forked child still held"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_waiting_for_the_other_group_is_a_phase_of_its_own(tmp_path: Path) -> None:
+    seen: list[str] = []
+    phases.enter(phases.COMPILED_CALL)
+    with phases.listening(seen.append), HostLock(tmp_path).timing():
+        pass
+    assert seen == [phases.WAITING, phases.COMPILED_CALL]  # a timeout meanwhile names the wait

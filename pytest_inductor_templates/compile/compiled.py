@@ -108,18 +108,19 @@ class RecordingBackend:
         if reason is not None and reason.graph_break:
             self.stats.graph_breaks += 1
             self.stats.graph_break_reasons.append(reason.reason.strip().splitlines()[0])
-        start = time.perf_counter()
         phases.enter(phases.COMPILING)
         try:
-            skips = self.skips.span(lambda: _unlogged_skip_reason(example_inputs))
-            with host_lock.compiling(), skips, gather(self.evidence):
-                compiled = self.inner(graph_module, example_inputs, **kwargs)
+            with host_lock.compiling():
+                start = time.perf_counter()  # after any wait for another worker's timing
+                skips = self.skips.span(lambda: _unlogged_skip_reason(example_inputs))
+                with skips, gather(self.evidence):
+                    compiled = self.inner(graph_module, example_inputs, **kwargs)
+                self.backend_seconds += time.perf_counter() - start
         except RestartAnalysis:  # Dynamo's signal to trace the frame again, not a failure
             raise
         except Exception as error:
             self.stats.compile_failure = error
             raise
-        self.backend_seconds += time.perf_counter() - start
         phases.enter(phases.COMPILED_CALL)
         return compiled
 
@@ -217,11 +218,11 @@ class CompiledModel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._called:
             return self._call(*args, **kwargs)
-        start = time.perf_counter()
         with host_lock.compiling():  # the first call traces, compiles and runs (Triton may finish compiling then)
+            start = time.perf_counter()  # after any wait for another worker's timing
             out = self._call(*args, **kwargs)
+            self._first_call_seconds = time.perf_counter() - start
         self._called = True
-        self._first_call_seconds = time.perf_counter() - start
         self._first_call_backend_seconds = self._backend.backend_seconds
         return out
 

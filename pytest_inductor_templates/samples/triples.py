@@ -21,7 +21,6 @@ from ..machine import device_scope
 from ..memory import MiB, cuda_allocated, format_size, rss_bytes
 from ..record import ItemRecord, Outcome
 from ..templates.matrix import Case
-from ..timing import host_lock
 from ..timing.bench import time_into
 from ..timing.paired import DEFAULT_PRECISION
 from .base import Inputs, Sample, SampleError
@@ -172,8 +171,7 @@ class PreparedTriple:
                 eager = self.fresh_eager()
                 eager_run = lambda: call_without_grad(eager, inputs)  # noqa: E731
             run = lambda: call_without_grad(steady, inputs)  # noqa: E731
-            with host_lock.timing():  # no other worker of the session compiles meanwhile
-                time_into(record, benchmark, item, run, self.case.device.type, eager_run, self.precision)
+            time_into(record, benchmark, item, run, self.case.device.type, eager_run, self.precision)
 
 
 def _tensors(model: Any, inputs: list[Inputs]) -> list[Any]:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from ..record import ItemRecord, Outcome
+from . import host_lock
 from .paired import DEFAULT_PRECISION, PairedPlan, time_paired
 from .timers import CUDA_MIN_ROUND_SECONDS, block_timer, cuda_synchronized_perf_counter, device_time_ms, warm_up
 
@@ -65,7 +66,7 @@ def mark_timing(item: pytest.Item, device_type: str, paired: bool) -> None:
     if device_type == "cuda" and "min_time" not in chosen and not user_chose_min_time(item.config):
         added["min_time"] = CUDA_MIN_ROUND_SECONDS
     if paired:
-        chosen["max_time"] = float(chosen.get("max_time", item.config.getoption("benchmark_max_time"))) / 2
+        chosen["max_time"] = float(chosen.get("max_time", item.config.getoption("benchmark_max_time", 1.0))) / 2
     if added or paired:
         item.add_marker(getattr(pytest.mark, BENCHMARK_MARKER)(**chosen, **added), append=False)
 
@@ -107,6 +108,19 @@ def time_into(
     if benchmark.disabled:
         benchmark(run)
         return
+    with host_lock.timing():  # in a sample worker under pytest-xdist: no other worker compiles meanwhile
+        _time_into(record, benchmark, item, run, device_type, eager_run, precision)
+
+
+def _time_into(
+    record: ItemRecord,
+    benchmark: Any,
+    item: pytest.Item,
+    run: Callable[[], Any],
+    device_type: str,
+    eager_run: Callable[[], Any] | None,
+    precision: float,
+) -> None:
     import torch
 
     cuda = device_type == "cuda"

@@ -21,7 +21,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from .. import phases
+
 TURNSTILE, TIMING, COMPILING = "turnstile", "timing", "compiling"
+_held_fds: set[int] = set()  # this process's locked descriptors, which a forked child must not keep
 
 
 class _Held:
@@ -36,9 +39,26 @@ class _Held:
         except BaseException:
             os.close(self.fd)
             raise
+        _held_fds.add(self.fd)
 
     def close(self) -> None:
-        os.close(self.fd)  # closing the descriptor releases its lock
+        _held_fds.discard(self.fd)
+        os.close(self.fd)  # the last descriptor of the open file closed releases its lock
+
+
+def _forget_in_child() -> None:
+    """In a child forked while a lock was held (Inductor's compile pool, a sample's own processes): drop its copies
+    of the descriptors, so that the lock ends with the parent's hold, not with the child."""
+    for fd in list(_held_fds):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _held_fds.clear()
+    if _active is not None:
+        _active._held = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class HostLock:
@@ -55,12 +75,16 @@ class HostLock:
         if self._held is not None:  # already in a group (a compile within a compile, or during its own timing)
             yield
             return
+        before = phases.current()
+        phases.enter(phases.WAITING)  # a timeout meanwhile says so
         turnstile = _Held(self.folder / TURNSTILE, fcntl.LOCK_EX)
         try:
             _Held(self.folder / other, fcntl.LOCK_EX).close()  # wait until the other group has left
             held = _Held(self.folder / mine, fcntl.LOCK_SH)
         finally:
             turnstile.close()
+        if before is not None:
+            phases.enter(before)
         self._held = mine
         try:
             yield
@@ -84,10 +108,11 @@ def use(folder: str | None) -> None:
     """Keep this process's compiles and timings apart from those of the other processes sharing ``folder``
     (None: from nobody's). Set once, in a sample worker process, from what its pytest-xdist worker was given."""
     global _active
-    _active = HostLock(folder) if folder is not None and _has_flock() else None
+    _active = HostLock(folder) if folder is not None and available() else None
 
 
-def _has_flock() -> bool:
+def available() -> bool:
+    """Whether this platform can keep processes apart (``fcntl.flock``: not on Windows)."""
     try:
         import fcntl  # noqa: F401
     except ImportError:

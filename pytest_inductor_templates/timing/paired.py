@@ -4,7 +4,7 @@ Each round times a block of eager calls and a block of compiled calls back to ba
 from round to round), so drift in clock, load and temperature lands on both sides of the round's ratio.
 Each block starts with one untimed call: the other side's block has just filled the caches with its own
 weights and code, and a block timed cold would charge that to whichever side comes second.
-The speedup is the median of the per-round ratios, with a 95% confidence interval: the wider of a bootstrap of the
+The speedup is the median of the per-round ratios, with a 95% confidence interval spanning two: a bootstrap of the
 rounds and a batch-means interval over contiguous segments of them (the state of the machine drifts, so rounds
 next to each other are alike and resampling single rounds alone claims too much). Rounds go on until the interval
 is narrow enough or the time budget is spent.
@@ -15,6 +15,7 @@ any runner (a pytest item, a worker process) can call them unchanged.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import time
@@ -119,7 +120,8 @@ def bootstrap_median(values: Sequence[float], resamples: int = RESAMPLES, seed: 
 
 def segment_interval(values: Sequence[float]) -> Interval:
     """The median of ``values`` (positive: ratios) and a batch-means 95% interval around it: the values (in the
-    order they were timed) cut into up to 8 contiguous segments of at least 2, the half-width t * sd / sqrt(k) of
+    order they were timed, every one of them) cut into up to 8 contiguous segments of near-equal length (at least 2),
+    the half-width t * sd / sqrt(k) of
     the segments' log medians, so that the interval is a factor either way and stays above 0.
 
     A drift in the machine's state over the rounds (clock, placement, other load) moves whole segments; resampling
@@ -127,16 +129,17 @@ def segment_interval(values: Sequence[float]) -> Interval:
     """
     median = statistics.median(values)
     segments = min(SEGMENTS, len(values) // 2)
-    if segments < 2 or median <= 0:
+    bounds = [round(i * len(values) / segments) for i in range(segments + 1)] if segments >= 2 else []
+    medians = [statistics.median(values[a:b]) for a, b in itertools.pairwise(bounds)]
+    if not medians or min(medians) <= 0:  # too few values, or a ratio of 0 (a coarse timer): the median alone
         return Interval(median, median, median)
-    size = len(values) // segments
-    logs = [math.log(statistics.median(values[i * size : (i + 1) * size])) for i in range(segments)]
+    logs = [math.log(m) for m in medians]
     factor = math.exp(T_975[segments - 2] * statistics.stdev(logs) / math.sqrt(segments))
     return Interval(median, median / factor, median * factor)
 
 
 def speedup_interval(values: Sequence[float]) -> Interval:
-    """The median of the per-round ratios and the wider of its two 95% intervals (bootstrap, batch means)."""
+    """The median of the per-round ratios and one 95% interval spanning its two (bootstrap, batch means)."""
     boot, segments = bootstrap_median(values), segment_interval(values)
     return Interval(boot.median, min(boot.low, segments.low), max(boot.high, segments.high))
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from ..record import ItemRecord, Outcome, user_test_name
+from ..timing import host_lock
 from .remote import HOST_LOCK, PINNED_GPU, pinned_gpu
 
 SAMPLE_NODEID = re.compile(
@@ -92,7 +93,8 @@ class XdistHooks:
         timed = "times its CUDA sample items" if isolated else "times nothing (--inductor-isolation=none)"
         return [
             f"inductor-templates: pytest-xdist: each of the {len(self.gpus)} workers owns one GPU (it sees it as "
-            f"cuda:0) and {timed}" + ("; no worker compiles while another times" if isolated else "")
+            f"cuda:0) and {timed}"
+            + ("; no worker compiles a sample while another times one" if isolated and host_lock.available() else "")
         ]
 
     def pytest_configure_node(self, node: Any) -> None:
