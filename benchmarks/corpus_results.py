@@ -126,7 +126,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                     print(f"time it with the same thread count: run ... -- {threads[0]}")
                 return 0
         results = out / f"corpus-{index}.jsonl"
-        not_timed, deselect = out / f"not-timed-{index}.txt", []
+        not_timed, deselect = not_timed_list(results), []
+        assert not_timed is not None  # a timed run's results are corpus-I.jsonl
         not_timed.unlink(missing_ok=True)
         warm_file = out / f"warm-{index}.jsonl"
         if warm_file.exists():  # this run's warm-up pass, or one run earlier with --warm-only

@@ -120,9 +120,9 @@ def bootstrap_median(values: Sequence[float], resamples: int = RESAMPLES, seed: 
 
 def segment_interval(values: Sequence[float]) -> Interval:
     """The median of ``values`` (positive: ratios) and a batch-means 95% interval around it: the values (in the
-    order they were timed, every one of them) cut into up to 8 contiguous segments of near-equal length (at least 2),
-    the half-width t * sd / sqrt(k) of
-    the segments' log medians, so that the interval is a factor either way and stays above 0.
+    order they were timed, every one of them) cut into up to 8 contiguous segments of near-equal length (at least
+    2); the interval is the median times and divided by exp(t * sd / sqrt(k)) of the segments' log medians, so it
+    stays above 0.
 
     A drift in the machine's state over the rounds (clock, placement, other load) moves whole segments; resampling
     single rounds does not see it. With fewer than 4 values the interval is the median alone.
