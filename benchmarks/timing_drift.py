@@ -11,7 +11,8 @@ the variation lives:
   consecutive rounds holds the median of all of them, the bootstrap alone against the plugin's interval;
 - between models: each repeat builds the model and its inputs again (as a new triple does), after IDLE seconds
   in which the GPU does nothing (as during another item's compile);
-- between processes: run the script several times (each run one process) and compare;
+- between processes: run the script several times (each run one process) and compare; ``--cpus 15`` pins the
+  timing thread to the CPUs listed (comma-separated) while it times, to see whether where it runs matters;
 - what the machine did meanwhile: the CPU the timing thread ran on, and the GPU's SM clock, utilisation and
   power from ``nvidia-smi`` sampled every 50 ms (when it is there).
 
@@ -39,7 +40,7 @@ from corpus_selection import add_arguments
 from speedup_crosscheck import compile_options, samples
 
 from pytest_inductor_templates.timing.bench import CPU_BLOCK_SECONDS
-from pytest_inductor_templates.timing.paired import bootstrap_median, calibrate, speedup_interval
+from pytest_inductor_templates.timing.paired import bootstrap_median, calibrate, speedup_interval, without_gc
 from pytest_inductor_templates.timing.timers import (
     CUDA_MIN_ROUND_SECONDS,
     block_timer,
@@ -95,27 +96,36 @@ def clock_samples(path: Path) -> list[tuple[float, float, float, float]]:
 
 
 def time_rounds(eager: Any, compiled: Any, seconds: float, cuda: bool) -> list[dict[str, float]]:
-    """Paired rounds as the plugin times them, for ``seconds``: per round, epoch time, per-call wall and device
-    seconds of each side, and the CPU the timing thread ran on."""
+    """Paired rounds as the plugin times them (garbage collector held off), for ``seconds``: per round, epoch
+    time, per-call wall and device seconds of each side, and the CPU the timing thread ran on."""
     timer = block_timer(cuda_synchronized_perf_counter, cuda=True) if cuda else block_timer(time.perf_counter, False)
     block = CUDA_MIN_ROUND_SECONDS if cuda else CPU_BLOCK_SECONDS
     iterations = (calibrate(eager, timer, block), calibrate(compiled, timer, block))
     sides, rounds, start = (eager, compiled), [], time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        entry: dict[str, float] = {"epoch": time.time()}
-        for side in (0, 1) if len(rounds) % 2 == 0 else (1, 0):
-            sides[side]()
-            wall, device = timer(sides[side], iterations[side])
-            name = ("eager", "compiled")[side]
-            entry[name] = wall / iterations[side]
-            entry[name + "_device"] = (device or 0.0) / iterations[side]
-        entry["cpu"] = current_cpu()
-        rounds.append(entry)
+    with without_gc():
+        while time.perf_counter() - start < seconds:
+            rounds.append(time_round(sides, iterations, timer, len(rounds) % 2))
     return rounds
 
 
-def time_entry(sample: Any, template: str, device: torch.device, seconds: float) -> list[dict[str, float]]:
-    """One entry as a new triple times it: the model and inputs built again, compiled (warm cache), warmed up."""
+def time_round(sides: Any, iterations: tuple[int, int], timer: Any, odd: int) -> dict[str, float]:
+    """One round: each side's block, eager first in even rounds, each after an untimed call."""
+    entry: dict[str, float] = {"epoch": time.time()}
+    for side in (1, 0) if odd else (0, 1):
+        sides[side]()
+        wall, device = timer(sides[side], iterations[side])
+        name = ("eager", "compiled")[side]
+        entry[name] = wall / iterations[side]
+        entry[name + "_device"] = (device or 0.0) / iterations[side]
+    entry["cpu"] = current_cpu()
+    return entry
+
+
+def time_entry(
+    sample: Any, template: str, device: torch.device, seconds: float, cpus: set[int] | None
+) -> list[dict[str, float]]:
+    """One entry as a new triple times it: the model and inputs built again, compiled (warm cache), warmed up; timed
+    on ``cpus`` (None: wherever the scheduler puts the thread)."""
     torch._dynamo.reset()
     inputs = sample.make_inputs(device)[0]
     model = sample.make_model(device)
@@ -127,7 +137,12 @@ def time_entry(sample: Any, template: str, device: torch.device, seconds: float)
         compiled_run = lambda: compiled(*inputs.args, **inputs.kwargs)  # noqa: E731
         warm_up(compiled_run, synchronize)
         warm_up(eager_run, synchronize)
-        return time_rounds(eager_run, compiled_run, seconds, cuda)
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, cpus or before)
+        try:
+            return time_rounds(eager_run, compiled_run, seconds, cuda)
+        finally:
+            os.sched_setaffinity(0, before)
 
 
 def coverage(ratios: list[float], window: int) -> str:
@@ -174,7 +189,14 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="each entry's model built again this many times")
     parser.add_argument("--idle", type=float, default=3.0, help="seconds the GPU idles before each repeat")
     parser.add_argument("--tag", default=str(os.getpid()), help="names this process's files")
+    parser.add_argument("--cpus", help="pin the timing thread to these CPUs while it times (e.g. 15 or 2,3)")
     args = parser.parse_args()
+    try:
+        cpus = {int(cpu) for cpu in args.cpus.split(",")} if args.cpus else None
+    except ValueError:
+        parser.error(f"--cpus: expected CPU numbers such as 15 or 2,3, got {args.cpus!r}")
+    if cpus and not cpus <= os.sched_getaffinity(0):
+        parser.error(f"--cpus: {args.cpus} are not all among this process's CPUs {sorted(os.sched_getaffinity(0))}")
     cuda = torch.cuda.is_available()
     out = Path(os.environ.get("OUT", "timing-drift")).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -189,7 +211,7 @@ def main() -> int:
             for template in args.templates.split(","):
                 for repeat in range(args.repeats):
                     time.sleep(args.idle)
-                    rounds = time_entry(sample, template, device, args.seconds)
+                    rounds = time_entry(sample, template, device, args.seconds, cpus)
                     results.append({"sample": sample.id, "template": template, "repeat": repeat, "rounds": rounds})
     finally:
         if sampler is not None:
@@ -198,7 +220,8 @@ def main() -> int:
     (out / f"drift-{args.tag}.json").write_text(json.dumps(results))  # first: every round, whatever follows
     clocks = clock_samples(clock_path) if sampler is not None else []
     machine = torch.cuda.get_device_name() if cuda else "the CPU"
-    lines = [f"process {args.tag} on {machine}, {len(os.sched_getaffinity(0))} usable CPUs"]
+    where = f"timing thread on CPUs {args.cpus}" if args.cpus else "timing thread not pinned"
+    lines = [f"process {args.tag} on {machine}, {len(os.sched_getaffinity(0))} usable CPUs, {where}"]
     for entry in results:
         name = f"{entry['sample']} [{entry['template']}] repeat {entry['repeat']}"
         lines.append(summary(name, entry["rounds"], clocks))

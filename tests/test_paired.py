@@ -186,6 +186,25 @@ def test_the_machine_counts_as_loaded_when_its_load_and_the_timing_threads_overs
         assert warning.startswith(f"the machine is already loaded (load average {load:.1f}")
 
 
+def test_the_paired_rounds_run_with_the_garbage_collector_held_off_and_leave_it_as_it_was() -> None:
+    import gc
+
+    seen: list[bool] = []
+
+    def noting_timer(run: Callable[[], Any], iterations: int) -> tuple[float, float | None]:
+        seen.append(gc.isenabled())
+        return 0.001 * iterations, None
+
+    time_paired(lambda: None, lambda: None, noting_timer, PairedPlan(0.001, 10, 0.0, 0.5))
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        time_paired(lambda: None, lambda: None, noting_timer, PairedPlan(0.001, 10, 0.0, 0.5))
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
+
+
 def test_a_wildly_drifting_interval_stays_above_zero() -> None:
     values = [0.1, 0.1, 5.0, 5.0, 0.05, 0.05, 8.0, 8.0, 0.2, 0.2]  # segments' medians far apart: a wide factor
     interval = speedup_interval(values)

@@ -242,6 +242,41 @@ def test_thread_setting_holds_for_the_plugins_items_and_an_impossible_precision_
     assert f"| test_threads.py::test_speed [cpu] | pass / {speedup_text(ItemRecord.from_dict(timed))} |" in report
 
 
+COLLECTOR_TESTS = """
+import gc
+
+import torch
+
+SEEN = set()
+
+
+@torch.compiler.disable
+def note():
+    SEEN.add(gc.isenabled())
+
+
+class Block(torch.nn.Module):
+    def forward(self, x):
+        note()
+        return torch.relu(x) * 2
+
+
+def test_speed(inductor_benchmark):
+    with torch.no_grad():
+        inductor_benchmark(Block().eval(), torch.randn(8, 32))
+    print("SEEN", sorted(SEEN), "AFTER", gc.isenabled())
+"""
+
+
+def test_the_garbage_collector_is_held_off_in_the_paired_rounds_only(tmp_path: Path) -> None:
+    """The check and pytest-benchmark's rounds run with Python's collector on (pytest-benchmark's default), the
+    paired rounds with it off, and the test goes on with it on again."""
+    (tmp_path / "test_collector.py").write_text(COLLECTOR_TESTS)
+    run = run_pytest(tmp_path, "--inductor-template=default", "--inductor-devices=cpu", "-s", *FAST, *QUIET)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "SEEN [False, True] AFTER True" in run.stdout
+
+
 @pytest.mark.parametrize(
     ("flag", "outcomes"),
     [

@@ -7,7 +7,8 @@ weights and code, and a block timed cold would charge that to whichever side com
 The speedup is the median of the per-round ratios, with a 95% confidence interval spanning two: a bootstrap of the
 rounds and a batch-means interval over contiguous segments of them (the state of the machine drifts, so rounds
 next to each other are alike and resampling single rounds alone claims too much). Rounds go on until the interval
-is narrow enough or the time budget is spent.
+is narrow enough or the time budget is spent. Python's cyclic garbage collector is held off meanwhile (as ``timeit``
+holds it off), so that no collection of a heap full of compiled graphs lands in one block and not in its pair.
 
 Pure functions of the callables and a block timer: no pytest, no torch (numpy for the bootstrap), so that
 any runner (a pytest item, a worker process) can call them unchanged.
@@ -15,11 +16,13 @@ any runner (a pytest item, a worker process) can call them unchanged.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +147,19 @@ def speedup_interval(values: Sequence[float]) -> Interval:
     return Interval(boot.median, min(boot.low, segments.low), max(boot.high, segments.high))
 
 
+@contextlib.contextmanager
+def without_gc() -> Iterator[None]:
+    """Python's cyclic garbage collector run once, then held off for the block; on again after, if it was on."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def calibrate(run: Callable[[], Any], time_block: BlockTimer, block_seconds: float) -> int:
     """Calls per block so that a block lasts at least ``block_seconds`` (as pytest-benchmark calibrates)."""
     iterations = 1
@@ -163,11 +179,23 @@ def time_paired(
     plan: PairedPlan,
     clock: Callable[[], float] = time.perf_counter,
 ) -> PairedTiming:
-    """Time ``eager`` and ``compiled`` (both warmed up already) in alternating blocks, round by round.
+    """Time ``eager`` and ``compiled`` (both warmed up already) in alternating blocks, round by round, with the
+    garbage collector held off.
 
     Stop rule: after ``plan.min_rounds`` rounds, stop once the speedup's interval is within ``plan.target``
     (looked at each time the rounds have grown by half) or once ``plan.max_seconds`` have passed.
     """
+    with without_gc():
+        return _time_paired(eager, compiled, time_block, plan, clock)
+
+
+def _time_paired(
+    eager: Callable[[], Any],
+    compiled: Callable[[], Any],
+    time_block: BlockTimer,
+    plan: PairedPlan,
+    clock: Callable[[], float],
+) -> PairedTiming:
     start = clock()
     iterations = (calibrate(eager, time_block, plan.block_seconds), calibrate(compiled, time_block, plan.block_seconds))
     sides: tuple[Callable[[], Any], Callable[[], Any]] = (eager, compiled)
