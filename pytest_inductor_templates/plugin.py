@@ -191,7 +191,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return (
         config.stash[SESSION_KEY].header_lines()
         + config.stash[TIMING_KEY].header_lines()
-        + (xdist.header_lines(config.stash[SETTINGS_KEY].isolated) if xdist is not None else [])
+        + (xdist.header_lines() if xdist is not None else [])
     )
 
 

@@ -205,7 +205,7 @@ class InductorSession:
         devices = settings.get("inductor_devices")
         cuda = sum(d.type == "cuda" for d in self.visible)
         gpus = pinned_gpus(config, cuda, str(devices.value).strip() if devices else None) if self.samples else []
-        return XdistHooks(gpus, list(dict.fromkeys(cases)))
+        return XdistHooks(gpus, list(dict.fromkeys(cases)), timed=settings.isolated)
 
 
 def templates_listing(config: pytest.Config, settings: Settings) -> str:

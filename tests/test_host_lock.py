@@ -106,6 +106,13 @@ def test_the_controller_gives_gpu_owning_workers_one_lock_folder_and_removes_it_
     hooks.pytest_unconfigure()
     assert not folder.exists()
     assert XdistHooks([]).lock_folder is None  # no pinning, no timing under xdist: no lock
+    untimed = XdistHooks(["0", "1"], timed=False)  # --inductor-isolation=none: nothing times, nothing to lock
+    assert untimed.lock_folder is None
+    assert "times nothing" in untimed.header_lines()[0] and "no worker compiles" not in untimed.header_lines()[0]
+    timed = XdistHooks(["0", "1"])
+    assert timed.header_lines()[0].endswith("times its CUDA sample items; no worker compiles a sample while another "
+                                            "times one")  # fmt: skip
+    timed.pytest_unconfigure()
 
 
 def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.Pytester, tmp_path: Path) -> None:

@@ -79,22 +79,27 @@ def crashed_record(nodeid: str, worker: str, cases: list[tuple[str, str]]) -> It
 class XdistHooks:
     """The controller's pytest-xdist hooks."""
 
-    def __init__(self, gpus: list[str] | None = None, cases: list[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self, gpus: list[str] | None = None, cases: list[tuple[str, str]] | None = None, timed: bool = True
+    ) -> None:
         self.gpus = gpus or []  # the GPUs to pin one to each xdist worker (empty: no pinning)
         self.cases = cases or []  # (template, device) of the matrix, to recognise a crashed user test
         self.owners: dict[str, str] = {}  # GPU -> the worker that owns it
-        # the lock files the GPU-owning workers share, so that none compiles while another times
-        self.lock_folder = tempfile.mkdtemp(prefix="inductor-templates-lock-") if self.gpus else None
+        self.timed = timed
+        # the lock files the GPU-owning workers share, so that none compiles while another times (``timed``: the
+        # workers time their samples, in worker processes; not under --inductor-isolation=none)
+        shared = self.gpus and timed and host_lock.available()
+        self.lock_folder = tempfile.mkdtemp(prefix="inductor-templates-lock-") if shared else None
 
-    def header_lines(self, isolated: bool) -> list[str]:
+    def header_lines(self) -> list[str]:
         """The session header's line on GPU pinning, when there is pinning."""
         if not self.gpus:
             return []
-        timed = "times its CUDA sample items" if isolated else "times nothing (--inductor-isolation=none)"
+        timed = "times its CUDA sample items" if self.timed else "times nothing (--inductor-isolation=none)"
         return [
             f"inductor-templates: pytest-xdist: each of the {len(self.gpus)} workers owns one GPU (it sees it as "
             f"cuda:0) and {timed}"
-            + ("; no worker compiles a sample while another times one" if isolated and host_lock.available() else "")
+            + ("; no worker compiles a sample while another times one" if self.lock_folder else "")
         ]
 
     def pytest_configure_node(self, node: Any) -> None:
