@@ -131,7 +131,10 @@ def test_a_planted_slowdown_fails_the_speedup_gate_with_the_intervals_shown(runs
     drop = re.search(r"- default: speedup on builtin/embedding \[cpu\] fell (\d+\.\d)% \((.*)\)", result.stdout)
     assert drop is not None, result.stdout
     assert float(drop.group(1)) > 25  # each compiled graph call took at least twice as long (Dynamo's part did not)
-    assert re.fullmatch(r"[0-9.]+x -> [0-9.]+x; change -\d+\.\d% \[-\d+\.\d%, -\d+\.\d%\]", drop.group(2))
+    sides = re.fullmatch(r"[0-9.]+x -> [0-9.]+x; change -\d+\.\d% \[-\d+\.\d%, -\d+\.\d%\]; "
+                         r"compiled time \+(\d+\.\d)%, eager time ([-+]\d+\.\d)%", drop.group(2))  # fmt: skip
+    assert sides is not None, drop.group(2)
+    assert float(sides.group(1)) > float(sides.group(2)) + 20  # the line says which side moved: the compiled one
     row = _row(result.stdout, "builtin/embedding")
     assert speedup_text(ItemRecord.from_dict(speedups["builtin/embedding"])) in row  # 1.08x ±7.1% and so on
     assert cli("compare", str(runs["base"]), str(runs["slowed"]), "--fail-on", "speedup:99%").returncode == 0
@@ -170,7 +173,8 @@ def test_a_fall_is_flagged_only_when_its_interval_lies_beyond_the_limit(
     )
     assert result.returncode == (1 if flagged else 0), result.stdout
     line = re.search(r"- default: speedup on builtin/launch_bound \[cpu\] fell 12.0% \(2x -> 1.76x; change "
-                     r"-12.0% \[([-+]?\d+\.\d)%, ([-+]?\d+\.\d)%\]\)", result.stdout)  # fmt: skip
+                     r"-12.0% \[([-+]?\d+\.\d)%, ([-+]?\d+\.\d)%\]; compiled time \+0.0%, eager time \+0.0%\)",
+                     result.stdout)  # fmt: skip
     assert line is not None, result.stdout
     low, high = float(line.group(1)), float(line.group(2))
     assert low < -10 and (high < -10) == flagged
@@ -214,6 +218,11 @@ def test_markdown_and_json_formats(runs) -> None:
     rows = {r["sample"]: r for r in data["templates"]["default"]["rows"]}
     assert rows["builtin/embedding"]["new_speedup"] is None  # a failed item has no speedup
     assert rows["builtin/launch_bound"]["speedup_change"] is not None
+    launch_bound = rows["builtin/launch_bound"]  # each side's time change beside the speedup's
+    assert launch_bound["eager_change"] == pytest.approx(
+        launch_bound["new_eager_median"] / launch_bound["base_eager_median"] - 1
+    )
+    assert "| compiled time | eager time | outcome |" in markdown
 
 
 def test_merge_joins_shards_split_by_template_and_refuses_overlaps(runs, tmp_path: Path) -> None:

@@ -67,10 +67,18 @@ class Row:
 
     @property
     def time_change(self) -> float | None:
-        base, new = (self.base.median if self.base else None), (self.new.median if self.new else None)
-        if not base or new is None:
-            return None
-        return new / base - 1
+        """The change of the compiled model's time per call (pytest-benchmark's median)."""
+        return _relative(self.base.median if self.base else None, self.new.median if self.new else None)
+
+    @property
+    def eager_change(self) -> float | None:
+        """The change of eager's time per call (the median of its paired blocks): the speedup's other side. A speedup
+        that moved because eager did (the machine, eager's own code) is no change of the compiled program."""
+        return _relative(self.base.eager_median if self.base else None, self.new.eager_median if self.new else None)
+
+
+def _relative(base: float | None, new: float | None) -> float | None:
+    return None if not base or new is None else new / base - 1
 
 
 def interval_of(log_change: float | None, log_error: float | None) -> tuple[float, float] | None:
@@ -140,18 +148,18 @@ class RunComparison:
         for template in self.templates:
             found = [
                 (f"speedup on {r.sample} [{r.device}]", r.speedup_change, r.change_interval, r.base_speedup,
-                 r.new_speedup)
+                 r.new_speedup, f"; compiled time {_pct(r.time_change)}, eager time {_pct(r.eager_change)}")
                 for r in template.rows
             ]  # fmt: skip
             found.append(
                 ("geomean speedup", template.geomean_change, template.geomean_interval, template.base_geomean,
-                 template.new_geomean)
+                 template.new_geomean, "")
             )  # fmt: skip
-            for what, change, interval, base, new in found:
+            for what, change, interval, base, new, sides in found:
                 if change is None or change >= -limit:
                     continue
                 line = f"{template.template}: {what} fell {-change:.1%} ({_x(base)} -> {_x(new)}"
-                line += f"; change {_change(change, interval)})"
+                line += f"; change {_change(change, interval)}{sides})"
                 (flagged if regressed(change, interval, limit) else waived).append(line)
         return flagged, waived
 
@@ -248,8 +256,8 @@ def _outcome(row: Row) -> str:
 
 
 HEADER = [
-    "sample [device]", "base speedup", "new speedup", "change [95% interval]", "base median", "new median", "time",
-    "outcome",
+    "sample [device]", "base speedup", "new speedup", "change [95% interval]", "base median", "new median",
+    "compiled time", "eager time", "outcome",
 ]  # fmt: skip
 
 
@@ -262,6 +270,7 @@ def _cells(row: Row) -> list[str]:
         _time(row.base.median if row.base else None),
         _time(row.new.median if row.new else None),
         _pct(row.time_change),
+        _pct(row.eager_change),
         _outcome(row),
     ]
 
@@ -290,7 +299,7 @@ def as_table(comparison: RunComparison) -> str:
     lines = _notes(comparison)
     for template in comparison.templates:
         lines += ["", f"template {template.template}: {_geomean_line(template)}"]
-        lines += render(HEADER, [_cells(r) for r in template.rows], right=range(1, 7))
+        lines += render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8))
     return "\n".join(lines)
 
 
@@ -299,18 +308,18 @@ def as_markdown(comparison: RunComparison) -> str:
     lines += [f"- {note}" for note in _notes(comparison)]
     for template in comparison.templates:
         lines += ["", f"### {template.template}: {_geomean_line(template)}", ""]
-        lines += render(HEADER, [_cells(r) for r in template.rows], right=range(1, 7), markdown=True)
+        lines += render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8), markdown=True)
     return "\n".join(lines)
 
 
 def _row_json(row: Row) -> dict[str, Any]:
-    fields = ("speedup", "speedup_low", "speedup_high", "unstable", "median")
+    fields = ("speedup", "speedup_low", "speedup_high", "unstable", "median", "eager_median")
     data: dict[str, Any] = {"sample": row.sample, "device": row.device}
     for side, record in (("base", row.base), ("new", row.new)):
         data |= {f"{side}_{name}": getattr(record, name) if record else None for name in fields}
         data[f"{side}_outcome"] = getattr(row, f"{side}_outcome")
     interval = row.change_interval
-    data |= {"speedup_change": row.speedup_change, "time_change": row.time_change}
+    data |= {"speedup_change": row.speedup_change, "time_change": row.time_change, "eager_change": row.eager_change}
     data["speedup_change_interval"] = list(interval) if interval else None
     return data
 
