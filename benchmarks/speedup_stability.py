@@ -163,19 +163,24 @@ def stability(paths: list[Path]) -> list[str]:
 
 def sides_that_moved(runs: list[dict[tuple[str, str, str], ItemRecord]], keys: list[tuple[str, str, str]]) -> list[str]:
     """For each entry spreading more than 10%: how each side's time per call changed from the run of its lowest
-    speedup to the run of its highest (eager: the paired blocks' median; compiled: pytest-benchmark's median).
-    One side moving alone is the machine changing under the side it binds (a CPU-bound eager against a GPU-bound
-    CUDA graph), which pairing within a run cannot cancel."""
+    speedup to the run of its highest (the paired blocks' medians; pytest-benchmark's for compiled in runs saved
+    without them). One side moving alone is the machine changing under the side it binds (a CPU-bound eager
+    against a GPU-bound CUDA graph), which pairing within a run cannot cancel."""
     lines = []
     for key in keys:
         ordered = sorted((r[key] for r in runs), key=lambda record: record.speedup or 0.0)
         low, high = ordered[0], ordered[-1]
         if (high.speedup or 0.0) / (low.speedup or 1.0) - 1 <= WIDE_SPREAD:
             continue
-        if not (low.eager_median and low.median and high.eager_median and high.median):
+        compiled = [record.compiled_median or record.median or 0.0 for record in (low, high)]
+        eager = [record.eager_median or 0.0 for record in (low, high)]
+        if not (all(compiled) and all(eager)):
+            lines.append(f"  {key[0]} [{key[2]}] {key[1]}: a run lacks a side's time")
             continue
-        eager, compiled = high.eager_median / low.eager_median - 1, high.median / low.median - 1
-        lines.append(f"  {key[0]} [{key[2]}] {key[1]}: eager time {eager:+.0%}, compiled time {compiled:+.0%}")
+        lines.append(
+            f"  {key[0]} [{key[2]}] {key[1]}: compiled time {compiled[1] / compiled[0] - 1:+.0%}, "
+            f"eager time {eager[1] / eager[0] - 1:+.0%}"
+        )
     if lines:
         lines.insert(
             0,

@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,13 @@ from corpus_selection import add_arguments
 from speedup_crosscheck import compile_options, samples
 
 from pytest_inductor_templates.timing.bench import CPU_BLOCK_SECONDS
-from pytest_inductor_templates.timing.paired import bootstrap_median, calibrate, speedup_interval, without_gc
+from pytest_inductor_templates.timing.paired import (
+    BlockTimer,
+    bootstrap_median,
+    calibrate,
+    speedup_interval,
+    without_gc,
+)
 from pytest_inductor_templates.timing.timers import (
     CUDA_MIN_ROUND_SECONDS,
     block_timer,
@@ -100,15 +107,18 @@ def time_rounds(eager: Any, compiled: Any, seconds: float, cuda: bool) -> list[d
     time, per-call wall and device seconds of each side, and the CPU the timing thread ran on."""
     timer = block_timer(cuda_synchronized_perf_counter, cuda=True) if cuda else block_timer(time.perf_counter, False)
     block = CUDA_MIN_ROUND_SECONDS if cuda else CPU_BLOCK_SECONDS
-    iterations = (calibrate(eager, timer, block), calibrate(compiled, timer, block))
-    sides, rounds, start = (eager, compiled), [], time.perf_counter()
+    rounds: list[dict[str, float]] = []
+    start = time.perf_counter()
     with without_gc():
+        iterations = (calibrate(eager, timer, block), calibrate(compiled, timer, block))
         while time.perf_counter() - start < seconds:
-            rounds.append(time_round(sides, iterations, timer, len(rounds) % 2))
+            rounds.append(time_round((eager, compiled), iterations, timer, odd=len(rounds) % 2 == 1))
     return rounds
 
 
-def time_round(sides: Any, iterations: tuple[int, int], timer: Any, odd: int) -> dict[str, float]:
+def time_round(
+    sides: tuple[Callable[[], Any], Callable[[], Any]], iterations: tuple[int, int], timer: BlockTimer, odd: bool
+) -> dict[str, float]:
     """One round: each side's block, eager first in even rounds, each after an untimed call."""
     entry: dict[str, float] = {"epoch": time.time()}
     for side in (1, 0) if odd else (0, 1):

@@ -97,6 +97,7 @@ class ItemRecord:
     device_time_ms: float | None = None
     # paired timing (compiled bench items that passed): eager and compiled alternately, round by round
     eager_median: float | None = None  # seconds per call, median of the paired eager blocks
+    compiled_median: float | None = None  # seconds per call, median of the paired compiled blocks
     eager_device_time_ms: float | None = None
     paired_rounds: int | None = None
     speedup: float | None = None  # median of the per-round eager/compiled ratios; None unless the item passed
@@ -121,7 +122,7 @@ class ItemRecord:
     def drop_speedup(self) -> None:
         """A failed item has no speedup (a wrong program's speed is no speedup), nor the paired figures behind it."""
         self.speedup = self.speedup_low = self.speedup_high = self.unstable = self.device_speedup = None
-        self.eager_median = self.eager_device_time_ms = self.paired_rounds = None
+        self.eager_median = self.compiled_median = self.eager_device_time_ms = self.paired_rounds = None
 
     @property
     def counts_as_check(self) -> bool:

@@ -183,6 +183,26 @@ def test_a_fall_is_flagged_only_when_its_interval_lies_beyond_the_limit(
     assert ("FAILED:" in result.stdout) == flagged
 
 
+def test_a_run_saved_without_paired_medians_shows_no_eager_change(runs, tmp_path: Path) -> None:
+    """A base run saved before paired timing kept no eager or compiled paired medians: the compiled side's change
+    comes from pytest-benchmark's medians, eager's is n/a in the gate line, the table and the JSON."""
+    base = _with_launch_bound_speedup(runs, tmp_path / "base.json", 2.0, 1.99, 2.01)
+    data = json.loads(base.read_text())
+    for record in data["inductor_templates"]["items"]:
+        record.pop("eager_median", None)
+        record.pop("compiled_median", None)
+    base.write_text(json.dumps(data))
+    new = _with_launch_bound_speedup(runs, tmp_path / "new.json", 1.76, 1.75, 1.77)
+    result = cli("compare", str(base), str(new), "--fail-on", "speedup:10%")
+    assert result.returncode == 1, result.stdout
+    assert re.search(r"change -12.0% \[-1\d\.\d%, -1\d\.\d%\]; compiled time \+0.0%, eager time n/a\)", result.stdout)
+    row = _row(result.stdout, "builtin/launch_bound")
+    assert row.split()[-3:] == ["+0.0%", "n/a", "pass"]
+    rows = json.loads(cli("compare", str(base), str(new), "--format", "json").stdout)["templates"]["default"]["rows"]
+    launch_bound = next(r for r in rows if r["sample"] == "builtin/launch_bound")
+    assert launch_bound["eager_change"] is None and launch_bound["time_change"] == 0.0
+
+
 def test_nothing_comparable_exits_2(runs, tmp_path: Path) -> None:
     disjoint = cli("compare", str(runs["rerun"]), str(runs["shard1"]))  # embedding against launch_bound
     assert disjoint.returncode == 2 and disjoint.stdout == ""
@@ -218,10 +238,14 @@ def test_markdown_and_json_formats(runs) -> None:
     rows = {r["sample"]: r for r in data["templates"]["default"]["rows"]}
     assert rows["builtin/embedding"]["new_speedup"] is None  # a failed item has no speedup
     assert rows["builtin/launch_bound"]["speedup_change"] is not None
-    launch_bound = rows["builtin/launch_bound"]  # each side's time change beside the speedup's
+    launch_bound = rows["builtin/launch_bound"]  # each side's time change beside the speedup's: the paired medians
     assert launch_bound["eager_change"] == pytest.approx(
         launch_bound["new_eager_median"] / launch_bound["base_eager_median"] - 1
     )
+    assert launch_bound["time_change"] == pytest.approx(
+        launch_bound["new_compiled_median"] / launch_bound["base_compiled_median"] - 1
+    )
+    assert launch_bound["base_compiled_median"] != launch_bound["base_median"]  # not pytest-benchmark's rounds
     assert "| compiled time | eager time | outcome |" in markdown
 
 

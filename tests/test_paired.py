@@ -204,6 +204,13 @@ def test_the_paired_rounds_run_with_the_garbage_collector_held_off_and_leave_it_
     finally:
         gc.enable()
 
+    def failing_timer(run: Callable[[], Any], iterations: int) -> tuple[float, float | None]:
+        raise RuntimeError("a timed call failed")
+
+    with pytest.raises(RuntimeError, match="a timed call failed"):
+        time_paired(lambda: None, lambda: None, failing_timer, PairedPlan(0.001, 10, 0.0, 0.5))
+    assert gc.isenabled()  # on again after a failure too
+
 
 def test_a_wildly_drifting_interval_stays_above_zero() -> None:
     values = [0.1, 0.1, 5.0, 5.0, 0.05, 0.05, 8.0, 8.0, 0.2, 0.2]  # segments' medians far apart: a wide factor

@@ -67,18 +67,21 @@ class Row:
 
     @property
     def time_change(self) -> float | None:
-        """The change of the compiled model's time per call (pytest-benchmark's median)."""
-        return _relative(self.base.median if self.base else None, self.new.median if self.new else None)
+        """The change of the compiled model's time per call: of the median of its paired blocks, the speedup's own
+        compiled side, where both runs have it (else of pytest-benchmark's median)."""
+        paired = self._change_of("compiled_median")
+        return paired if paired is not None else self._change_of("median")
 
     @property
     def eager_change(self) -> float | None:
         """The change of eager's time per call (the median of its paired blocks): the speedup's other side. A speedup
         that moved because eager did (the machine, eager's own code) is no change of the compiled program."""
-        return _relative(self.base.eager_median if self.base else None, self.new.eager_median if self.new else None)
+        return self._change_of("eager_median")
 
-
-def _relative(base: float | None, new: float | None) -> float | None:
-    return None if not base or new is None else new / base - 1
+    def _change_of(self, name: str) -> float | None:
+        """new / base - 1 of a record field; None where a run lacks it (runs saved before paired timing)."""
+        base, new = getattr(self.base, name, None), getattr(self.new, name, None)
+        return None if not base or new is None else new / base - 1
 
 
 def interval_of(log_change: float | None, log_error: float | None) -> tuple[float, float] | None:
@@ -313,7 +316,7 @@ def as_markdown(comparison: RunComparison) -> str:
 
 
 def _row_json(row: Row) -> dict[str, Any]:
-    fields = ("speedup", "speedup_low", "speedup_high", "unstable", "median", "eager_median")
+    fields = ("speedup", "speedup_low", "speedup_high", "unstable", "median", "eager_median", "compiled_median")
     data: dict[str, Any] = {"sample": row.sample, "device": row.device}
     for side, record in (("base", row.base), ("new", row.new)):
         data |= {f"{side}_{name}": getattr(record, name) if record else None for name in fields}

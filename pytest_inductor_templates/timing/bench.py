@@ -143,7 +143,8 @@ def _time_into(
         target=precision,
     )
     paired = time_paired(eager_run, run, block_timer(timer, cuda), plan)
-    record.eager_median, record.paired_rounds = paired.eager_median, paired.rounds
+    record.eager_median, record.compiled_median = paired.eager_median, paired.compiled_median
+    record.paired_rounds = paired.rounds
     record.speedup, record.speedup_low, record.speedup_high = (
         paired.speedup.median,
         paired.speedup.low,

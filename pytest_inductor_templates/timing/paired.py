@@ -91,6 +91,10 @@ class PairedTiming:
         return statistics.median(self.eager)
 
     @property
+    def compiled_median(self) -> float:
+        return statistics.median(self.compiled)
+
+    @property
     def device_speedup(self) -> float | None:
         """The median of the per-round ratios of device time, when there is device time."""
         if not self.eager_device or not self.compiled_device:
@@ -180,13 +184,14 @@ def time_paired(
     clock: Callable[[], float] = time.perf_counter,
 ) -> PairedTiming:
     """Time ``eager`` and ``compiled`` (both warmed up already) in alternating blocks, round by round, with the
-    garbage collector held off.
+    garbage collector held off (its collection first counts towards ``plan.max_seconds``).
 
     Stop rule: after ``plan.min_rounds`` rounds, stop once the speedup's interval is within ``plan.target``
     (looked at each time the rounds have grown by half) or once ``plan.max_seconds`` have passed.
     """
+    start = clock()
     with without_gc():
-        return _time_paired(eager, compiled, time_block, plan, clock)
+        return _time_paired(eager, compiled, time_block, plan, clock, start)
 
 
 def _time_paired(
@@ -195,8 +200,8 @@ def _time_paired(
     time_block: BlockTimer,
     plan: PairedPlan,
     clock: Callable[[], float],
+    start: float,
 ) -> PairedTiming:
-    start = clock()
     iterations = (calibrate(eager, time_block, plan.block_seconds), calibrate(compiled, time_block, plan.block_seconds))
     sides: tuple[Callable[[], Any], Callable[[], Any]] = (eager, compiled)
     walls: tuple[list[float], list[float]] = ([], [])

@@ -88,7 +88,7 @@ class XdistHooks:
         self.timed = timed
         # the lock files the GPU-owning workers share, so that none compiles while another times (``timed``: the
         # workers time their samples, in worker processes; not under --inductor-isolation=none)
-        shared = self.gpus and timed and host_lock.available()
+        shared = bool(self.gpus) and timed and host_lock.available()
         self.lock_folder = tempfile.mkdtemp(prefix="inductor-templates-lock-") if shared else None
 
     def header_lines(self) -> list[str]:
