@@ -1,11 +1,11 @@
 """Compiles and timings kept apart across the processes of one session on one host (pytest-xdist, a GPU each).
 
 Under ``-n`` with one GPU per xdist worker, each worker times its own GPU while the others go on. A compile in
-another worker is the one thing that disturbs that: Inductor's pool of compile processes takes every core, and
-the timed program's Python side (launching kernels) slows, eager's more than a compiled or CUDA-graph program's.
-On two H200s, the run whose other worker compiled cold read CUDA-graph speedups up to 1.4x higher than the runs
-after it. So any number of compiles may run at once, and any number of timings, but never a compile and a
-timing together.
+another worker disturbs that: Inductor's pool of compile processes takes every core, and the timed program's
+Python side (launching kernels) slows, eager's more than a compiled or CUDA-graph program's. On two H200s, the run
+whose other worker compiled cold read CUDA-graph speedups up to 1.4x higher than the runs after it (though later
+one process alone showed much the same, so that was not the only cause). So any number of compiles may run at
+once, and any number of timings, but never a compile and a timing together.
 
 Group mutual exclusion with ``flock`` on three files in a folder the session shares: a compile holds
 ``compiling`` shared once no timing holds ``timing``; a timing holds ``timing`` shared once no compile holds
