@@ -5,7 +5,8 @@ speedup with its interval and the run-to-run spread (largest / smallest speedup 
 largest spread (targets on the H200: <= 3% and <= 10%), over every entry and over those marked unstable in no run
 (the figures the plugin vouches for); for each entry spreading more than 10%, how each side's time changed between
 the runs of its lowest and highest speedup (one side moving alone: the machine changed under it); each run's wall
-time and the load average.
+time and the load average; and how steady the CPU's speed was over the runs (``cpu_steadiness.py`` probing beside
+them: a fixed Python loop every 2 s, logged to cpu-speed.txt; it sees the runs' own load as well).
 
   --baseline-ref REF   also time the same selection once with the plugin as of REF (git archive; speedups from the
                        eager row, as before paired timing): the cost ratio (target <= 1.3), warm caches on both sides;
@@ -42,6 +43,7 @@ from io import BytesIO
 from pathlib import Path
 
 from corpus_selection import add_arguments, pytest_selection
+from cpu_steadiness import read_log, summary
 
 from pytest_inductor_templates.record import EAGER, ItemRecord
 from pytest_inductor_templates.runs.files import load
@@ -216,6 +218,23 @@ def baseline_source(ref: str, out: Path) -> Path:
     return target
 
 
+def all_runs(
+    selection: list[str], args: argparse.Namespace, out: Path, env: dict[str, str]
+) -> tuple[list[Path], list[Path], Path | None]:
+    """The N runs, the baseline after the first (warm caches on both sides) and the slowed runs for the gate."""
+    runs, slowed, baseline = [], [], None
+    for i in range(args.runs):
+        runs.append(run_once(f"run-{i}", selection, args, out, env))
+        if i == 0 and (args.baseline_ref or args.baseline_src):  # after the first run: both sides find warm caches
+            source = args.baseline_src.resolve() if args.baseline_src else baseline_source(args.baseline_ref, out)
+            threads = {"OMP_NUM_THREADS": str(args.threads)} if args.threads else {}
+            baseline = run_once("baseline", selection, args, out, {**env, **threads, "PYTHONPATH": str(source)})
+        if i < args.gate:
+            planted = {**env, "PLANTED_SLOWDOWN": str(args.slowdown)}
+            slowed.append(run_once(f"slowed-{i}", selection, args, out, planted))
+    return runs, slowed, baseline
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_arguments(parser)
@@ -243,16 +262,22 @@ def main() -> int:
     selection = pytest_selection(args, out)
     env = {**os.environ, "PLANTED_SLOWDOWN": ""}
     print(f"selection: {' '.join(selection)}; {load_average()}; writing to {out}", flush=True)
-    runs, slowed, baseline = [], [], None
-    for i in range(args.runs):
-        runs.append(run_once(f"run-{i}", selection, args, out, env))
-        if i == 0 and (args.baseline_ref or args.baseline_src):  # after the first run: both sides find warm caches
-            source = args.baseline_src.resolve() if args.baseline_src else baseline_source(args.baseline_ref, out)
-            threads = {"OMP_NUM_THREADS": str(args.threads)} if args.threads else {}
-            baseline = run_once("baseline", selection, args, out, {**env, **threads, "PYTHONPATH": str(source)})
-        if i < args.gate:
-            planted = {**env, "PLANTED_SLOWDOWN": str(args.slowdown)}
-            slowed.append(run_once(f"slowed-{i}", selection, args, out, planted))
+    cpu_log = out / "cpu-speed.txt"
+    command = [
+        sys.executable,
+        str(Path(__file__).with_name("cpu_steadiness.py")),
+        "--seconds",
+        "0",
+        "--interval",
+        "2",
+        "--log",
+    ]
+    cpu_probe = subprocess.Popen([*command, str(cpu_log)])
+    try:
+        runs, slowed, baseline = all_runs(selection, args, out, env)
+    finally:
+        cpu_probe.terminate()
+        cpu_probe.wait()
     lines = [f"selection: {' '.join(selection)}", *stability(runs)]
     walls = [WALLS[f"run-{i}"] for i in range(args.runs)]
     lines.append("wall time per run: " + ", ".join(f"{w:.0f} s" for w in walls))
@@ -265,6 +290,7 @@ def main() -> int:
     if args.gate:
         lines += gate(runs, slowed, args.limit)
     lines.append(f"at the end: {load_average()}")
+    lines.append(f"the CPU's speed beside the runs (cpu_steadiness.py): {summary(read_log(cpu_log))}")
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
