@@ -22,7 +22,7 @@ from .templates.user import (
     hook_definitions,
     load_templates_file,
 )
-from .timing.policy import TIMING_KEY
+from .timing.policy import TIMING_KEY, timing_switched_off_by
 from .worker.remote import RemoteTriples, remote_triples
 from .worker.xdist import XdistHooks, pinned_gpus
 
@@ -205,7 +205,8 @@ class InductorSession:
         devices = settings.get("inductor_devices")
         cuda = sum(d.type == "cuda" for d in self.visible)
         gpus = pinned_gpus(config, cuda, str(devices.value).strip() if devices else None) if self.samples else []
-        return XdistHooks(gpus, list(dict.fromkeys(cases)), timed=settings.isolated)
+        untimed = timing_switched_off_by(config) if settings.isolated else "--inductor-isolation=none"
+        return XdistHooks(gpus, list(dict.fromkeys(cases)), untimed=untimed)
 
 
 def templates_listing(config: pytest.Config, settings: Settings) -> str:

@@ -18,6 +18,7 @@ import pytest
 from pytest_inductor_templates import phases
 from pytest_inductor_templates.timing import host_lock
 from pytest_inductor_templates.timing.host_lock import HostLock
+from pytest_inductor_templates.timing.policy import timing_switched_off_by
 from pytest_inductor_templates.worker.remote import HOST_LOCK, PINNED_GPU
 from pytest_inductor_templates.worker.xdist import XdistHooks
 
@@ -106,13 +107,26 @@ def test_the_controller_gives_gpu_owning_workers_one_lock_folder_and_removes_it_
     hooks.pytest_unconfigure()
     assert not folder.exists()
     assert XdistHooks([]).lock_folder is None  # no pinning, no timing under xdist: no lock
-    untimed = XdistHooks(["0", "1"], timed=False)  # --inductor-isolation=none: nothing times, nothing to lock
-    assert untimed.lock_folder is None
-    assert "times nothing" in untimed.header_lines()[0] and "no worker compiles" not in untimed.header_lines()[0]
+    for option in ("--inductor-isolation=none", "--benchmark-skip"):  # nothing times, nothing to lock
+        untimed = XdistHooks(["0", "1"], untimed=option)
+        assert untimed.lock_folder is None
+        assert untimed.header_lines()[0].endswith(f"and times nothing ({option})")
     timed = XdistHooks(["0", "1"])
     assert timed.header_lines()[0].endswith("times its CUDA sample items; no worker compiles a sample while another "
                                             "times one")  # fmt: skip
     timed.pytest_unconfigure()
+
+
+@pytest.mark.parametrize(
+    ("args", "switched_off_by"),
+    [((), None), (("--benchmark-skip",), "--benchmark-skip"), (("--benchmark-disable",), "--benchmark-disable")],
+)
+def test_the_user_switching_timing_off_is_told_apart(
+    pytester: pytest.Pytester, args: tuple[str, ...], switched_off_by: str | None
+) -> None:
+    """A GPU-owning xdist worker times although pytest-benchmark switched itself off under xdist, but not when the
+    user did: the option that did it is found on a real command line (for the header and the lock folder)."""
+    assert timing_switched_off_by(pytester.parseconfig(*args)) == switched_off_by
 
 
 def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.Pytester, tmp_path: Path) -> None:

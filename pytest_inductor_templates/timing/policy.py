@@ -42,4 +42,14 @@ class TimingSettings:
         return lines
 
 
+def timing_switched_off_by(config: pytest.Config) -> str | None:
+    """The option with which the user turned pytest-benchmark's timing off (``--benchmark-skip``,
+    ``--benchmark-disable``), or None; its own switch-off under pytest-xdist does not count (a worker owning a GPU
+    times its CUDA items regardless)."""
+    for option in ("benchmark_skip", "benchmark_disable"):
+        if config.getoption(option, False):
+            return "--" + option.replace("_", "-")
+    return None
+
+
 TIMING_KEY = pytest.StashKey[TimingSettings]()

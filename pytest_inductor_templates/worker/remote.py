@@ -29,7 +29,7 @@ from ..samples.base import Sample
 from ..samples.triples import SampleCase, TripleEnded
 from ..settings import Settings
 from ..templates.matrix import Case
-from ..timing.policy import TimingSettings
+from ..timing.policy import TimingSettings, timing_switched_off_by
 from . import protocol as p
 from .client import WorkerLost, WorkerProcess
 
@@ -241,8 +241,8 @@ def remote_triples(
                        settings.memory_budget, timing.threads, timing.precision,
                        getattr(config, "workerinput", {}).get(HOST_LOCK))  # fmt: skip
 
-    pinned = pinned_gpu(config) is not None
-    return RemoteTriples(WorkerProcess(hello), settings.recycle_triples, settings.recycle_rss, pinned)
+    timed = pinned_gpu(config) is not None and timing_switched_off_by(config) is None  # owns a GPU: it times
+    return RemoteTriples(WorkerProcess(hello), settings.recycle_triples, settings.recycle_rss, timed)
 
 
 def pinned_gpu(config: pytest.Config) -> str | None:

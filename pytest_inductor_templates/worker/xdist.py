@@ -80,22 +80,21 @@ class XdistHooks:
     """The controller's pytest-xdist hooks."""
 
     def __init__(
-        self, gpus: list[str] | None = None, cases: list[tuple[str, str]] | None = None, timed: bool = True
+        self, gpus: list[str] | None = None, cases: list[tuple[str, str]] | None = None, untimed: str | None = None
     ) -> None:
         self.gpus = gpus or []  # the GPUs to pin one to each xdist worker (empty: no pinning)
         self.cases = cases or []  # (template, device) of the matrix, to recognise a crashed user test
         self.owners: dict[str, str] = {}  # GPU -> the worker that owns it
-        self.timed = timed
-        # the lock files the GPU-owning workers share, so that none compiles while another times (``timed``: the
-        # workers time their samples, in worker processes; not under --inductor-isolation=none)
-        shared = bool(self.gpus) and timed and host_lock.available()
+        self.untimed = untimed  # the option under which the workers time nothing (None: they time their samples)
+        # the lock files the GPU-owning workers share, so that none compiles while another times
+        shared = bool(self.gpus) and untimed is None and host_lock.available()
         self.lock_folder = tempfile.mkdtemp(prefix="inductor-templates-lock-") if shared else None
 
     def header_lines(self) -> list[str]:
         """The session header's line on GPU pinning, when there is pinning."""
         if not self.gpus:
             return []
-        timed = "times its CUDA sample items" if self.timed else "times nothing (--inductor-isolation=none)"
+        timed = f"times nothing ({self.untimed})" if self.untimed else "times its CUDA sample items"
         return [
             f"inductor-templates: pytest-xdist: each of the {len(self.gpus)} workers owns one GPU (it sees it as "
             f"cuda:0) and {timed}"
