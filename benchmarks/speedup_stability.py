@@ -263,16 +263,8 @@ def main() -> int:
     env = {**os.environ, "PLANTED_SLOWDOWN": ""}
     print(f"selection: {' '.join(selection)}; {load_average()}; writing to {out}", flush=True)
     cpu_log = out / "cpu-speed.txt"
-    command = [
-        sys.executable,
-        str(Path(__file__).with_name("cpu_steadiness.py")),
-        "--seconds",
-        "0",
-        "--interval",
-        "2",
-        "--log",
-    ]
-    cpu_probe = subprocess.Popen([*command, str(cpu_log)])
+    probe = [sys.executable, str(Path(__file__).with_name("cpu_steadiness.py")), "--seconds", "0", "--interval", "2"]
+    cpu_probe = subprocess.Popen([*probe, "--log", str(cpu_log)])
     try:
         runs, slowed, baseline = all_runs(selection, args, out, env)
     finally:

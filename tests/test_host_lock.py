@@ -119,7 +119,12 @@ def test_the_controller_gives_gpu_owning_workers_one_lock_folder_and_removes_it_
 
 @pytest.mark.parametrize(
     ("args", "switched_off_by"),
-    [((), None), (("--benchmark-skip",), "--benchmark-skip"), (("--benchmark-disable",), "--benchmark-disable")],
+    [
+        ((), None),
+        (("--benchmark-skip",), "--benchmark-skip"),
+        (("--benchmark-disable",), "--benchmark-disable"),
+        (("--benchmark-disable", "--benchmark-enable"), None),  # pytest-benchmark times then
+    ],
 )
 def test_the_user_switching_timing_off_is_told_apart(
     pytester: pytest.Pytester, args: tuple[str, ...], switched_off_by: str | None
