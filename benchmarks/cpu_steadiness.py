@@ -6,7 +6,7 @@ both. Some virtual machines run a vCPU at two speeds, switching every few second
 showing it (no steal time, a fixed clock in /proc/cpuinfo): another tenant on the same physical core, say.
 
 This script times a fixed pure-Python loop (about 5-30 ms) on each listed CPU, one probe process pinned to
-each, every 0.5 s (``--interval``), and prints per CPU the fastest, 10th, 50th and 90th percentile and slowest
+each, 0.5 s apart (``--interval``), and prints per CPU the fastest, 10th, 50th and 90th percentile and slowest
 time, and the share of samples more than 30% slower than the fastest. A steady machine keeps that share near 0
 and the 90th percentile within a few percent of the 10th; then a run-to-run spread of speedups larger than their
 intervals is not the CPU's doing.
@@ -50,21 +50,28 @@ def current_cpu() -> int:
 
 
 def probe(log: Path, seconds: float, interval: float, cpu: int | None) -> None:
-    """Append ``epoch ms CPU`` to ``log`` every ``interval`` s for ``seconds`` (0: until killed), pinned to ``cpu``."""
+    """Append ``epoch ms CPU`` to ``log``, ``interval`` s apart, for ``seconds`` (0: until killed or its parent
+    process ends), pinned to ``cpu``."""
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     end = time.time() + seconds if seconds else float("inf")
+    parent = os.getppid()
     with log.open("a", buffering=1) as out:
-        while time.time() < end:
+        while time.time() < end and os.getppid() == parent:  # a parent killed outright leaves no orphan probing
             out.write(f"{time.time():.2f} {loop_ms():.3f} {current_cpu()}\n")
             time.sleep(interval)
 
 
 def read_log(log: Path) -> list[float]:
-    """The loop times (ms) a probe logged (none where it logged nothing); a partial last line is skipped."""
+    """The loop times (ms) a probe logged (none where it logged nothing); a line cut short by a kill is skipped."""
     times: list[float] = []
     for line in (log.read_text() if log.exists() else "").split("\n")[:-1]:  # the last: "" or a partial line
-        times.append(float(line.split()[1]))
+        try:
+            epoch, ms, cpu = line.split()
+            float(epoch), int(cpu)
+            times.append(float(ms))
+        except ValueError:  # a line cut short, with the next one appended to it
+            continue
     return times
 
 
@@ -91,6 +98,8 @@ def main() -> int:
     parser.add_argument("--pin", type=int, help="with --log: the CPU to pin the probe to")
     parser.add_argument("--summarize", type=Path, help="print the summary of a --log file and exit")
     args = parser.parse_args()
+    if args.interval < 0:
+        parser.error("--interval must be 0 or more")
     if args.summarize:
         print(summary(read_log(args.summarize)))
         return 0
@@ -113,8 +122,9 @@ def main() -> int:
         log.unlink(missing_ok=True)
     command = [sys.executable, __file__, "--seconds", str(args.seconds), "--interval", str(args.interval)]
     probes = [subprocess.Popen([*command, "--log", str(log), "--pin", str(cpu)]) for cpu, log in logs.items()]
-    for process in probes:
-        process.wait()
+    if failed := [cpu for cpu, process in zip(logs, probes, strict=True) if process.wait() != 0]:
+        print(f"the probe(s) on CPU(s) {failed} failed (the error above)", file=sys.stderr)
+        return 1
     print(
         f"a fixed {LOOP:,}-iteration Python loop every {args.interval:g} s for {args.seconds:g} s, one probe per CPU:"
     )

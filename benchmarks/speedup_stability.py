@@ -263,6 +263,8 @@ def main() -> int:
     env = {**os.environ, "PLANTED_SLOWDOWN": ""}
     print(f"selection: {' '.join(selection)}; {load_average()}; writing to {out}", flush=True)
     cpu_log = out / "cpu-speed.txt"
+    if not args.resume:  # a new invocation's probe starts a new log; a resumed one adds to it
+        cpu_log.unlink(missing_ok=True)
     probe = [sys.executable, str(Path(__file__).with_name("cpu_steadiness.py")), "--seconds", "0", "--interval", "2"]
     cpu_probe = subprocess.Popen([*probe, "--log", str(cpu_log)])
     try:

@@ -124,6 +124,7 @@ def test_the_controller_gives_gpu_owning_workers_one_lock_folder_and_removes_it_
         (("--benchmark-skip",), "--benchmark-skip"),
         (("--benchmark-disable",), "--benchmark-disable"),
         (("--benchmark-disable", "--benchmark-enable"), None),  # pytest-benchmark times then
+        (("--benchmark-skip", "--benchmark-only"), None),  # and then
     ],
 )
 def test_the_user_switching_timing_off_is_told_apart(

@@ -183,7 +183,7 @@ class RunComparison:
             return (
                 f"no compiled entry has a speedup in both runs (base has {timed[0]}, new has {timed[1]}; runs with "
                 "--benchmark-disable, --benchmark-skip or pytest-xdist are not timed, except CUDA sample items with -n "
-                "equal to the number of GPUs)"
+                "equal to the number of GPUs unless timing is switched off)"
             )
         return None
 

@@ -43,10 +43,11 @@ class TimingSettings:
 
 
 def timing_switched_off_by(config: pytest.Config) -> str | None:
-    """The option with which the user turned pytest-benchmark's timing off (``--benchmark-skip``, or
-    ``--benchmark-disable`` without ``--benchmark-enable``, as pytest-benchmark reads them), or None; its own
-    switch-off under pytest-xdist does not count (a worker owning a GPU times its CUDA items regardless)."""
-    if config.getoption("benchmark_skip", False):
+    """The option with which the user turned pytest-benchmark's timing off (``--benchmark-skip`` without
+    ``--benchmark-only``, or ``--benchmark-disable`` without ``--benchmark-enable``, as pytest-benchmark reads them),
+    or None; its own switch-off under pytest-xdist does not count (a worker owning a GPU times its CUDA items
+    regardless)."""
+    if config.getoption("benchmark_skip", False) and not config.getoption("benchmark_only", False):
         return "--benchmark-skip"
     if config.getoption("benchmark_disable", False) and not config.getoption("benchmark_enable", False):
         return "--benchmark-disable"

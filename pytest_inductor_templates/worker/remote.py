@@ -241,7 +241,8 @@ def remote_triples(
                        settings.memory_budget, timing.threads, timing.precision,
                        getattr(config, "workerinput", {}).get(HOST_LOCK))  # fmt: skip
 
-    timed = pinned_gpu(config) is not None and timing_switched_off_by(config) is None  # owns a GPU: it times
+    # a worker owning a GPU times its CUDA items, unless the user switched timing off
+    timed = pinned_gpu(config) is not None and timing_switched_off_by(config) is None
     return RemoteTriples(WorkerProcess(hello), settings.recycle_triples, settings.recycle_rss, timed)
 
 
