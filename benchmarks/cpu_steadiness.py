@@ -42,7 +42,7 @@ def loop_ms() -> float:
 
 
 def current_cpu() -> int:
-    """The CPU this thread last ran on (-1 where /proc does not say)."""
+    """The CPU this thread last ran on (field 39 of /proc/thread-self/stat), or -1."""
     try:
         return int(Path("/proc/thread-self/stat").read_text().rsplit(")", 1)[1].split()[36])
     except (OSError, IndexError, ValueError):
@@ -126,7 +126,7 @@ def main() -> int:
         print(f"the probe(s) on CPU(s) {failed} failed (the error above)", file=sys.stderr)
         return 1
     print(
-        f"a fixed {LOOP:,}-iteration Python loop every {args.interval:g} s for {args.seconds:g} s, one probe per CPU:"
+        f"a fixed {LOOP:,}-iteration Python loop, {args.interval:g} s apart for {args.seconds:g} s, one probe per CPU:"
     )
     for cpu, log in logs.items():
         print(f"  CPU {cpu}: {summary(read_log(log))}")

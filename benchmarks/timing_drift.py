@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 from corpus_selection import add_arguments
+from cpu_steadiness import current_cpu
 from speedup_crosscheck import compile_options, samples
 
 from pytest_inductor_templates.timing.bench import CPU_BLOCK_SECONDS
@@ -57,15 +58,6 @@ from pytest_inductor_templates.timing.timers import (
 
 WINDOW = 10  # rounds: the plugin's minimum, and what a short window reports
 CLOCK_QUERY = "timestamp,clocks.sm,utilization.gpu,power.draw,temperature.gpu"
-
-
-def current_cpu() -> int:
-    """The CPU this thread last ran on (field 39 of /proc/thread-self/stat), or -1."""
-    try:
-        fields = Path("/proc/thread-self/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[36])
-    except (OSError, IndexError, ValueError):
-        return -1
 
 
 def start_clock_log(path: Path) -> subprocess.Popen[bytes] | None:
