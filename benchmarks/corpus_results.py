@@ -38,11 +38,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from pytest_inductor_templates.record import EAGER, ENDED_EARLY, FAILURES, SECTION, Outcome
+from pytest_inductor_templates.outcomes import ENDED_EARLY, FAILURES, Outcome
+from pytest_inductor_templates.record import EAGER, SECTION
 from pytest_inductor_templates.runs.files import Run, RunError, from_data, load, merge
 from pytest_inductor_templates.runs.markdown import as_markdown
-from pytest_inductor_templates.runs.tables import render
 from pytest_inductor_templates.samples.graphnet import GraphNetSample, discover
+from pytest_inductor_templates.tables import render
 from pytest_inductor_templates.timing.threads import usable_cpus
 
 

@@ -30,8 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.runs.files import Run, RunError, load
-from pytest_inductor_templates.runs.tables import render, speedup_text
 from pytest_inductor_templates.samples.graphnet import discover
+from pytest_inductor_templates.tables import render, speedup_text
 
 DEFAULT_TIMING = ["--benchmark-max-time=0.25"]
 

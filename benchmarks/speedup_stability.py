@@ -47,7 +47,7 @@ from cpu_steadiness import read_log, summary
 
 from pytest_inductor_templates.record import EAGER, ItemRecord
 from pytest_inductor_templates.runs.files import load
-from pytest_inductor_templates.runs.tables import percent, speedup_text
+from pytest_inductor_templates.tables import percent, speedup_text
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 WIDE_SPREAD = 0.10  # the H200 target for the largest spread

@@ -11,20 +11,21 @@ from typing import Any
 import pytest
 
 from .check.inputs import Inputs
-from .check.outcomes import CheckResult
+from .check.result import CheckResult
 from .check.runner import CheckSubject
-from .check.tolerances import Tolerance, tolerance_from_marker
 from .check.verdict import check_and_judge
 from .compile.compiled import CompiledModel, EagerModel, no_grad_call
 from .compile.isolation import CompileWatcher, isolated_compile_state
 from .machine import device_scope
-from .record import UNTIMEABLE, user_test_name
+from .outcomes import UNTIMEABLE
+from .record import user_test_name
 from .report.item_records import conclude, record_of, start
 from .session import InductorSession, torch_device
 from .templates.matrix import Case
 from .templates.selection import Selection
 from .timing.bench import mark_timing, mark_untimed, time_into
 from .timing.policy import TIMING_KEY
+from .tolerance import Tolerance, tolerance_from_marker
 
 TOLERANCE_MARKER = "inductor_tolerance"
 CHECKING_FIXTURES = {"inductor_benchmark": "bench", "inductor_check": "check"}  # the record's kind

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from . import fixtures, hookspec, settings
-from .check.outcomes import CheckResult
+from .check.result import CheckResult
 from .limits import item_limit
 from .machine import machine_info
 from .report.benchmark_json import BenchmarkJson

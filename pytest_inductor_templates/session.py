@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from .check.tolerances import Tolerance
 from .machine import Device, visible_devices
 from .samples.base import Sample
 from .samples.sources import select_samples
@@ -23,6 +22,7 @@ from .templates.user import (
     load_templates_file,
 )
 from .timing.policy import TIMING_KEY, timing_switched_off_by
+from .tolerance import Tolerance
 from .worker.remote import RemoteTriples, remote_triples
 from .worker.xdist import XdistHooks, pinned_gpus
 

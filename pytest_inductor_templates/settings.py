@@ -16,9 +16,9 @@ from typing import Any, Generic, TypeVar
 
 import pytest
 
-from .check.tolerances import Tolerance, explicit_tolerance
 from .memory import parse_size
-from .runs.tables import render
+from .tables import render
+from .tolerance import Tolerance, explicit_tolerance
 
 T = TypeVar("T")
 

@@ -13,9 +13,9 @@ import torch
 from pytest_inductor_templates.check.float64 import float64_run
 from pytest_inductor_templates.check.inputs import Inputs
 from pytest_inductor_templates.check.runner import CheckSubject, Observed, judge, observe
-from pytest_inductor_templates.check.tolerances import Tolerance
 from pytest_inductor_templates.compile.isolation import isolated_compile_state
-from pytest_inductor_templates.record import Outcome
+from pytest_inductor_templates.outcomes import Outcome
+from pytest_inductor_templates.tolerance import Tolerance
 
 # Inductor's CPU lowering imports torch.utils.mkldnn, whose ScriptModules warn on torch 2.13
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")

@@ -13,7 +13,8 @@ import torch
 from pytest_inductor_templates.check.diff import compare_outputs
 from pytest_inductor_templates.check.float64 import round_to_tf32
 from pytest_inductor_templates.check.second_opinion import Reference
-from pytest_inductor_templates.check.tolerances import Tolerance, default_tolerance, graphnet_tolerance
+from pytest_inductor_templates.check.tolerances import default_tolerance, graphnet_tolerance
+from pytest_inductor_templates.tolerance import Tolerance
 
 
 def compare(actual, expected, tolerance=None, reference64=None, reference_tf32=None, names=("compiled", "eager")):

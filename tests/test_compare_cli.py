@@ -14,7 +14,7 @@ import pytest
 
 from conftest import run_pytest
 from pytest_inductor_templates.record import FORMAT, ItemRecord
-from pytest_inductor_templates.runs.tables import speedup_text
+from pytest_inductor_templates.tables import speedup_text
 
 FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider")
 SAMPLES = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore")

@@ -15,7 +15,7 @@ from graphnet_tree import FAULTS, write_fault_sample, write_sample
 
 from conftest import junit_properties, run_pytest, standalone_environment
 from pytest_inductor_templates.machine import CPU
-from pytest_inductor_templates.record import Outcome
+from pytest_inductor_templates.outcomes import Outcome
 from pytest_inductor_templates.runs.files import load
 from pytest_inductor_templates.samples.builtin import builtin_sample
 from pytest_inductor_templates.samples.triples import SampleCase, TripleCache

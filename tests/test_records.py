@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from conftest import junit_properties, no_cuda_machine, run_pytest
-from pytest_inductor_templates.record import FORMAT, ItemRecord, Outcome
-from pytest_inductor_templates.runs.tables import percent, speedup_cell, speedup_text, times
+from pytest_inductor_templates.outcomes import Outcome
+from pytest_inductor_templates.record import FORMAT, ItemRecord
+from pytest_inductor_templates.tables import percent, speedup_cell, speedup_text, times
 
 FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider", "-W", "ignore")
 ATEN_LAUNCH_BOUND = ("--inductor-samples", "--inductor-template=aten", "--inductor-devices=cpu", "-k", "launch_bound")
@@ -36,7 +37,7 @@ def test_a_record_survives_every_encoding() -> None:
 
 def test_the_rule_that_decided_reaches_the_record_and_the_report() -> None:
     """A pass cleared by the float64 second opinion says so, with its figures (it used to be dropped)."""
-    from pytest_inductor_templates.check.outcomes import CheckResult
+    from pytest_inductor_templates.check.result import CheckResult
     from pytest_inductor_templates.check.verdict import Verdict
     from pytest_inductor_templates.runs.files import Run
     from pytest_inductor_templates.runs.markdown import as_markdown

@@ -14,7 +14,8 @@ from conftest import no_cuda_machine, usage_error_line
 from pytest_inductor_templates.limits import item_limit
 from pytest_inductor_templates.machine import Device
 from pytest_inductor_templates.memory import parse_size
-from pytest_inductor_templates.record import ItemRecord, Outcome
+from pytest_inductor_templates.outcomes import Outcome
+from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.runs.files import RunError, load, merge
 from pytest_inductor_templates.runs.results_file import ResultsWriter
 from pytest_inductor_templates.samples.graphnet_meta import TensorMeta, chunks, rebuild

@@ -87,7 +87,7 @@ def observe(sample_id: str, corpus: Path | None, dtype: str, device_name: str) -
     the float64 run's, and eager's with every reduction reversed. A failure to run is an ``entry``."""
     import torch
 
-    from pytest_inductor_templates.check.outcomes import CheckResult
+    from pytest_inductor_templates.check.result import CheckResult
     from pytest_inductor_templates.check.runner import CheckSubject, observe
     from pytest_inductor_templates.compile.compiled import CompiledModel
     from pytest_inductor_templates.compile.isolation import isolated_compile_state

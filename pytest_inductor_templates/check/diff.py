@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..compile.outputs import leaves
-from ..record import FIRST_COMPARISON, SECOND_OPINION
+from ..outcomes import FIRST_COMPARISON, SECOND_OPINION
+from ..tolerance import Tolerance
 from . import second_opinion
 from .second_opinion import Reference
-from .tolerances import LEVELS, Tolerance, default_tolerance, dtype_name, graphnet_tolerance
+from .tolerances import LEVELS, default_tolerance, dtype_name, graphnet_tolerance
 
 EXACT = Tolerance(0.0, 0.0)
 Names = tuple[str, str]  # what the two sides are called in messages

@@ -12,13 +12,13 @@ from typing import Any
 
 from ..compile.failures import compile_stage, first_line, innermost
 from ..compile.outputs import leaves, map_tensors
-from ..record import FIRST_COMPARISON, SECOND_OPINION, Outcome
+from ..outcomes import FIRST_COMPARISON, SECOND_OPINION, Outcome
+from ..tolerance import Tolerance
 from .diff import EXACT, Mismatch, OutputDiff, compare_outputs
 from .float64 import Float64Run, float64_run, narrowest, tf32_applies, tf32_enabled
 from .inputs import Inputs, later_inputs
-from .outcomes import CheckResult
+from .result import CheckResult
 from .second_opinion import Reference
-from .tolerances import Tolerance
 
 MAX_LEAVES_SHOWN = 8
 SUPPRESSED = "; Dynamo ran the code eagerly instead (torch._dynamo.config.suppress_errors, TORCHDYNAMO_SUPPRESS_ERRORS)"

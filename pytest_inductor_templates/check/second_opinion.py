@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..record import FIRST_COMPARISON, SECOND_OPINION
+from ..outcomes import FIRST_COMPARISON, SECOND_OPINION
+from ..tolerance import smallest_normal
 from .float64 import TF32_EPSILON
-from .tolerances import machine_epsilon, smallest_normal
+from .tolerances import machine_epsilon
 
 RMSE_FACTOR = 3.0  # compiled's RMSE against float64 may be this many times eager's (same(): 2, or 3 in low precision)
 WORST_FACTOR = 3.0  # its worst element this many times eager's worst

@@ -9,9 +9,10 @@ from typing import Any
 from ..compile.effects import Effect, default_code_of, effects_of, verdict
 from ..compile.isolation import CompileWatcher
 from ..machine import Device
-from ..record import ItemRecord, Outcome
+from ..outcomes import Outcome
+from ..record import ItemRecord
 from ..templates.selection import Selection
-from .outcomes import CheckResult
+from .result import CheckResult
 from .runner import CheckSubject, run_check
 
 

@@ -14,7 +14,8 @@ import warnings
 import pytest
 
 from ..check.verdict import Verdict
-from ..record import FAILURES, ItemRecord, Outcome
+from ..outcomes import FAILURES, Outcome
+from ..record import ItemRecord
 
 RECORD_KEY = pytest.StashKey[ItemRecord]()
 

@@ -6,8 +6,9 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from ..record import EAGER, SHORT_NAMES, ItemRecord, Outcome, geomean
-from ..runs.tables import render, speedup_cell, times
+from ..outcomes import SHORT_NAMES, Outcome
+from ..record import EAGER, ItemRecord, geomean
+from ..tables import render, speedup_cell, times
 from .book import RecordBook
 
 VERDICTS = ("effect", "no effect", "not observed")

@@ -8,9 +8,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..record import EAGER, FAILURES, ItemRecord, Outcome, geomean
+from ..outcomes import FAILURES, Outcome
+from ..record import EAGER, ItemRecord, geomean
+from ..tables import render, speedup_text, times
 from .files import Cell, Key, Run
-from .tables import render, speedup_text, times
 
 Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..record import EAGER, FORMAT, SECTION, ItemRecord, Outcome
+from ..outcomes import Outcome
+from ..record import EAGER, FORMAT, SECTION, ItemRecord
 from . import results_file
 
 

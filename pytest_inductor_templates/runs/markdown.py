@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ..record import EAGER, FAILURES, FIRST_COMPARISON, ItemRecord, geomean
+from ..outcomes import FAILURES, FIRST_COMPARISON
+from ..record import EAGER, ItemRecord, geomean
+from ..tables import render, speedup_text, times
 from .files import Cell, Run
-from .tables import render, speedup_text, times
 
 MARK = {"effect": "effect", "no effect": "**no effect**", "not observed": "not observed"}
 

@@ -7,7 +7,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from ..check.inputs import Inputs
-from ..check.tolerances import Tolerance
+from ..tolerance import Tolerance
 
 __all__ = ["Inputs", "Sample", "SampleError", "Tolerance", "stable_seed"]
 

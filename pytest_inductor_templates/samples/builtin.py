@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..runs.tables import render
+from ..tables import render
 from .base import Inputs, Sample, Tolerance, stable_seed
 from .builtin_models import models
 

@@ -9,7 +9,7 @@ import pytest
 
 from ..check.verdict import Verdict
 from ..machine import Device
-from ..record import ENDED_EARLY, UNTIMEABLE, Outcome
+from ..outcomes import ENDED_EARLY, UNTIMEABLE, Outcome
 from ..report.item_records import conclude, record_of, start
 from ..templates.matrix import Case
 from ..timing.bench import mark_timing, mark_untimed

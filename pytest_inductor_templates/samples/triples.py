@@ -11,18 +11,19 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .. import phases
-from ..check.outcomes import CheckResult
+from ..check.result import CheckResult
 from ..check.runner import CheckSubject
-from ..check.tolerances import Tolerance
 from ..check.verdict import Verdict, check_and_judge
 from ..compile.compiled import CompiledModel, EagerModel
 from ..compile.isolation import CompileWatcher, isolated_compile_state
 from ..machine import device_scope
 from ..memory import MiB, cuda_allocated, format_size, rss_bytes
-from ..record import ItemRecord, Outcome
+from ..outcomes import Outcome
+from ..record import ItemRecord
 from ..templates.matrix import Case
 from ..timing.bench import time_into
 from ..timing.paired import DEFAULT_PRECISION
+from ..tolerance import Tolerance
 from .base import Inputs, Sample, SampleError
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..machine import Device
-from ..runs.tables import render
+from ..tables import render
 from .registry import Template, TemplateRegistry
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from ..record import ItemRecord, Outcome
+from ..outcomes import Outcome
+from ..record import ItemRecord
 from . import host_lock
 from .paired import DEFAULT_PRECISION, PairedPlan, time_paired
 from .timers import CUDA_MIN_ROUND_SECONDS, block_timer, cuda_synchronized_perf_counter, device_time_ms, warm_up

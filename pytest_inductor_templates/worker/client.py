@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..limits import Limit
 from ..memory import rss_bytes
-from ..record import Outcome
+from ..outcomes import Outcome
 from . import protocol as p
 
 START_SECONDS = 600.0  # importing torch and the conftest files, on a loaded machine

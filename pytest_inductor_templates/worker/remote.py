@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from ..check.outcomes import CheckResult
-from ..check.tolerances import Tolerance
+from ..check.result import CheckResult
 from ..check.verdict import Verdict
 from ..limits import Limit
 from ..memory import format_size
@@ -30,6 +29,7 @@ from ..samples.triples import SampleCase, TripleEnded
 from ..settings import Settings
 from ..templates.matrix import Case
 from ..timing.policy import TimingSettings, timing_switched_off_by
+from ..tolerance import Tolerance
 from . import protocol as p
 from .client import WorkerLost, WorkerProcess
 

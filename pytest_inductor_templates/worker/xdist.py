@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from ..record import ItemRecord, Outcome, user_test_name
+from ..outcomes import Outcome
+from ..record import ItemRecord, user_test_name
 from ..timing import host_lock
 from .remote import HOST_LOCK, PINNED_GPU, pinned_gpu
 

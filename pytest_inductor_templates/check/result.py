@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..record import Outcome
+from ..outcomes import Outcome
 
 
 @dataclass

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..record import SHORT_NAMES, ItemRecord
+from .outcomes import SHORT_NAMES
+from .record import ItemRecord
 
 
 def render(
