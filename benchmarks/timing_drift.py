@@ -41,7 +41,7 @@ from corpus_selection import add_arguments
 from cpu_steadiness import current_cpu
 from speedup_crosscheck import compile_options, samples
 
-from pytest_inductor_templates.timing.bench import CPU_BLOCK_SECONDS
+from pytest_inductor_templates.timing.measure import CPU_BLOCK_SECONDS
 from pytest_inductor_templates.timing.paired import (
     BlockTimer,
     bootstrap_median,

@@ -150,13 +150,6 @@ def _fits(value: Any, annotation: str) -> bool:
     return False
 
 
-def user_test_name(base: str, params: str, matrix_id: str) -> str:
-    """A user test's ``sample`` in its records: its node id (``base`` and parameter id ``params``) less the matrix's
-    part of the parameters (``matrix_id``: ``template-device`` or ``template``), the same under every template."""
-    rest = params.removesuffix(matrix_id).rstrip("-") if params.endswith(matrix_id) else params
-    return f"{base}[{rest}]" if rest else base
-
-
 def geomean(values: Iterable[float]) -> float | None:
     """The geometric mean of the positive values, or None when there are none."""
     positive = [v for v in values if v > 0]

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import junit_properties
 from pytest_inductor_templates.compile.compiled import CompileStats
-from pytest_inductor_templates.compile.effects import judge, normalized, verdict
+from pytest_inductor_templates.compile.effects import judge, normalized, overall_effect
 from pytest_inductor_templates.compile.evidence import CompileEvidence
 from pytest_inductor_templates.templates.registry import TemplateRegistry
 from pytest_inductor_templates.templates.selection import Selection
@@ -116,7 +116,7 @@ def test_user_templates_are_judged_against_default(pytester: pytest.Pytester, fr
 def _judge(name: str, code: str, capability=(9, 0), device="cuda", **kwargs) -> str:
     selection = Selection(template=TemplateRegistry()[name])
     effects = judge(selection, CompileStats(graphs=1), CompileEvidence(codes=[code]), device, capability, **kwargs)
-    return f"{verdict(effects)} | " + "; ".join(map(str, effects))
+    return f"{overall_effect(effects)} | " + "; ".join(map(str, effects))
 
 
 TMA_CHOSEN = "triton_tem_fused_mm_persistent_tma_0 ... tl.make_tensor_descriptor("
@@ -167,7 +167,7 @@ def test_cuda_graph_rule_and_the_not_observed_verdicts() -> None:
     )
     cached = CompileEvidence(codes=["extern_kernels.mm("], cache_hits=1)
     max_autotune = Selection(template=TemplateRegistry()["max_autotune"])
-    assert verdict(judge(max_autotune, CompileStats(graphs=1), cached, "cuda", (9, 0))) == "not observed"
+    assert overall_effect(judge(max_autotune, CompileStats(graphs=1), cached, "cuda", (9, 0))) == "not observed"
     from_autotune_cache = CompileEvidence(codes=["extern_kernels.mm("], choices=12)
     assert str(judge(max_autotune, CompileStats(graphs=1), from_autotune_cache, "cuda", (9, 0))[0]) == (
         "max_autotune: autotuning chose among 12 choice(s) timed earlier (cache)"

@@ -16,11 +16,10 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_inductor_templates import phases
+from pytest_inductor_templates.integrations.xdist import HOST_LOCK, PINNED_GPU, XdistHooks
 from pytest_inductor_templates.timing import host_lock
 from pytest_inductor_templates.timing.host_lock import HostLock
 from pytest_inductor_templates.timing.policy import timing_switched_off_by
-from pytest_inductor_templates.worker.remote import HOST_LOCK, PINNED_GPU
-from pytest_inductor_templates.worker.xdist import XdistHooks
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX")
 

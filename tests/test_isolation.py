@@ -14,11 +14,11 @@ import pytest
 from graphnet_tree import FAULTS, write_fault_sample, write_sample
 
 from conftest import junit_properties, run_pytest, standalone_environment
+from pytest_inductor_templates.engine.triples import SampleCase, TripleCache
 from pytest_inductor_templates.machine import CPU
 from pytest_inductor_templates.outcomes import Outcome
 from pytest_inductor_templates.runs.files import load
 from pytest_inductor_templates.samples.builtin import builtin_sample
-from pytest_inductor_templates.samples.triples import SampleCase, TripleCache
 from pytest_inductor_templates.templates.matrix import Case
 from pytest_inductor_templates.templates.registry import BUILTIN_TEMPLATES
 from pytest_inductor_templates.templates.selection import Selection
@@ -170,7 +170,7 @@ def test_a_failed_compile_leaves_nothing_alive_after_the_release() -> None:
     default = next(t for t in BUILTIN_TEMPLATES if t.name == "default")
     case = Case(Selection(template=default, backend="failing_for_release"), CPU)
     triple = cache.get(SampleCase(builtin_sample("conv_bn"), case, "check"))
-    assert triple.judged().result.outcome is Outcome.COMPILE_FAIL
+    assert triple.result().outcome is Outcome.COMPILE_FAIL
     assert triple.tensors and all(ref() is not None for ref in triple.tensors)
     del triple
     assert cache.release() == 0

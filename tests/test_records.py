@@ -38,18 +38,20 @@ def test_a_record_survives_every_encoding() -> None:
 def test_the_rule_that_decided_reaches_the_record_and_the_report() -> None:
     """A pass cleared by the float64 second opinion says so, with its figures (it used to be dropped)."""
     from pytest_inductor_templates.check.result import CheckResult
-    from pytest_inductor_templates.check.verdict import Verdict
+    from pytest_inductor_templates.engine.cell import CellResult, Verdict
+    from pytest_inductor_templates.report.records import write_cell
     from pytest_inductor_templates.runs.files import Run
     from pytest_inductor_templates.runs.markdown import as_markdown
 
     evidence = "out[0]: against float64, compiled vs eager: RMSE 8.3e-06 vs 8.7e-06, worst element 4e-05 vs 4e-05"
     cleared = ItemRecord("corpus/yolo", "default", "cpu", "check")
-    Verdict(CheckResult(Outcome.PASS, level=-4, rule="second opinion", second_opinions=[evidence])).fill(cleared)
+    passed = CheckResult(Outcome.PASS, level=-4, rule="second opinion", second_opinions=[evidence])
+    write_cell(cleared, CellResult(Verdict(passed)))
     assert ("inductor_check_rule", "second opinion") in cleared.properties()
     assert ("inductor_fp64_second_opinion", evidence) in cleared.properties()
     failed = ItemRecord("corpus/opt", "default", "cpu", "check")
     result = CheckResult(Outcome.ACCURACY_FAIL, "call 1 of 2: out[0]: ...", rule="first comparison")
-    Verdict(result).fill(failed)
+    write_cell(failed, CellResult(Verdict(result)))
     report = as_markdown(Run("run.json", {"inductor_templates": {}}, [cleared, failed]))
     assert "| corpus/yolo [cpu] | pass (second opinion) |" in report
     assert f"- corpus/yolo/default/cpu: {evidence}" in report.split("Passed on the float64 second opinion:")[1]

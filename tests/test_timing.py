@@ -326,7 +326,7 @@ def test_cross_gpu_compare_is_refused(pytester: pytest.Pytester) -> None:
 
 CUDA_MARKER_CONFTEST = """
 import pytest
-from pytest_inductor_templates.timing.bench import mark_timing
+from pytest_inductor_templates.integrations.benchmark import mark_timing
 
 
 def pytest_collection_modifyitems(items):
@@ -382,7 +382,7 @@ def test_cuda_items_get_the_synchronizing_timer_and_long_rounds_unless_chosen(
 
 
 PAIRED_MARKER_CONFTEST = """
-from pytest_inductor_templates.timing.bench import mark_timing
+from pytest_inductor_templates.integrations.benchmark import mark_timing
 
 
 def pytest_collection_modifyitems(items):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,17 +10,17 @@ import pytest
 import torch
 
 from conftest import no_cuda_machine, usage_error_line
-from pytest_inductor_templates.limits import item_limit
+from pytest_inductor_templates.integrations.xdist import pinned_gpus
 from pytest_inductor_templates.machine import Device
 from pytest_inductor_templates.memory import parse_size
 from pytest_inductor_templates.outcomes import Outcome
 from pytest_inductor_templates.record import ItemRecord
+from pytest_inductor_templates.report.records import crashed_record
 from pytest_inductor_templates.runs.files import RunError, load, merge
 from pytest_inductor_templates.runs.results_file import ResultsWriter
 from pytest_inductor_templates.samples.graphnet_meta import TensorMeta, chunks, rebuild
 from pytest_inductor_templates.worker.client import describe_exit, telling_line
 from pytest_inductor_templates.worker.main import cuda_fault
-from pytest_inductor_templates.worker.xdist import crashed_record, pinned_gpus
 
 
 def record(sample: str, template: str, kind: str, outcome: Outcome = Outcome.PASS, **fields: object) -> ItemRecord:
@@ -135,22 +134,43 @@ def test_one_gpu_per_xdist_worker_only_when_the_counts_match(monkeypatch: pytest
     assert pinned_gpus(config, 2, "cuda:0,cuda:1") == []  # type: ignore[arg-type]
 
 
-def test_the_limit_is_the_shorter_one_and_comes_before_pytest_timeouts() -> None:
-    def item(timeout: float | None, marker: float | None = None) -> SimpleNamespace:
-        config = SimpleNamespace(
-            pluginmanager=SimpleNamespace(hasplugin=lambda name: timeout is not None),
-            getoption=lambda name, default=None: timeout,
-            getini=lambda name: None,
-        )
-        mark = SimpleNamespace(args=(marker,), kwargs={}) if marker else None
-        return SimpleNamespace(config=config, get_closest_marker=lambda name: mark)
+LIMITS_SEEN = """
+import time
 
-    start = time.monotonic()
-    assert item_limit(item(None), 30.0).for_request(start) == (start + 30.0, "--inductor-timeout=30 s")  # type: ignore[arg-type]
-    deadline, why = item_limit(item(20.0), 30.0).for_request(time.monotonic())  # type: ignore[arg-type]
-    assert why == "17 s (before pytest-timeout's 20 s)" and deadline is not None and deadline - start < 17.5
-    assert item_limit(item(20.0, marker=100.0), 30.0).for_request(start)[1] == "--inductor-timeout=30 s"  # type: ignore[arg-type]
-    assert item_limit(item(None), None).for_request(start) == (None, "")  # type: ignore[arg-type]
+import pytest
+
+from pytest_inductor_templates.integrations.timeout import item_limit
+
+
+def test_plain(request):
+    print("LIMIT plain:", item_limit(request.node, 30.0).for_request(time.monotonic())[1])
+
+
+@pytest.mark.timeout(50)
+def test_marked(request):
+    print("LIMIT marked:", item_limit(request.node, 30.0).for_request(time.monotonic())[1])
+
+
+@pytest.mark.timeout(0)
+def test_off(request):
+    print("LIMIT off:", item_limit(request.node, None).for_request(time.monotonic()))
+"""
+
+
+@pytest.mark.parametrize("func_only", ["false", "true"])
+def test_the_limit_is_what_pytest_timeout_resolved(pytester: pytest.Pytester, func_only: str) -> None:
+    """pytest-timeout reads its option, then PYTEST_TIMEOUT, then its ini key, then the marker over all; the worker's
+    deadline follows what it resolved (read from its own hook), also when its timer starts at the call."""
+    pytest.importorskip("pytest_timeout")
+    pytester.makeini(f"[pytest]\ntimeout = 100\ntimeout_func_only = {func_only}\n")
+    pytester.makepyfile(test_limits=LIMITS_SEEN)
+    pytester.monkeypatch.setenv("PYTEST_TIMEOUT", "20")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    # the variable beats the ini key
+    result.stdout.fnmatch_lines(["*LIMIT plain: 17 s (before pytest-timeout's 20 s)*"])
+    result.stdout.fnmatch_lines(["*LIMIT marked: --inductor-timeout=30 s*"])  # the marker's 50 s: ours is shorter
+    result.stdout.fnmatch_lines(["*LIMIT off: (None, '')*"])  # no limit at all: nothing stops the worker
 
 
 def test_inputs_are_drawn_in_chunks_with_the_values_of_one_draw() -> None:

@@ -91,7 +91,7 @@ def observe(sample_id: str, corpus: Path | None, dtype: str, device_name: str) -
     from pytest_inductor_templates.check.runner import CheckSubject, observe
     from pytest_inductor_templates.compile.compiled import CompiledModel
     from pytest_inductor_templates.compile.isolation import isolated_compile_state
-    from pytest_inductor_templates.samples.triples import call_without_grad
+    from pytest_inductor_templates.engine.triples import call_without_grad
     from pytest_inductor_templates.templates.selection import Selection
 
     device = torch.device(device_name)

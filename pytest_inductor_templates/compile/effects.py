@@ -182,7 +182,7 @@ def judge(
     return effects
 
 
-def verdict(effects: list[Effect]) -> str:
+def overall_effect(effects: list[Effect]) -> str:
     """``effect``, ``no effect``, ``not observed``, or ``n/a`` (nothing to take effect)."""
     if not effects:
         return "n/a"

@@ -12,7 +12,7 @@ import pytest
 
 from ..record import ItemRecord
 from ..runs.results_file import ResultsWriter
-from .item_records import counted
+from .records import counted
 
 TERMINATED = "terminated by SIGTERM"
 NOTHING_FAILED = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)

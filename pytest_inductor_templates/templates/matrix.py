@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import pytest
 
 from ..machine import CPU, Device
-from ..record import ItemRecord
 from ..settings import Sourced
 from .selection import Selection
 
@@ -77,16 +76,3 @@ class Case:
     def fallback_note(self) -> str | None:
         template = self.selection.template
         return template.fallback_note(self.device) if template else None
-
-    def record(self, sample: str, kind: str, source: str) -> ItemRecord:
-        """A new record of an item of this case (``sample``: a sample id, or a user test's name)."""
-        return ItemRecord(
-            sample=sample,
-            template=self.selection.label,
-            device=self.device.name,
-            kind=kind,
-            source=source,
-            gpu=self.device.description if self.device.type == "cuda" else None,
-            settings=dict(self.selection.effective_settings),
-            fallback=self.fallback_note,
-        )

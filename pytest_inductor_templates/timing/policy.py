@@ -5,16 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
 from ..settings import Settings
 from .paired import DEFAULT_PRECISION
 from .threads import default_threads, load_average, load_warning, usable_cpus
 
 
 @dataclass(frozen=True)
-class TimingSettings:
-    """The session's timing settings: intra-op threads (and the load when the session started), and the
+class TimingPolicy:
+    """The session's timing policy: intra-op threads (and the load when the session started), and the
     speedup interval's target half-width."""
 
     threads: int
@@ -22,7 +20,7 @@ class TimingSettings:
     load_at_start: float | None = None
 
     @classmethod
-    def from_settings(cls, chosen: Settings) -> TimingSettings:
+    def from_settings(cls, chosen: Settings) -> TimingPolicy:
         """The options' values, else the defaults: every usable CPU (shared among xdist workers), +-2%."""
         threads = chosen.timing_threads or default_threads()
         return cls(threads, chosen.speedup_precision or DEFAULT_PRECISION, load_average())
@@ -40,18 +38,3 @@ class TimingSettings:
         if warning := load_warning(self.threads, self.load_at_start, usable_cpus()):
             lines.append(f"inductor-templates: warning: {warning}")
         return lines
-
-
-def timing_switched_off_by(config: pytest.Config) -> str | None:
-    """The option with which the user turned pytest-benchmark's timing off (``--benchmark-skip`` without
-    ``--benchmark-only``, or ``--benchmark-disable`` without ``--benchmark-enable``, as pytest-benchmark reads them),
-    or None; its own switch-off under pytest-xdist does not count (a worker owning a GPU times its CUDA items
-    regardless)."""
-    if config.getoption("benchmark_skip", False) and not config.getoption("benchmark_only", False):
-        return "--benchmark-skip"
-    if config.getoption("benchmark_disable", False) and not config.getoption("benchmark_enable", False):
-        return "--benchmark-disable"
-    return None
-
-
-TIMING_KEY = pytest.StashKey[TimingSettings]()

@@ -4,7 +4,7 @@ timed for the pytest process, so that a crash, a hang or a CUDA fault ends one t
 Started by ``worker.client`` as ``python -m pytest_inductor_templates.worker.main``. Requests come on
 stdin, replies leave on a private copy of stdout; whatever the samples print goes to stderr, which the
 pytest process keeps in a file (its last lines explain a crash). The same ``TripleCache`` as in the pytest
-process does the work, so both paths build, check and time a triple alike.
+process does the work (the cell engine), so both paths build, check and time a triple alike.
 """
 
 from __future__ import annotations
@@ -18,15 +18,12 @@ import sys
 import threading
 import time
 import traceback
-from types import SimpleNamespace
-from typing import Any
 
 from .. import phases
 from ..compile.failures import first_line
+from ..engine.triples import TripleCache
 from ..machine import Device
-from ..samples.triples import TripleCache
 from ..timing import host_lock
-from ..timing.paired import DEFAULT_PRECISION
 from . import protocol as p
 
 FAULT_EXIT = 70  # the exit code after a CUDA fault was reported
@@ -68,56 +65,17 @@ def portable(error: BaseException | None) -> p.RemoteError | None:
     return p.RemoteError(f"{first_line(error)}\n{text}")
 
 
-class _QuietLogger:
-    """pytest-benchmark's logger, for a fixture outside a pytest session: says nothing."""
-
-    def debug(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    info = warning = debug
-
-
-def benchmark_fixture(request: p.Time) -> Any:
-    """A pytest-benchmark fixture with the settings of the item's own (see ``remote.benchmark_settings``)."""
-    from pytest_benchmark.fixture import BenchmarkFixture
-
-    settings = dict(request.benchmark)
-    disabled = settings.pop("disabled", True)
-    # the item as the fixture reads it: pytest-benchmark 5.3 reads ``nodeid``, 5.2 ``_nodeid``
-    node = SimpleNamespace(name=request.name, nodeid=request.nodeid, _nodeid=request.nodeid)
-    quiet = _QuietLogger()
-    return BenchmarkFixture(
-        node, add_stats=lambda stats: None, logger=quiet, warner=quiet.debug, disabled=disabled, **settings
-    )
-
-
-class _MarkedItem:
-    """What timing reads from an item: its benchmark marker, here holding the item's resolved settings."""
-
-    def __init__(self, settings: dict[str, Any]) -> None:
-        import pytest
-
-        chosen = {name: settings[name] for name in ("min_time", "max_time", "min_rounds")}
-        self._marker = pytest.mark.benchmark(timer=settings["timer"].target, **chosen).mark
-
-    def get_closest_marker(self, name: str) -> Any:
-        return self._marker if name == "benchmark" else None
-
-
 class Server:
     """Answers the pytest process's requests with one ``TripleCache``."""
 
     def __init__(self, hello: p.Hello) -> None:
-        precision = hello.precision if hello.precision is not None else DEFAULT_PRECISION
-        self.triples = TripleCache(hello.tolerance, hello.require_effect, hello.memory_budget, precision)
+        self.triples = TripleCache(hello.tolerance, hello.policy, hello.memory_budget)
 
     def handle(self, request: object) -> object:
-        device = request.case.case.device if isinstance(request, (p.Check, p.Time)) else self._device()
+        device = request.case.case.device if isinstance(request, p.Run) else self._device()
         try:
-            if isinstance(request, p.Check):
-                return self._check(request)
-            if isinstance(request, p.Time):
-                return self._time(request)
+            if isinstance(request, p.Run):
+                return self._run(request)
             if isinstance(request, p.Release):
                 retained = self.triples.release()
                 fault = cuda_fault(device) if device is not None else None
@@ -131,27 +89,16 @@ class Server:
         current = self.triples.current
         return current.case.device if current is not None else None
 
-    def _check(self, request: p.Check) -> object:
-        triple = self.triples.get(request.case)
-        verdict = triple.judged()
-        if fault := cuda_fault(triple.case.device, verdict.result.error):
+    def _run(self, request: p.Run) -> object:
+        cell = self.triples.get(request.case).result(request.plan)
+        if fault := cuda_fault(request.case.case.device, cell.verdict.result.error):
             return p.Faulted(fault)
-        result = dataclasses.replace(verdict.result, error=portable(verdict.result.error))
-        stats = triple.stats
+        result = dataclasses.replace(cell.verdict.result, error=portable(cell.verdict.result.error))
+        verdict = dataclasses.replace(cell.verdict, result=result)
+        stats = cell.stats
         if stats is not None:
             stats = dataclasses.replace(stats, compile_failure=portable(stats.compile_failure))
-        verdict = dataclasses.replace(verdict, result=result)
-        return p.Checked(verdict, stats, triple.pid, triple.rss_mib, triple.cuda_mib)
-
-    def _time(self, request: p.Time) -> object:
-        triple = self.triples.get(request.case)
-        fixture = benchmark_fixture(request)
-        triple.time(request.record, fixture, _MarkedItem(request.benchmark))
-        if fault := cuda_fault(triple.case.device):
-            return p.Faulted(fault)
-        if fixture.stats is None:
-            return p.Timed(request.record)
-        return p.Timed(request.record, fixture.stats.iterations, list(fixture.stats.stats.data))
+        return p.Ran(dataclasses.replace(cell, verdict=verdict, stats=stats))
 
 
 def _import_conftests(conftests: list[tuple[str, str]]) -> list[str]:

@@ -86,29 +86,18 @@ class Hello:
     sys_path: list[str]
     conftests: list[tuple[str, str]]  # (module name, file) of each conftest.py the session loaded, in order
     tolerance: Any = None
-    require_effect: bool = False
+    policy: Any = None  # engine.cell.CheckPolicy
     memory_budget: int | None = None
     threads: int | None = None  # torch's intra-op threads (--inductor-timing-threads)
-    precision: float | None = None  # paired timing's target (--inductor-speedup-precision)
     host_lock: str | None = None  # the folder of the session's compile/timing lock (timing.host_lock), if shared
 
 
 @dataclass
-class Check:
-    """Build the triple (unless it is the current one) and check it."""
+class Run:
+    """Build the triple (unless it is the current one), check it (unless checked), time it under ``plan``."""
 
-    case: Any  # samples.triples.SampleCase
-
-
-@dataclass
-class Time:
-    """Time the current triple's model under test into ``record`` (see ``timing``)."""
-
-    case: Any
-    record: Any  # record.ItemRecord, returned filled
-    benchmark: dict[str, Any] = field(default_factory=dict)  # pytest-benchmark fixture settings
-    name: str = ""  # the item's name and node id, as pytest-benchmark names a benchmark
-    nodeid: str = ""
+    case: Any  # engine.triples.SampleCase
+    plan: Any = None  # timing.measure.TimingPlan, or None: check only
 
 
 @dataclass
@@ -136,19 +125,8 @@ class Phase:
 
 
 @dataclass
-class Checked:
-    verdict: Any  # check.verdict.Verdict, its exception replaced by a RemoteError
-    stats: Any  # compile.compiled.CompileStats or None
-    pid: int | None = None
-    rss_mib: float | None = None
-    cuda_mib: float | None = None
-
-
-@dataclass
-class Timed:
-    record: Any
-    iterations: int | None = None  # pytest-benchmark's iterations per round, and each round's time per call
-    data: list[float] = field(default_factory=list)
+class Ran:
+    cell: Any  # engine.cell.CellResult, its exceptions replaced by RemoteErrors
 
 
 @dataclass

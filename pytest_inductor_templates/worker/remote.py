@@ -1,35 +1,26 @@
 """Sample triples run in the worker process, seen from the pytest process as ``TripleCache`` triples are.
 
 ``RemoteTriples`` hands out ``RemoteTriple``s that the sample items use exactly as they use a
-``PreparedTriple``: ``judged()``, ``stats``, ``time(...)``. A worker lost during a request ends that item
-``crashed`` or ``timeout``; the next triple gets a fresh worker. The worker is also recycled after a number
-of triples, when its resident memory passes a limit, or when a released model stayed alive, so memory stays
-flat over a long run.
+``PreparedTriple``: ``result(plan)``. A worker lost during a request ends that item ``crashed`` or ``timeout``;
+the next triple gets a fresh worker. The worker is also recycled after a number of triples, when its resident
+memory passes a limit, or when a released model stayed alive, so memory stays flat over a long run. Neither
+torch nor pytest is imported here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
-import types
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-import pytest
 
 from ..check.result import CheckResult
-from ..check.verdict import Verdict
+from ..engine.cell import CellResult, Verdict
+from ..engine.triples import SampleCase, TripleEnded
 from ..limits import Limit
 from ..memory import format_size
-from ..record import ItemRecord
 from ..samples.base import Sample
-from ..samples.triples import SampleCase, TripleEnded
-from ..settings import Settings
 from ..templates.matrix import Case
-from ..timing.policy import TimingSettings, timing_switched_off_by
-from ..tolerance import Tolerance
+from ..timing.measure import TimingPlan
 from . import protocol as p
 from .client import WorkerLost, WorkerProcess
 
@@ -43,42 +34,14 @@ RETAINED_LIMIT = 64 << 20  # bytes of a released triple's tensors still alive pa
 RELEASE_SECONDS = 120.0  # freeing a triple's memory; longer means the worker is stuck, and it is replaced
 
 
-def benchmark_settings(item: pytest.Item, benchmark: Any, timed: bool) -> dict[str, Any]:
-    """The settings pytest-benchmark built the item's ``benchmark`` fixture with (its session's options, then
-    the item's marker), for the worker's own fixture; ``timed`` False: call once, time nothing."""
-    from pytest_benchmark.utils import NameWrapper
-
-    session = getattr(item.config, "_benchmarksession", None)
-    marker = item.get_closest_marker("benchmark")
-    chosen = dict(marker.kwargs) if marker else {}
-    if "timer" in chosen:
-        chosen["timer"] = NameWrapper(chosen["timer"])
-    settings = dict(session.options if session is not None else {}, **chosen)
-    settings["disabled"] = not timed or session is None
-    return settings
-
-
-def feed(benchmark: Any, iterations: int, per_call: list[float]) -> None:
-    """Give pytest-benchmark's fixture the rounds the worker measured, as if it had timed them itself (its
-    JSON, comparison and histogram options then apply unchanged)."""
-    metadata = benchmark._make_stats(iterations)
-    for seconds in per_call:
-        metadata.stats.update(seconds)
-    benchmark._mode = "benchmark(...) in the sample worker"
-
-
 @dataclass
 class RemoteTriple:
-    """One triple held by the worker (a ``samples.triples.Triple``)."""
+    """One triple held by the worker."""
 
     owner: RemoteTriples
     item_case: SampleCase
-    limit: Limit | None = None  # how long the current item's requests may take
     verdict: Verdict | None = None
-    stats: Any = None
-    pid: int | None = None
-    rss_mib: float | None = None
-    cuda_mib: float | None = None
+    runs_in = "in the sample worker"
 
     @property
     def sample(self) -> Sample:
@@ -88,31 +51,18 @@ class RemoteTriple:
     def case(self) -> Case:
         return self.item_case.case
 
-    def judged(self) -> Verdict:
-        """The triple's verdict: checked in the worker on first request, the same for every item afterwards."""
-        if self.verdict is None:
-            try:
-                reply = self.owner.request(p.Check(self.item_case), self.limit)
-            except TripleEnded as ended:
-                self.verdict = Verdict(ended.result)
-            else:
-                assert isinstance(reply, p.Checked)
-                self.verdict, self.stats = reply.verdict, reply.stats
-                self.pid, self.rss_mib, self.cuda_mib = reply.pid, reply.rss_mib, reply.cuda_mib
-        return self.verdict
-
-    def time(self, record: ItemRecord, benchmark: Any, item: pytest.Item) -> None:
-        """Time the model under test in the worker into ``record``; pytest-benchmark's fixture gets the rounds."""
-        timed = not benchmark.disabled or self.owner.time_without_benchmark(self.case)
-        settings = benchmark_settings(item, benchmark, timed)
-        reply = self.owner.request(p.Time(self.item_case, record, settings, item.name, item.nodeid), self.limit)
-        assert isinstance(reply, p.Timed)
-        for f in dataclasses.fields(record):
-            setattr(record, f.name, getattr(reply.record, f.name))
-        if reply.iterations is not None and not benchmark.disabled:
-            feed(benchmark, reply.iterations, reply.data)
-        elif benchmark.disabled:
-            benchmark._mode = "called once in the sample worker"
+    def result(self, plan: TimingPlan | None = None, limit: Limit | None = None) -> CellResult:
+        """The cell's result from the worker: checked on first request, the same verdict for every item
+        afterwards; timed when ``plan`` is given. A lost worker ends the request ``crashed`` or ``timeout``."""
+        try:
+            reply = self.owner.request(p.Run(self.item_case, plan), limit)
+        except TripleEnded as lost:
+            cell = CellResult(Verdict(lost.result), ended=True)
+        else:
+            assert isinstance(reply, p.Ran)
+            cell = reply.cell
+        self.verdict = self.verdict or cell.verdict
+        return cell
 
 
 class RemoteTriples:
@@ -146,17 +96,11 @@ class RemoteTriples:
             text += "; this pytest-xdist worker owns one GPU, and its CUDA items are timed"
         return text
 
-    def get(self, item_case: SampleCase, limit: Limit | None = None) -> RemoteTriple:
+    def get(self, item_case: SampleCase) -> RemoteTriple:
         if self.current is None or self.current.item_case.key != item_case.key:
             self.release()
             self.current = RemoteTriple(self, item_case)
-        self.current.limit = limit
         return self.current
-
-    def time_without_benchmark(self, case: Case) -> bool:
-        """Whether to time although pytest-benchmark switched itself off: under pytest-xdist, when each
-        xdist worker owns one GPU, its CUDA items are timed (into the records)."""
-        return self.pinned_timing and case.device.type == "cuda"
 
     def request(self, message: object, limit: Limit | None) -> object:
         """Send ``message`` for the current triple; the reply, or TripleEnded when the worker was lost."""
@@ -214,38 +158,3 @@ class RemoteTriples:
         """Stop the worker (at the end of the session, or after an interrupt: it may still be busy)."""
         self.current = None
         self.worker.stop()
-
-
-PINNED_GPU = "inductor_pinned_gpu"  # pytest-xdist workerinput key: the GPU this xdist worker owns
-HOST_LOCK = "inductor_host_lock"  # ... the folder of the compile/timing lock its GPU-owning peers share
-
-
-def conftest_modules(config: pytest.Config) -> list[tuple[str, str]]:
-    """(module name, file) of every conftest.py the session has loaded, outermost first."""
-    found = []
-    for plugin in config.pluginmanager.get_plugins():
-        file = getattr(plugin, "__file__", None)
-        if isinstance(plugin, types.ModuleType) and file and Path(file).name == "conftest.py":
-            found.append((plugin.__name__, file))
-    return sorted(found, key=lambda module: (len(Path(module[1]).parts), module[1]))
-
-
-def remote_triples(
-    config: pytest.Config, settings: Settings, tolerance: Tolerance | None, timing: TimingSettings
-) -> RemoteTriples:
-    """The session's triples in a worker process set up like this one (its ``sys.path``, its conftest files,
-    its intra-op threads)."""
-
-    def hello() -> p.Hello:
-        return p.Hello(list(sys.path), conftest_modules(config), tolerance, settings.require_effect,
-                       settings.memory_budget, timing.threads, timing.precision,
-                       getattr(config, "workerinput", {}).get(HOST_LOCK))  # fmt: skip
-
-    # a worker owning a GPU times its CUDA items, unless the user switched timing off
-    timed = pinned_gpu(config) is not None and timing_switched_off_by(config) is None
-    return RemoteTriples(WorkerProcess(hello), settings.recycle_triples, settings.recycle_rss, timed)
-
-
-def pinned_gpu(config: pytest.Config) -> str | None:
-    """The GPU the controller pinned to this pytest-xdist worker, or None (no pinning, or not a worker)."""
-    return getattr(config, "workerinput", {}).get(PINNED_GPU)

@@ -7,51 +7,43 @@ from typing import Any
 
 import pytest
 
-from ..check.verdict import Verdict
+from ..engine.triples import SampleCase
+from ..integrations.benchmark import feed, mark_timing, mark_untimed, name_benchmark, timing_plan
+from ..integrations.timeout import item_limit
 from ..machine import Device
-from ..outcomes import ENDED_EARLY, UNTIMEABLE, Outcome
-from ..report.item_records import conclude, record_of, start
+from ..outcomes import ENDED_EARLY
+from ..report.records import ROOT_NODEID, conclude, new_record, sample_item_name, start
+from ..samples.base import Sample
 from ..templates.matrix import Case
-from ..timing.bench import mark_timing, mark_untimed
-from .base import Sample
-from .triples import SampleCase, Triple, TripleEnded
+from .session import plugin_state
 
 CASE_KEY = pytest.StashKey[SampleCase]()
-ROOT_NODEID = "inductor-samples"
 SAMPLE_MARKER = "inductor_sample"
 
 
-def check(inductor_sample: Triple, request: pytest.FixtureRequest) -> None:
+def check(inductor_sample: Any, request: pytest.FixtureRequest) -> None:
     """The sample's model under test matches eager on each of its input sets (and its template took effect)."""
-    triple, item = inductor_sample, request.node
-    verdict = triple.judged()
-    record = record_of(item)
-    assert record is not None
-    record.pid, record.rss_mib, record.cuda_mib = triple.pid, triple.rss_mib, triple.cuda_mib
-    conclude(item, verdict, triple.stats)
+    state = plugin_state(request.config)
+    conclude(request.node, inductor_sample.result(None, item_limit(request.node, state.session.timeout)))
 
 
-def bench(inductor_sample: Triple, benchmark: Any, request: pytest.FixtureRequest) -> None:
+def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) -> None:
     """Time one call of the sample's model (compiled, or eager for the eager row) through pytest-benchmark; a
     compiled model that passed its check is then timed in pairs with a fresh eager one: its speedup."""
-    triple, item = inductor_sample, request.node
-    checked_before = triple.verdict is not None
-    verdict, record = triple.judged(), record_of(item)
-    assert record is not None
-    outcome = verdict.result.outcome
-    if outcome in UNTIMEABLE | ENDED_EARLY | {Outcome.SKIPPED}:
+    triple, item, state = inductor_sample, request.node, plugin_state(request.config)
+    session = state.session
+    earlier = triple.verdict
+    if earlier is not None and earlier.result.outcome in ENDED_EARLY:  # its check item ended the triple
         mark_untimed(item)
-        if outcome in ENDED_EARLY and checked_before:  # its check item ended the triple: nothing left to time
-            pytest.skip(f"the triple's check ended {outcome.value}: {verdict.result.reason}")
-        conclude(item, verdict)
-    verdict.fill(record, triple.stats)
-    benchmark.group = f"{triple.sample.id}[{triple.case.device.name}]"
-    try:
-        triple.time(record, benchmark, item)
-    except TripleEnded as ended:
+        pytest.skip(f"the triple's check ended {earlier.result.outcome.value}: {earlier.result.reason}")
+    name_benchmark(benchmark, f"{triple.sample.id}[{triple.case.device.name}]")
+    plan = timing_plan(benchmark, state.timing.precision, session.times_without_benchmark(triple.case))
+    cell = triple.result(plan, item_limit(item, session.timeout))
+    if cell.timing is None:
         mark_untimed(item)
-        conclude(item, Verdict(ended.result))
-    conclude(item, verdict, triple.stats)
+    else:
+        feed(benchmark, cell.timing, triple.runs_in)
+    conclude(item, cell)
 
 
 KINDS = (("check", check), ("bench", bench))
@@ -76,9 +68,9 @@ class SampleCollector(pytest.Collector):
         for case, case_problem in self.cases:
             problem = case_problem or self.sample.device_problem(case.device.type)
             for kind, function in KINDS:
-                item = SampleItem.from_parent(self, name=f"{kind}[{case.id}]", callobj=function)
+                item = SampleItem.from_parent(self, name=sample_item_name(kind, case), callobj=function)
                 item.stash[CASE_KEY] = SampleCase(self.sample, case, kind)
-                start(item, case.record(self.sample.id, kind, "sample"))
+                start(item, new_record(case, self.sample.id, kind, "sample"))
                 item.add_marker(SAMPLE_MARKER)
                 if self.config.pluginmanager.hasplugin("xdist"):  # --dist loadgroup keeps a triple on one worker
                     item.add_marker(pytest.mark.xdist_group(f"{self.sample.id}[{case.id}]"))

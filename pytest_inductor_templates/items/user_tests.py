@@ -10,22 +10,18 @@ from typing import Any
 
 import pytest
 
-from .check.inputs import Inputs
-from .check.result import CheckResult
-from .check.runner import CheckSubject
-from .check.verdict import check_and_judge
-from .compile.compiled import CompiledModel, EagerModel, no_grad_call
-from .compile.isolation import CompileWatcher, isolated_compile_state
-from .machine import device_scope
-from .outcomes import UNTIMEABLE
-from .record import user_test_name
-from .report.item_records import conclude, record_of, start
-from .session import InductorSession, torch_device
-from .templates.matrix import Case
-from .templates.selection import Selection
-from .timing.bench import mark_timing, mark_untimed, time_into
-from .timing.policy import TIMING_KEY
-from .tolerance import Tolerance, tolerance_from_marker
+from ..check.inputs import Inputs
+from ..check.result import CheckResult
+from ..compile.compiled import CompiledModel, EagerModel
+from ..compile.isolation import CompileWatcher, isolated_compile_state
+from ..engine.cell import Subject, run_cell
+from ..integrations.benchmark import feed, mark_timing, mark_untimed, name_benchmark, timing_plan
+from ..machine import device_scope
+from ..report.records import conclude, new_record, record_of, start, user_test_id
+from ..templates.matrix import Case
+from ..templates.selection import Selection
+from ..tolerance import Tolerance, tolerance_from_marker
+from .session import InductorSession, plugin_state, torch_device
 
 TOLERANCE_MARKER = "inductor_tolerance"
 CHECKING_FIXTURES = {"inductor_benchmark": "bench", "inductor_check": "check"}  # the record's kind
@@ -58,29 +54,15 @@ def require_callable(target: Any, fixture: str) -> None:
         )
 
 
-def _matrix_params(node: pytest.Item) -> dict[str, Any]:
-    callspec = getattr(node, "callspec", None)
-    return dict(callspec.params) if callspec is not None else {}
-
-
 def case_of(state: InductorSession, node: pytest.Item) -> Case:
     """The matrix cell of a user test: its selection, and its device (the first selected one when it takes
     no inductor_device)."""
-    params = _matrix_params(node)
+    callspec = getattr(node, "callspec", None)
+    params = dict(callspec.params) if callspec is not None else {}
     selection = params.get("inductor_selection", state.columns[0])
     chosen = params.get("inductor_device")
     device = state.devices[0] if chosen is None else next(d for d in state.devices if torch_device(d) == chosen)
     return Case(selection, device)
-
-
-def test_name(node: pytest.Item, selection: Selection) -> str:
-    """The test's node id without the matrix's part of its parameters: the same for every template."""
-    callspec = getattr(node, "callspec", None)
-    if callspec is None:
-        return node.nodeid
-    device = callspec.params.get("inductor_device")
-    matrix_id = f"{selection.label}-{device}" if device is not None else selection.label
-    return user_test_name(node.nodeid.partition("[")[0], callspec.id, matrix_id)
 
 
 def prepare_checking_tests(state: InductorSession, items: list[pytest.Item]) -> None:
@@ -91,7 +73,7 @@ def prepare_checking_tests(state: InductorSession, items: list[pytest.Item]) -> 
         if kind is None or record_of(item) is not None:
             continue
         case = case_of(state, item)
-        start(item, case.record(test_name(item, case.selection), kind, "test"))
+        start(item, new_record(case, user_test_id(item, case.selection), kind, "test"))
         if kind == "bench":
             mark_timing(item, case.device.type, paired=case.selection.compiles)
 
@@ -107,11 +89,6 @@ def marker_tolerance(node: Any) -> Tolerance | None:
     except ValueError as error:
         problem = str(error)
     pytest.fail(f"@pytest.mark.{TOLERANCE_MARKER} {problem}", pytrace=False)  # outside except: no chained traceback
-
-
-def tolerance_of(state: InductorSession, node: pytest.Item) -> Tolerance | None:
-    """The test's ``@pytest.mark.inductor_tolerance(rtol=, atol=)``, else the session's."""
-    return marker_tolerance(node) or state.tolerance
 
 
 @contextlib.contextmanager
@@ -133,13 +110,10 @@ def compiled_models(state: InductorSession, request: pytest.FixtureRequest) -> I
         yield CompiledModelFactory(case.selection, watcher)
 
 
-def _checked(
+def subject_of(
     state: InductorSession, node: pytest.Item, watcher: CompileWatcher, fixture: str, model: Any, inputs: Inputs
-) -> Any:
-    """Check a copy of ``model`` against fresh eager copies and judge its template's effect.
-
-    Returns the verdict, the compiled model and a maker of fresh eager copies.
-    """
+) -> Subject:
+    """A copy of the test's ``model`` compiled with its selection, checked against fresh eager copies."""
     require_callable(model, fixture)
     case = case_of(state, node)
     pristine = copy.deepcopy(model)
@@ -148,9 +122,8 @@ def _checked(
         return copy.deepcopy(pristine)
 
     compiled = CompiledModelFactory(case.selection, watcher)(make_eager())
-    subject = CheckSubject(make_eager, compiled, [inputs], tolerance_of(state, node), case.selection.backend)
-    verdict = check_and_judge(subject, case.selection, case.device, watcher, state.require_effect)
-    return verdict, compiled, make_eager
+    tolerance = marker_tolerance(node) or state.tolerance
+    return Subject(make_eager, compiled, [inputs], case.selection, case.device, watcher, tolerance)
 
 
 def checks(state: InductorSession, request: pytest.FixtureRequest) -> Iterator[Callable[..., CheckResult]]:
@@ -159,20 +132,12 @@ def checks(state: InductorSession, request: pytest.FixtureRequest) -> Iterator[C
 
         def inductor_check(model: Any, *args: Any, **kwargs: Any) -> CheckResult:
             """Compile ``model`` with the test's template, run it and eager, compare, explain any mismatch."""
-            verdict, compiled, _ = _checked(state, node, watcher, "inductor_check", model, Inputs(args, kwargs))
-            conclude(node, verdict, compiled.stats)
-            return verdict.result
+            subject = subject_of(state, node, watcher, "inductor_check", model, Inputs(args, kwargs))
+            cell = run_cell(subject, state.policy)
+            conclude(node, cell)
+            return cell.verdict.result
 
         yield inductor_check
-
-
-def readable_params(callspec: Any) -> dict[str, Any] | None:
-    """The test's parameters as pytest-benchmark's JSON shows them: the matrix's by name, not as
-    ``UNSERIALIZABLE[Selection(...)]``."""
-    if callspec is None:
-        return None
-    readable = {"inductor_selection": lambda selection: selection.label, "inductor_device": str}
-    return {k: readable[k](v) if k in readable else v for k, v in callspec.params.items()}
 
 
 def benchmarks(
@@ -188,29 +153,17 @@ def benchmarks(
             calls += 1
             if calls > 1:
                 pytest.fail("inductor_benchmark times one model per test, as pytest-benchmark does", pytrace=False)
-            verdict, compiled, make_eager = _checked(
-                state, node, watcher, "inductor_benchmark", model, Inputs(args, kwargs)
-            )
+            subject = subject_of(state, node, watcher, "inductor_benchmark", model, Inputs(args, kwargs))
             record = record_of(node)
             assert record is not None
-            if verdict.result.outcome in UNTIMEABLE:
+            name_benchmark(benchmark, f"{record.sample}[{record.device}]", getattr(node, "callspec", None))
+            plan = timing_plan(benchmark, plugin_state(node.config).timing.precision)
+            cell = run_cell(subject, state.policy, plan)
+            if cell.timing is None:
                 mark_untimed(node)
-                conclude(node, verdict, compiled.stats)
-            verdict.fill(record, compiled.stats)
-            case = case_of(state, node)
-            if benchmark.group is None:
-                benchmark.group = f"{record.sample}[{record.device}]"
-            benchmark.params = readable_params(getattr(node, "callspec", None))
-            steady = compiled.steady()  # compiled by the check; timed without per-call scaffolding
-            run, eager_run = lambda: steady(*args, **kwargs), None
-            if case.selection.compiles:  # paired with a fresh eager model, called as the compiled one is
-                eager = make_eager()
-                eager_call = no_grad_call(eager) if case.selection.inference_only else eager
-                eager_run = lambda: eager_call(*args, **kwargs)  # noqa: E731
-            time_into(
-                record, benchmark, node, run, case.device.type, eager_run, node.config.stash[TIMING_KEY].precision
-            )
-            conclude(node, verdict, compiled.stats)
-            return verdict.result
+            else:
+                feed(benchmark, cell.timing, "in this process")
+            conclude(node, cell)
+            return cell.verdict.result
 
         yield inductor_benchmark

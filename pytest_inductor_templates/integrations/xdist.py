@@ -8,7 +8,6 @@ Registered only when pytest-xdist is installed (its hookspecs exist only then).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -16,14 +15,21 @@ from typing import Any
 
 import pytest
 
-from ..outcomes import Outcome
-from ..record import ItemRecord, user_test_name
+from ..report.records import crashed_record
 from ..timing import host_lock
-from .remote import HOST_LOCK, PINNED_GPU, pinned_gpu
 
-SAMPLE_NODEID = re.compile(
-    r"inductor-samples::(?P<sample>.+)::(?P<kind>check|bench)\[(?P<template>.+)-(?P<device>cpu|cuda:\d+)\]"
-)
+PINNED_GPU = "inductor_pinned_gpu"  # pytest-xdist workerinput key: the GPU this xdist worker owns
+HOST_LOCK = "inductor_host_lock"  # ... the folder of the compile/timing lock its GPU-owning peers share
+
+
+def pinned_gpu(config: pytest.Config) -> str | None:
+    """The GPU the controller pinned to this pytest-xdist worker, or None (no pinning, or not a worker)."""
+    return getattr(config, "workerinput", {}).get(PINNED_GPU)
+
+
+def host_lock_folder(config: pytest.Config) -> str | None:
+    """The folder of the compile/timing lock this pytest-xdist worker shares with its GPU-owning peers, or None."""
+    return getattr(config, "workerinput", {}).get(HOST_LOCK)
 
 
 def dist_chosen(config: pytest.Config) -> bool:
@@ -53,28 +59,6 @@ def pin_this_worker(config: pytest.Config) -> None:
             f"could pin GPU {gpu} (by a conftest.py?); run with a -n other than the number of GPUs"
         )
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-
-
-def crashed_record(nodeid: str, worker: str, cases: list[tuple[str, str]]) -> ItemRecord | None:
-    """The record of an item whose xdist worker died running it: a sample item, or a user test parametrized
-    by the plugin (its id ends in one of ``cases``, (template, device)); None for other tests."""
-    reason = f"the pytest-xdist worker {worker} died running it (its stderr, above, says how)"
-    if match := SAMPLE_NODEID.fullmatch(nodeid):
-        sample, template, device, kind, source = *match.group("sample", "template", "device", "kind"), "sample"
-    else:
-        base, _, params = nodeid.partition("[")
-        params = params.removesuffix("]")
-        found = next(
-            ((t, d, f"{t}-{d}") for t, d in cases if params == f"{t}-{d}" or params.endswith(f"-{t}-{d}")), None
-        )
-        found = found or next(((t, d, t) for t, d in cases if params == t or params.endswith(f"-{t}")), None)
-        if found is None:
-            return None
-        (template, device, matrix_id), kind, source = found, "check", "test"
-        sample = user_test_name(base, params, matrix_id)
-    return ItemRecord(
-        sample, template, device, kind, source=source, nodeid=nodeid, outcome=Outcome.CRASHED, reason=reason
-    )
 
 
 class XdistHooks:

@@ -8,23 +8,21 @@ import os
 import traceback
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from .. import phases
+from ..check.inputs import Inputs
 from ..check.result import CheckResult
-from ..check.runner import CheckSubject
-from ..check.verdict import Verdict, check_and_judge
 from ..compile.compiled import CompiledModel, EagerModel
 from ..compile.isolation import CompileWatcher, isolated_compile_state
 from ..machine import device_scope
 from ..memory import MiB, cuda_allocated, format_size, rss_bytes
 from ..outcomes import Outcome
-from ..record import ItemRecord
+from ..samples.base import Sample, SampleError
 from ..templates.matrix import Case
-from ..timing.bench import time_into
-from ..timing.paired import DEFAULT_PRECISION
+from ..timing.measure import TimingPlan
 from ..tolerance import Tolerance
-from .base import Inputs, Sample, SampleError
+from .cell import CellResult, CheckPolicy, Footprint, Subject, Verdict, run_cell
 
 
 @dataclass(frozen=True)
@@ -46,30 +44,6 @@ def call_without_grad(model: Any, inputs: Inputs) -> Any:
 
     with torch.no_grad():
         return model(*inputs.args, **inputs.kwargs)
-
-
-class Triple(Protocol):
-    """What a sample item uses of its triple: a ``PreparedTriple`` (built in this process, or in the sample
-    worker, where the items' requests run it), or the pytest process's stand-in for the worker's, a
-    ``worker.remote.RemoteTriple``."""
-
-    verdict: Verdict | None
-    pid: int | None
-    rss_mib: float | None
-    cuda_mib: float | None
-
-    @property
-    def sample(self) -> Sample: ...
-
-    @property
-    def case(self) -> Case: ...
-
-    @property
-    def stats(self) -> Any: ...
-
-    def judged(self) -> Verdict: ...
-
-    def time(self, record: ItemRecord, benchmark: Any, item: Any) -> None: ...
 
 
 class TripleEnded(Exception):
@@ -94,31 +68,30 @@ class PreparedTriple:
     sample: Sample
     case: Case
     tolerance: Tolerance | None = None
-    require_effect: bool = False  # --inductor-require-effect
-    precision: float = DEFAULT_PRECISION  # paired timing's target (--inductor-speedup-precision)
-    error: str | None = None  # why the sample could not be built
-    error_traceback: str = ""  # where building it raised, for an error other than a SampleError
-    refused: str | None = None  # why the sample was not built at all (--inductor-memory-budget)
-    exit: CheckResult | None = None  # the sample called sys.exit while being built
+    policy: CheckPolicy = field(default_factory=CheckPolicy)
+    problem: Verdict | None = None  # why it was not built or could not be: the verdict of all its items
     model: Any = None  # the compiled model, or the eager one for the eager row
     inputs: list[Inputs] = field(default_factory=list)
-    verdict: Verdict | None = None  # the check's verdict, once it ran
     watcher: CompileWatcher | None = None
-    pid: int | None = None  # the process that built it
-    rss_mib: float | None = None  # this process's resident memory before the triple was built
-    cuda_mib: float | None = None  # CUDA memory allocated on the device before the triple was built
+    verdict: Verdict | None = None  # the check's verdict, once it ran
+    footprint: Footprint | None = None
     tensors: list[weakref.ref[Any]] = field(default_factory=list)  # the built model's and inputs' tensors
 
-    def judged(self) -> Verdict:
-        """The triple's verdict: checked on first request (by the check item, or by the bench item when the
-        check item was deselected), the same for every item afterwards."""
-        if self.verdict is None:
-            try:
-                with device_scope(self.case.device):
-                    self.verdict = self._check()
-            except SystemExit as error:
-                self.verdict = Verdict(exited(error))
-        return self.verdict
+    runs_in = "in this process"
+
+    def result(self, plan: TimingPlan | None = None, limit: object = None) -> CellResult:
+        """The cell's result: checked on first request (by the check item, or by the bench item when the check
+        item was deselected), the same verdict for every item afterwards; timed when ``plan`` is given. (``limit``
+        is for the worker process: in this one a hung item is stopped only by pytest-timeout.)"""
+        if self.problem is not None:
+            return CellResult(self.problem, footprint=self.footprint)
+        try:
+            cell = run_cell(self._subject(), self.policy, plan, self.verdict)
+        except SystemExit as error:
+            cell = CellResult(Verdict(exited(error)), self.stats)
+        self.verdict = self.verdict or cell.verdict
+        cell.footprint = self.footprint
+        return cell
 
     def fresh_eager(self) -> Any:
         """A fresh eager model of the sample on the triple's device: the check's reference, paired timing's baseline."""
@@ -126,25 +99,18 @@ class PreparedTriple:
 
         return self.sample.make_model(torch.device(self.case.device.name))
 
-    def _check(self) -> Verdict:
-        if self.refused is not None:
-            return Verdict(CheckResult(Outcome.SKIPPED, self.refused, self.refused))
-        if self.exit is not None:
-            return Verdict(self.exit)
-        if self.error is not None:
-            reason = f"sample {self.sample.id} is broken: {self.error}"
-            return Verdict(
-                CheckResult(Outcome.EAGER_FAIL, reason, "\n".join(filter(None, [reason, self.error_traceback])))
-            )
-        subject = CheckSubject(
+    def _subject(self) -> Subject:
+        return Subject(
             make_eager=self.fresh_eager,
             model=self.model,
             inputs=self.inputs,
+            selection=self.case.selection,
+            device=self.case.device,
+            watcher=self.watcher,
             tolerance=self.sample.tolerance or self.tolerance,
-            backend=self.case.selection.backend,
-            call=self._call,
+            check_call=self._call,
+            timed_call=call_without_grad,
         )
-        return check_and_judge(subject, self.case.selection, self.case.device, self.watcher, self.require_effect)
 
     def _call(self, model: Any, inputs: Inputs) -> Any:
         """A call of the check, its phase announced: the model under test compiles on its first call."""
@@ -161,18 +127,11 @@ class PreparedTriple:
         """The compiled model's compile stats (None for the eager row or a model that was not built)."""
         return self.model.stats if self.case.selection.compiles and self.model is not None else None
 
-    def time(self, record: ItemRecord, benchmark: Any, item: Any) -> None:
-        """Time one call of the model under test (compiled by the check) through ``benchmark`` into ``record``;
-        a compiled model that passed its check is then timed in pairs with a fresh eager one: its speedup."""
-        phases.enter(phases.TIMING)
-        with device_scope(self.case.device):
-            steady, inputs = self.model.steady(), self.inputs[0]  # no per-call scaffolding
-            eager_run = None
-            if self.case.selection.compiles and record.outcome is Outcome.PASS:
-                eager = self.fresh_eager()
-                eager_run = lambda: call_without_grad(eager, inputs)  # noqa: E731
-            run = lambda: call_without_grad(steady, inputs)  # noqa: E731
-            time_into(record, benchmark, item, run, self.case.device.type, eager_run, self.precision)
+
+def broken(sample: Sample, error: str, where: str = "") -> Verdict:
+    """The verdict on a sample that could not be built: its eager side fails."""
+    reason = f"sample {sample.id} is broken: {error}"
+    return Verdict(CheckResult(Outcome.EAGER_FAIL, reason, "\n".join(filter(None, [reason, where]))))
 
 
 def _tensors(model: Any, inputs: list[Inputs]) -> list[Any]:
@@ -184,6 +143,10 @@ def _tensors(model: Any, inputs: list[Inputs]) -> list[Any]:
     found = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
     found += [t for i in inputs for t in tree_leaves((i.args, i.kwargs)) if isinstance(t, torch.Tensor)]
     return list({id(t): t for t in found}.values())
+
+
+def _mib(size: int | None) -> float | None:
+    return round(size / MiB, 1) if size is not None else None
 
 
 def _alive(refs: list[weakref.ref[Any]]) -> list[Any]:
@@ -207,23 +170,17 @@ class TripleCache:
     """Holds the current triple; builds the next one only when the key changes, releasing the last."""
 
     def __init__(
-        self,
-        tolerance: Tolerance | None = None,
-        require_effect: bool = False,
-        memory_budget: int | None = None,
-        precision: float = DEFAULT_PRECISION,
+        self, tolerance: Tolerance | None = None, policy: CheckPolicy | None = None, memory_budget: int | None = None
     ) -> None:
         self.tolerance = tolerance
-        self.require_effect = require_effect
-        self.precision = precision  # paired timing's target (--inductor-speedup-precision)
+        self.policy = policy or CheckPolicy()
         self.memory_budget = memory_budget  # bytes a sample's tensors may take (--inductor-memory-budget)
         self.current: PreparedTriple | None = None
         self._key: tuple[str, str] | None = None
         self._scope = contextlib.ExitStack()
 
-    def get(self, item_case: SampleCase, limit: object = None) -> PreparedTriple:
-        """The item's triple, built when it is not the current one. (``limit`` is for the worker process: in
-        this one a hung item is stopped only by pytest-timeout.)"""
+    def get(self, item_case: SampleCase) -> PreparedTriple:
+        """The item's triple, built when it is not the current one."""
         if item_case.key != self._key:
             self.release()
             self._key = item_case.key
@@ -235,31 +192,30 @@ class TripleCache:
         import torch
 
         sample, case = item_case.sample, item_case.case
-        prepared = PreparedTriple(sample, case, self.tolerance, self.require_effect, self.precision)
+        prepared = PreparedTriple(sample, case, self.tolerance, self.policy)
         rss, cuda = rss_bytes(), cuda_allocated(case.device)
-        prepared.pid = os.getpid()
-        prepared.rss_mib = round(rss / MiB, 1) if rss is not None else None
-        prepared.cuda_mib = round(cuda / MiB, 1) if cuda is not None else None
+        prepared.footprint = Footprint(os.getpid(), _mib(rss), _mib(cuda))
         phases.enter(phases.BUILDING)
         watcher = self._scope.enter_context(isolated_compile_state())
         prepared.watcher = watcher
         device = torch.device(case.device.name)
         try:
-            prepared.refused = self._refusal(sample)
-            if prepared.refused is not None:
+            refused = self._refusal(sample)
+            if refused is not None:
+                prepared.problem = Verdict(CheckResult(Outcome.SKIPPED, refused, refused))
                 return prepared
             with device_scope(case.device):
                 prepared.inputs = sample.make_inputs(device)
                 model = sample.make_model(device)
         except SampleError as error:
-            prepared.error = str(error)
+            prepared.problem = broken(sample, str(error))
             return prepared
         except Exception as error:  # a sample that cannot even be built fails its own items only
-            prepared.error = f"building it raised {type(error).__name__}: {error}"
-            prepared.error_traceback = traceback.format_exc()
+            raised = f"building it raised {type(error).__name__}: {error}"
+            prepared.problem = broken(sample, raised, traceback.format_exc())
             return prepared
         except SystemExit as error:
-            prepared.exit = exited(error)
+            prepared.problem = Verdict(exited(error))
             return prepared
         prepared.tensors = [weakref.ref(t) for t in _tensors(model, prepared.inputs)]
         prepared.model = CompiledModel(model, case.selection, watcher) if case.selection.compiles else EagerModel(model)

@@ -1,32 +1,36 @@
-"""Session state: registry, matrix (columns x devices), samples, header, and the fixtures' work."""
+"""What the plugin resolved for a pytest session (templates, matrix, samples, where triples run), and the plugin's
+state in ``config.stash``: the options, the timing policy, the thread scope and that session."""
 
 from __future__ import annotations
 
+import sys
+import types
+from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .machine import Device, visible_devices
-from .samples.base import Sample
-from .samples.sources import select_samples
-from .samples.triples import TripleCache
-from .settings import Settings
-from .templates import selection as selection_module
-from .templates.matrix import Case, select_devices
-from .templates.registry import EAGER, TemplateRegistry
-from .templates.user import (
-    TemplateDefinitionError,
-    add_user_templates,
-    hook_definitions,
-    load_templates_file,
-)
-from .timing.policy import TIMING_KEY, timing_switched_off_by
-from .tolerance import Tolerance
-from .worker.remote import RemoteTriples, remote_triples
-from .worker.xdist import XdistHooks, pinned_gpus
+from ..engine.cell import CheckPolicy
+from ..engine.triples import TripleCache
+from ..integrations.benchmark import timing_switched_off_by
+from ..integrations.xdist import XdistHooks, host_lock_folder, pinned_gpu, pinned_gpus
+from ..machine import Device, visible_devices
+from ..samples.base import Sample
+from ..samples.sources import select_samples
+from ..settings import Settings
+from ..templates import selection as selection_module
+from ..templates.matrix import Case, select_devices
+from ..templates.registry import EAGER, TemplateRegistry
+from ..templates.user import TemplateDefinitionError, add_user_templates, hook_definitions, load_templates_file
+from ..timing.policy import TimingPolicy
+from ..timing.threads import ThreadScope
+from ..tolerance import Tolerance
+from ..worker import protocol
+from ..worker.client import WorkerProcess
+from ..worker.remote import RemoteTriples
 
-SESSION_KEY = pytest.StashKey["InductorSession"]()
 TEMPLATES_MARKER = "inductor_templates"
 
 
@@ -60,7 +64,7 @@ class InductorSession:
         visible: list[Device],
         samples: list[Sample],
         tolerance: Tolerance | None = None,
-        require_effect: bool = False,
+        policy: CheckPolicy | None = None,
         left_out: list[tuple[str, str]] | None = None,
         triples: TripleCache | RemoteTriples | None = None,
         timeout: float | None = None,
@@ -72,33 +76,37 @@ class InductorSession:
         self.visible = visible
         self.samples = samples
         self.tolerance = tolerance
-        self.require_effect = require_effect
-        self.triples = triples if triples is not None else TripleCache(tolerance, require_effect)
+        self.policy = policy or CheckPolicy()
+        self.triples = triples if triples is not None else TripleCache(tolerance, self.policy)
         self.timeout = timeout  # --inductor-timeout
 
     @classmethod
     def from_settings(cls, config: pytest.Config, settings: Settings) -> InductorSession:
         registry = build_registry(config, settings)
         visible = visible_devices()
-        tolerance = settings.tolerance
-        timing = config.stash[TIMING_KEY]
+        policy = CheckPolicy(settings.require_effect)
         triples: TripleCache | RemoteTriples
         if settings.isolated:
-            triples = remote_triples(config, settings, tolerance, timing)
+            triples = remote_triples(config, settings, policy, plugin_state(config).timing)
         else:
-            triples = TripleCache(tolerance, settings.require_effect, settings.memory_budget, timing.precision)
+            triples = TripleCache(settings.tolerance, policy, settings.memory_budget)
         return cls(
             registry,
             selection_module.resolve(settings, registry, visible),
             select_devices(settings.get("inductor_devices"), visible),
             visible,
             select_samples(settings),
-            tolerance,
-            settings.require_effect,
+            settings.tolerance,
+            policy,
             selection_module.left_out_by_all(settings, registry, visible),
             triples,
             settings.timeout,
         )
+
+    def times_without_benchmark(self, case: Case) -> bool:
+        """Whether to time although pytest-benchmark switched itself off: under pytest-xdist, when each xdist
+        worker owns one GPU, its CUDA sample items are timed (into the records)."""
+        return isinstance(self.triples, RemoteTriples) and self.triples.pinned_timing and case.device.type == "cuda"
 
     @cached_property
     def sample_cases(self) -> list[Case]:
@@ -213,7 +221,7 @@ def templates_listing(config: pytest.Config, settings: Settings) -> str:
     """``--inductor-list-templates``: every template, its settings, and whether it runs here."""
     import torch
 
-    from .templates.listing import listing
+    from ..templates.listing import listing
 
     return listing(build_registry(config, settings), visible_devices(), torch.__version__)
 
@@ -222,3 +230,60 @@ def torch_device(device: Device) -> Any:
     import torch
 
     return torch.device(device.name)
+
+
+def conftest_modules(config: pytest.Config) -> list[tuple[str, str]]:
+    """(module name, file) of every conftest.py the session has loaded, outermost first."""
+    found = []
+    for plugin in config.pluginmanager.get_plugins():
+        file = getattr(plugin, "__file__", None)
+        if isinstance(plugin, types.ModuleType) and file and Path(file).name == "conftest.py":
+            found.append((plugin.__name__, file))
+    return sorted(found, key=lambda module: (len(Path(module[1]).parts), module[1]))
+
+
+def remote_triples(
+    config: pytest.Config, settings: Settings, policy: CheckPolicy, timing: TimingPolicy
+) -> RemoteTriples:
+    """The session's triples in a worker process set up like this one (its ``sys.path``, its conftest files,
+    its intra-op threads)."""
+
+    def hello() -> protocol.Hello:
+        return protocol.Hello(list(sys.path), conftest_modules(config), settings.tolerance, policy,
+                              settings.memory_budget, timing.threads, host_lock_folder(config))  # fmt: skip
+
+    # a worker owning a GPU times its CUDA items, unless the user switched timing off
+    timed = pinned_gpu(config) is not None and timing_switched_off_by(config) is None
+    return RemoteTriples(WorkerProcess(hello), settings.recycle_triples, settings.recycle_rss, timed)
+
+
+@dataclass
+class PluginState:
+    """The plugin's state for one pytest session: its options (read once), timing policy, intra-op thread scope,
+    and the resolved session, made on first use (only where the plugin is used)."""
+
+    config: pytest.Config
+    options: Settings
+    timing: TimingPolicy
+    threads: ThreadScope
+    resolved: InductorSession | None = None
+
+    @property
+    def session(self) -> InductorSession:
+        """The resolved session, made (and every option checked) on first use."""
+        if self.resolved is None:
+            self.resolved = InductorSession.from_settings(self.config, self.options)
+        return self.resolved
+
+
+STATE_KEY = pytest.StashKey[PluginState]()
+
+
+def plugin_state(config: pytest.Config) -> PluginState:
+    """The plugin's state, made the first time it is asked for (the command line's main hook, or configure in a
+    pytest-xdist worker)."""
+    if STATE_KEY not in config.stash:
+        options = Settings(config)
+        timing = TimingPolicy.from_settings(options)
+        config.stash[STATE_KEY] = PluginState(config, options, timing, ThreadScope(timing.threads))
+    return config.stash[STATE_KEY]

@@ -1,0 +1,147 @@
+"""The cell engine: check one (subject, case) against eager, judge its template's effect, then, when a timing plan
+is given and the check left something to time, time it (paired with eager when it passed).
+
+Plain data in, plain data out: no pytest and no record here. The user fixtures, the sample items in the pytest
+process and the sample worker all call ``run_cell``; the check, the effect verdict and the timing are called from
+here alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .. import phases
+from ..check.inputs import Inputs
+from ..check.result import CheckResult
+from ..check.runner import CheckSubject, run_check
+from ..compile.compiled import CompiledModel, CompileStats, EagerModel, no_grad_call
+from ..compile.effects import Effect, default_code_of, effects_of, overall_effect
+from ..compile.isolation import CompileWatcher
+from ..machine import Device, device_scope
+from ..outcomes import ENDED_EARLY, UNTIMEABLE, Outcome
+from ..templates.selection import Selection
+from ..timing.measure import Timing, TimingPlan, measure
+from ..tolerance import Tolerance
+
+NOT_TIMED = UNTIMEABLE | ENDED_EARLY | {Outcome.SKIPPED}  # nothing ran to time, or eager has no reproducible answer
+
+
+def plain_call(model: Any, inputs: Inputs) -> Any:
+    """A call as a user test makes it."""
+    return model(*inputs.args, **inputs.kwargs)
+
+
+@dataclass
+class Subject:
+    """What one cell runs: a maker of fresh eager models, the model under test (not yet called), its inputs (the
+    first call's, then later calls'), the column and device, and how the check and the timing call a model."""
+
+    make_eager: Callable[[], Any]
+    model: CompiledModel | EagerModel
+    inputs: list[Inputs]
+    selection: Selection
+    device: Device
+    watcher: CompileWatcher | None = None
+    tolerance: Tolerance | None = None
+    check_call: Callable[[Any, Inputs], Any] = plain_call  # the check's calls (a sample's announce their phase)
+    timed_call: Callable[[Any, Inputs], Any] = plain_call  # the timed calls: nothing but the call
+
+
+@dataclass(frozen=True)
+class CheckPolicy:
+    """The session's rules for every check: fail a passing item whose template had no effect."""
+
+    require_effect: bool = False
+
+
+@dataclass
+class Verdict:
+    """A check's result and, for a compiled model that ran, whether its template took effect."""
+
+    result: CheckResult
+    effects: list[Effect] = field(default_factory=list)
+    no_effect: str | None = None  # why the template had no effect, when it had none
+
+    @property
+    def effect(self) -> str | None:
+        """``effect``, ``no effect`` or ``not observed`` over every aspect; None when nothing was judged."""
+        return overall_effect(self.effects) if self.effects else None
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """The process that built a triple, and its memory just before (flat over a run when nothing leaks)."""
+
+    pid: int
+    rss_mib: float | None
+    cuda_mib: float | None
+
+
+@dataclass
+class CellResult:
+    """A cell's verdict, its compile figures (None for the eager row or a model never built), its timing (None
+    when not timed), and for a sample the process that ran it."""
+
+    verdict: Verdict
+    stats: CompileStats | None = None
+    timing: Timing | None = None
+    footprint: Footprint | None = None
+    ended: bool = False  # the process running it was lost (crashed, timed out) during this request
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.verdict.result.outcome
+
+
+def check(subject: Subject, policy: CheckPolicy) -> Verdict:
+    """Run the check; for a model that compiled and ran, judge each aspect of its template; with
+    ``policy.require_effect``, a passing item whose template had no effect becomes ``no_effect``."""
+    checked = CheckSubject(
+        subject.make_eager, subject.model, subject.inputs, subject.tolerance, subject.selection.backend,
+        subject.check_call,
+    )  # fmt: skip
+    result = run_check(checked)
+    if result.outcome not in (Outcome.PASS, Outcome.ACCURACY_FAIL):
+        return Verdict(result)
+    first = subject.inputs[0]
+    call_first: Callable[[Any], Any] = lambda model: subject.check_call(model, first)  # noqa: E731
+    selection = subject.selection
+    default_code = default_code_of(selection, subject.make_eager, call_first, subject.watcher)
+    effects = effects_of(subject.model, selection, subject.device, default_code, lambda: call_first(subject.model))
+    if overall_effect(effects) != "no effect":
+        return Verdict(result, effects)
+    why = f"template {selection.label!r} had no effect: " + "; ".join(str(e) for e in effects if e.took_effect is False)
+    if policy.require_effect and result.outcome is Outcome.PASS:
+        result = replace(result, outcome=Outcome.NO_EFFECT, reason=why, details=why)
+    return Verdict(result, effects, why)
+
+
+def time_subject(subject: Subject, plan: TimingPlan, paired: bool) -> Timing:
+    """Time the model under test (compiled by the check: its steady state, without per-call scaffolding); with
+    ``paired``, in pairs with a fresh eager model called as the compiled one is."""
+    phases.enter(phases.TIMING)
+    inputs, steady = subject.inputs[0], subject.model.steady()
+    eager_run = None
+    if paired:
+        eager = subject.make_eager()
+        eager_call = no_grad_call(eager) if subject.selection.inference_only else eager
+        eager_run = lambda: subject.timed_call(eager_call, inputs)  # noqa: E731
+    run = lambda: subject.timed_call(steady, inputs)  # noqa: E731
+    return measure(run, eager_run, subject.device.type == "cuda", plan)
+
+
+def run_cell(
+    subject: Subject, policy: CheckPolicy, plan: TimingPlan | None = None, verdict: Verdict | None = None
+) -> CellResult:
+    """Check ``subject`` (unless ``verdict`` is its verdict already), then, with a ``plan``, time it when the check
+    left something to time: paired with eager when it passed and compiles."""
+    with device_scope(subject.device):
+        verdict = verdict or check(subject, policy)
+        stats = subject.model.stats if subject.selection.compiles else None
+        timing = None
+        if plan is not None and verdict.result.outcome not in NOT_TIMED:
+            paired = subject.selection.compiles and verdict.result.outcome is Outcome.PASS
+            timing = time_subject(subject, plan, paired)
+    return CellResult(verdict, stats, timing)

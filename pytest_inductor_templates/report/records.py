@@ -1,0 +1,194 @@
+"""The record writer: the one place that turns results into an item's record, and builds and parses node ids.
+
+Every item of the plugin (sample items, and user tests that use ``inductor_check`` or ``inductor_benchmark``)
+carries an ``ItemRecord`` in its stash, started at collection (``new_record``, ``start``). The item ends through
+``conclude``, which writes its cell's result (verdict, compile figures, timing, footprint) and passes, fails or
+skips it; at report time ``complete`` gives an outcome to an item that got none (skipped, errored) and puts the
+record into the report's ``user_properties``, the one transport to JUnit XML and to pytest-xdist's controller.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+
+from ..engine.cell import CellResult, Verdict
+from ..outcomes import FAILURES, Outcome
+from ..record import ItemRecord
+from ..templates.matrix import Case
+from ..templates.selection import Selection
+
+RECORD_KEY = pytest.StashKey[ItemRecord]()
+ROOT_NODEID = "inductor-samples"  # the node id under which every sample item is collected
+SAMPLE_NODEID = re.compile(
+    rf"{ROOT_NODEID}::(?P<sample>.+)::(?P<kind>check|bench)\[(?P<template>.+)-(?P<device>cpu|cuda:\d+)\]"
+)
+
+
+class NoEffectWarning(UserWarning):
+    """A template had no effect on an item: what ran is what default would have compiled."""
+
+
+def new_record(case: Case, sample: str, kind: str, source: str) -> ItemRecord:
+    """A new record of an item of ``case`` (``sample``: a sample id, or a user test's name)."""
+    device = case.device
+    return ItemRecord(
+        sample=sample,
+        template=case.selection.label,
+        device=device.name,
+        kind=kind,
+        source=source,
+        gpu=device.description if device.type == "cuda" else None,
+        settings=dict(case.selection.effective_settings),
+        fallback=case.fallback_note,
+    )
+
+
+def sample_item_name(kind: str, case: Case) -> str:
+    """A sample item's name under its sample's collector: ``check[default-cpu]``."""
+    return f"{kind}[{case.id}]"
+
+
+def user_test_name(base: str, params: str, matrix_id: str) -> str:
+    """A user test's ``sample`` in its records: its node id (``base`` and parameter id ``params``) less the matrix's
+    part of the parameters (``matrix_id``: ``template-device`` or ``template``), the same under every template."""
+    rest = params.removesuffix(matrix_id).rstrip("-") if params.endswith(matrix_id) else params
+    return f"{base}[{rest}]" if rest else base
+
+
+def user_test_id(node: pytest.Item, selection: Selection) -> str:
+    """A user test's node id without the matrix's part of its parameters: the same for every template."""
+    callspec = getattr(node, "callspec", None)
+    if callspec is None:
+        return node.nodeid
+    device = callspec.params.get("inductor_device")
+    matrix_id = f"{selection.label}-{device}" if device is not None else selection.label
+    return user_test_name(node.nodeid.partition("[")[0], callspec.id, matrix_id)
+
+
+def crashed_record(nodeid: str, worker: str, cases: list[tuple[str, str]]) -> ItemRecord | None:
+    """The record of an item whose pytest-xdist worker died running it: a sample item, or a user test parametrized
+    by the plugin (its id ends in one of ``cases``, (template, device)); None for other tests."""
+    reason = f"the pytest-xdist worker {worker} died running it (its stderr, above, says how)"
+    if match := SAMPLE_NODEID.fullmatch(nodeid):
+        sample, template, device, kind, source = *match.group("sample", "template", "device", "kind"), "sample"
+    else:
+        base, _, params = nodeid.partition("[")
+        params = params.removesuffix("]")
+        found = next(
+            ((t, d, f"{t}-{d}") for t, d in cases if params == f"{t}-{d}" or params.endswith(f"-{t}-{d}")), None
+        )
+        found = found or next(((t, d, t) for t, d in cases if params == t or params.endswith(f"-{t}")), None)
+        if found is None:
+            return None
+        (template, device, matrix_id), kind, source = found, "check", "test"
+        sample = user_test_name(base, params, matrix_id)
+    return ItemRecord(
+        sample, template, device, kind, source=source, nodeid=nodeid, outcome=Outcome.CRASHED, reason=reason
+    )
+
+
+def write_cell(record: ItemRecord, cell: CellResult) -> None:
+    """Write a cell's verdict, compile figures, timing and footprint into ``record``."""
+    verdict, stats, timing = cell.verdict, cell.stats, cell.timing
+    result = verdict.result
+    record.outcome, record.reason, record.tolerance_level = result.outcome, result.reason, result.level
+    record.check_rule = result.rule or None
+    record.fp64_second_opinion = "; ".join(result.second_opinions) or None
+    if result.uncompared:
+        record.uncompared = f"{', '.join(result.uncompared)}: NaN or Inf everywhere in eager, as in compiled"
+    if verdict.effect is not None:
+        record.effect, record.effect_evidence = verdict.effect, "; ".join(map(str, verdict.effects))
+    if stats is not None and result.outcome not in (Outcome.EAGER_FAIL, Outcome.COMPILE_FAIL):
+        record.compile_seconds = round(stats.compile_seconds, 4)
+        record.graphs, record.graph_breaks = stats.graphs, stats.graph_breaks
+        record.recompiles, record.cudagraph_skips = stats.recompiles, stats.cudagraph_skips
+    if cell.footprint is not None:
+        record.pid, record.rss_mib, record.cuda_mib = (
+            cell.footprint.pid,
+            cell.footprint.rss_mib,
+            cell.footprint.cuda_mib,
+        )
+    if timing is None or timing.rounds is None:
+        return
+    record.threads, record.warmup_calls, record.timer = timing.threads, timing.warmup_calls, timing.timer
+    record.median, record.device_time_ms = timing.median, timing.device_time_ms
+    paired = timing.paired
+    if paired is None:
+        return
+    record.eager_median, record.compiled_median = paired.eager_median, paired.compiled_median
+    record.paired_rounds, record.unstable, record.device_speedup = paired.rounds, paired.unstable, paired.device_speedup
+    record.speedup, record.speedup_low, record.speedup_high = (
+        paired.speedup.median,
+        paired.speedup.low,
+        paired.speedup.high,
+    )
+    record.eager_device_time_ms = timing.eager_device_time_ms
+
+
+def start(item: pytest.Item, record: ItemRecord) -> None:
+    """Give ``item`` its record (identity filled in; outcome still unknown)."""
+    record.nodeid = item.nodeid
+    item.stash[RECORD_KEY] = record
+
+
+def record_of(item: pytest.Item) -> ItemRecord | None:
+    return item.stash.get(RECORD_KEY, None)
+
+
+def conclude(item: pytest.Item, cell: CellResult) -> None:
+    """Write ``cell`` into the item's record and end the item: pass, fail with the explanation, or skip."""
+    record = item.stash[RECORD_KEY]
+    write_cell(record, cell)
+    end(item, record, cell.verdict)
+
+
+def end(item: pytest.Item, record: ItemRecord, verdict: Verdict) -> None:
+    """End the item as its verdict says: pass, fail with the explanation, or skip (warning on no effect)."""
+    result = verdict.result
+    if verdict.no_effect is not None and result.outcome is not Outcome.NO_EFFECT and record.counts_as_check:
+        path, line, _ = item.reportinfo()
+        warnings.warn_explicit(NoEffectWarning(verdict.no_effect), NoEffectWarning, str(path), (line or 0) + 1)
+    if result.outcome is Outcome.PASS:
+        return
+    if result.outcome is Outcome.EAGER_NONDETERMINISTIC:  # not the compiler's fault: reported at the test
+        raise pytest.skip.Exception(f"eager_nondeterministic: {result.reason}", _use_item_location=True)
+    if result.outcome is Outcome.SKIPPED:  # not run on purpose (over --inductor-memory-budget)
+        raise pytest.skip.Exception(result.reason, _use_item_location=True)
+    if item.config.option.tbstyle == "long" and result.error is not None:
+        raise result.error
+    pytest.fail(f"{result.outcome.value}: {result.details or result.reason}", pytrace=False)
+
+
+def counted(report: pytest.TestReport) -> bool:
+    """One report per item counts: the call, or the setup when the item went no further."""
+    return report.when == "call" or (report.when == "setup" and not report.passed)
+
+
+def _first_line(report: pytest.TestReport) -> str:
+    text = str(report.longrepr) if report.longrepr else ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        text = report.longrepr[2]
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def complete(item: pytest.Item, report: pytest.TestReport) -> None:
+    """At the item's counted report: settle its outcome from the report where the item recorded none (or
+    recorded a pass and failed later), and put the record on the report and the item (JUnit XML writes the
+    properties of the item's last report)."""
+    record = record_of(item)
+    if record is None or not counted(report):
+        return
+    if report.skipped and record.outcome in (None, Outcome.PASS):
+        record.outcome, record.reason = Outcome.SKIPPED, _first_line(report)
+    elif report.failed and record.outcome not in FAILURES:
+        record.outcome, record.reason = Outcome.RUNTIME_FAIL, _first_line(report)
+    elif report.passed and record.outcome is None:
+        record.outcome = Outcome.PASS
+    if record.outcome is not Outcome.PASS:
+        record.drop_speedup()
+    properties = record.properties()
+    report.user_properties.extend(properties)
+    item.user_properties.extend(properties)
