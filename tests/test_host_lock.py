@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_inductor_templates import phases
+from pytest_inductor_templates.integrations.benchmark import timing_switched_off_by
 from pytest_inductor_templates.integrations.xdist import HOST_LOCK, PINNED_GPU, XdistHooks
 from pytest_inductor_templates.timing import host_lock
 from pytest_inductor_templates.timing.host_lock import HostLock
-from pytest_inductor_templates.timing.policy import timing_switched_off_by
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX")
 
@@ -74,12 +74,20 @@ def test_compiles_run_together_and_so_do_timings(tmp_path: Path) -> None:
     assert overlap(*spans(timings, [(0.0, "timing", 1.5), (0.5, "timing", 1.5)]))
 
 
+@pytest.mark.timeout(60)  # a request waiting for its own hold would hang here
 def test_a_request_within_this_process_own_group_does_not_wait_for_itself(tmp_path: Path) -> None:
     lock = HostLock(tmp_path)
+    script, log = tmp_path / "holder.py", tmp_path / "spans.jsonl"
+    script.write_text(HOLDER)
     with lock.timing(), lock.compiling(), lock.timing():  # e.g. a recompile during its own timing
-        pass
+        other = subprocess.Popen([sys.executable, str(script), str(tmp_path), "compiling", "0", str(log)])
+        time.sleep(1.0)
+        assert other.poll() is None  # the timing is still held: another process's compile waits for it
+        released = time.time()
+    assert other.wait(timeout=60) == 0
+    assert json.loads(log.read_text())["began"] >= released
     with lock.compiling(), lock.compiling():  # the backend's compile within the first call's
-        pass
+        assert (tmp_path / "compiling").exists()
 
 
 def test_without_a_shared_folder_nothing_is_held(tmp_path: Path) -> None:

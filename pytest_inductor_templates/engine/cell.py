@@ -89,6 +89,7 @@ class CellResult:
     timing: Timing | None = None
     footprint: Footprint | None = None
     ended: bool = False  # the process running it was lost (crashed, timed out) during this request
+    unbuilt: bool = False  # the sample could not be built: every cell of it fails alike
 
     @property
     def outcome(self) -> Outcome:

@@ -84,7 +84,8 @@ class PreparedTriple:
         item was deselected), the same verdict for every item afterwards; timed when ``plan`` is given. (``limit``
         is for the worker process: in this one a hung item is stopped only by pytest-timeout.)"""
         if self.problem is not None:
-            return CellResult(self.problem, footprint=self.footprint)
+            unbuilt = self.problem.result.outcome is Outcome.EAGER_FAIL
+            return CellResult(self.problem, footprint=self.footprint, unbuilt=unbuilt)
         try:
             cell = run_cell(self._subject(), self.policy, plan, self.verdict)
         except SystemExit as error:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ..engine.cell import CellResult
 from ..engine.triples import SampleCase
 from ..integrations.benchmark import feed, mark_timing, mark_untimed, name_benchmark, timing_plan
 from ..integrations.timeout import item_limit
@@ -21,16 +22,36 @@ CASE_KEY = pytest.StashKey[SampleCase]()
 SAMPLE_MARKER = "inductor_sample"
 
 
+BROKEN_KEY = pytest.StashKey[dict[str, str]]()  # sample id -> the node id of the item that found it broken
+
+
+def skip_if_broken(item: pytest.Item, sample: Sample) -> None:
+    """Skip an item of a sample that an earlier item could not build: one failure per broken sample."""
+    found = item.config.stash.setdefault(BROKEN_KEY, {}).get(sample.id)
+    if found is not None:
+        mark_untimed(item)
+        pytest.skip(f"sample {sample.id} cannot be built: see {found}")
+
+
+def conclude_sample(item: pytest.Item, cell: CellResult) -> None:
+    """End a sample item; a sample found broken is noted, so that its later items skip."""
+    if cell.unbuilt:
+        item.config.stash.setdefault(BROKEN_KEY, {})[item.stash[CASE_KEY].sample.id] = item.nodeid
+    conclude(item, cell)
+
+
 def check(inductor_sample: Any, request: pytest.FixtureRequest) -> None:
     """The sample's model under test matches eager on each of its input sets (and its template took effect)."""
-    state = plugin_state(request.config)
-    conclude(request.node, inductor_sample.result(None, item_limit(request.node, state.session.timeout)))
+    skip_if_broken(request.node, inductor_sample.sample)
+    limit = item_limit(request.node, plugin_state(request.config).session.timeout)
+    conclude_sample(request.node, inductor_sample.result(None, limit))
 
 
 def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) -> None:
     """Time one call of the sample's model (compiled, or eager for the eager row) through pytest-benchmark; a
     compiled model that passed its check is then timed in pairs with a fresh eager one: its speedup."""
     triple, item, state = inductor_sample, request.node, plugin_state(request.config)
+    skip_if_broken(item, triple.sample)
     session = state.session
     earlier = triple.verdict
     if earlier is not None and earlier.result.outcome in ENDED_EARLY:  # its check item ended the triple
@@ -43,7 +64,7 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
         mark_untimed(item)
     else:
         feed(benchmark, cell.timing, triple.runs_in)
-    conclude(item, cell)
+    conclude_sample(item, cell)
 
 
 KINDS = (("check", check), ("bench", bench))
