@@ -1,4 +1,4 @@
-"""A GraphNet corpus under eager, default and cudagraphs, and docs/corpus-results.md from the plugin's own report.
+"""A GraphNet corpus under eager, default and cudagraphs; docs/results/corpus-results.md from the plugin's report.
 
 OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--templates default,cudagraphs]
     [--devices cuda:0] [--warm-workers K [--warm-only]] [-- PYTEST ARGS]
@@ -15,7 +15,7 @@ OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--
     A cell (sample, template) whose check timed out or crashed in the warm-up pass is not run again in the timed
     run (it would spend the same timeout there, one sample at a time; where eager's did, the whole sample): the
     timed run lists them in not-timed-I.txt, and `doc` takes their warm-up outcomes from warm-I.jsonl.
-python benchmarks/corpus_results.py doc RESULTS... [--doc docs/corpus-results.md] [--note TEXT]
+python benchmarks/corpus_results.py doc RESULTS... [--doc docs/results/corpus-results.md] [--note TEXT]
     Merges the shards (pytest-inductor-templates merge: one eager row) and writes the page: pass rate per
     template, each failure's reason, speedups (pytest-inductor-templates report), and the worker's memory
     before each triple (flat when nothing leaks).
@@ -303,7 +303,7 @@ def main() -> int:
     run_parser.add_argument("--warm-only", action="store_true", help="the warm-up pass alone (beside other work)")
     doc_parser = commands.add_parser("doc")
     doc_parser.add_argument("results", nargs="+")
-    doc_parser.add_argument("--doc", default="docs/corpus-results.md")
+    doc_parser.add_argument("--doc", default="docs/results/corpus-results.md")
     doc_parser.add_argument("--note", help="a paragraph for the top of the page (what the run covers, and why)")
     args, extra = parser.parse_known_args()
     if args.command == "run" and args.warm_only and not args.warm_workers:

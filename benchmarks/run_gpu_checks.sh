@@ -39,7 +39,7 @@ for step in $what; do
           --inductor-sample-dtype=$dtype -n "${WORKERS:-8}" --dist loadgroup ${SAMPLES_K:+-k "$SAMPLES_K"} \
           -q -p no:cacheprovider -W ignore::DeprecationWarning -m inductor_sample examples 2>&1 \
           | tee "$OUT/$step.txt" | sed -n '/sample checks on/,$p' ;;
-    results) # one shard of the timed all-template run behind docs/gpu-results.md (SHARD names it, SAMPLES_K picks samples)
+    results) # one shard of the timed all-template run behind docs/results/gpu-results.md (SHARD names it, SAMPLES_K picks samples)
       TORCHINDUCTOR_FX_GRAPH_CACHE=0 limit python3 -m pytest --inductor-samples --inductor-template=all \
           --inductor-devices=cuda ${SAMPLES_K:+-k "$SAMPLES_K"} \
           --benchmark-json="$OUT/results-${SHARD:-all}.json" --benchmark-max-time=0.25 \

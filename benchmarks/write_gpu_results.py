@@ -1,6 +1,6 @@
-"""Write docs/gpu-results.md from the GPU checks' logs: environment, commands, the plugin's own report.
+"""Write docs/results/gpu-results.md from the GPU checks' logs: environment, commands, the plugin's own report.
 
-Usage: python benchmarks/write_gpu_results.py [--note=TEXT ...] LOG_DIR [LOG_DIR ...] > docs/gpu-results.md
+Usage: python benchmarks/write_gpu_results.py [--note=TEXT ...] LOG_DIR [LOG_DIR ...] > docs/results/gpu-results.md
 LOG_DIRs, oldest first, hold what benchmarks/run_gpu_checks.sh wrote: env.txt, gpu_tests.txt, fidelity.txt,
 crosscheck.txt, templates.txt (``pytest --inductor-list-templates`` and an ``all`` run's header) and
 results-*.json shards (merged as ``pytest-inductor-templates merge`` does, rendered as ``pytest-inductor-templates
@@ -95,7 +95,7 @@ def main(directories: list[Path], extra_notes: list[str]) -> int:
             f"SHARD={name} SAMPLES_K='{' or '.join(samples)}' bash benchmarks/run_gpu_checks.sh results"
             f"  # {shard.data.get('datetime', '?')}"
         )
-    print("python benchmarks/write_gpu_results.py LOG_DIRS > docs/gpu-results.md  # merge + report, as the CLI does")
+    print("python benchmarks/write_gpu_results.py LOG_DIRS > docs/results/gpu-results.md  # merge, then report")
     print("```\n")
     for note in notes:
         print(f"- {note}")

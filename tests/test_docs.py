@@ -15,7 +15,11 @@ from pytest_inductor_templates.templates.listing import markdown_table
 from pytest_inductor_templates.templates.registry import TemplateRegistry
 
 ROOT = Path(__file__).parent.parent
-DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def page_id(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
 
 
 def _between(path: Path, marker: str) -> str:
@@ -32,7 +36,7 @@ def test_generated_tables_match_the_code() -> None:
         assert _between(page, "options-table") == options_markdown(), page
 
 
-@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", DOCS, ids=page_id)
 def test_every_option_the_docs_name_exists(page: Path) -> None:
     """Prose, examples and recipes name only options and ini keys the plugin has (the tables are generated)."""
     flags = {option.flag for option in OPTIONS}
@@ -55,7 +59,7 @@ def test_the_readme_is_a_front_door() -> None:
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
 
 
-@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", DOCS, ids=page_id)
 def test_links_stay_inside_the_repository_and_resolve(page: Path) -> None:
     text = page.read_text(encoding="utf-8")
     assert "shared/" not in text and "DESIGN.md" not in text
