@@ -59,6 +59,12 @@ def test_the_readme_is_a_front_door() -> None:
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
 
 
+def test_the_guide_says_how_and_leaves_dated_runs_to_the_results() -> None:
+    """Measurements with their dates live under docs/results/; the guide keeps a line and a link for each."""
+    for number, line in enumerate((ROOT / "docs" / "guide.md").read_text(encoding="utf-8").splitlines(), 1):
+        assert not re.search(r"\b\d{4}-\d{2}-\d{2}\b", line), f"guide.md:{number} names a date: {line}"
+
+
 @pytest.mark.parametrize("page", DOCS, ids=page_id)
 def test_links_stay_inside_the_repository_and_resolve(page: Path) -> None:
     text = page.read_text(encoding="utf-8")
@@ -66,3 +72,19 @@ def test_links_stay_inside_the_repository_and_resolve(page: Path) -> None:
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
         if not target.startswith(("http://", "https://")):
             assert (page.parent / target).resolve().is_file(), f"{page.name}: {target}"
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub makes of a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("page", DOCS, ids=page_id)
+def test_links_to_a_heading_name_one_that_exists(page: Path) -> None:
+    """A link to a section (`guide.md#several-gpus`, `#memory`) names a heading of its page, so moving or renaming a
+    section cannot leave a link behind."""
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", page.read_text(encoding="utf-8")):
+        if not target.startswith(("http://", "https://")):
+            linked = (page.parent / target).resolve() if target else page
+            assert anchor in _anchors(linked), f"{page_id(page)}: {target}#{anchor}"
