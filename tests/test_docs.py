@@ -59,6 +59,41 @@ def test_the_readme_is_a_front_door() -> None:
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
 
 
+CPU_TORCH = re.compile(
+    r'python -m pip install "?torch(?:==(?P<pin>[0-9.]+))?"? --index-url https://download\.pytorch\.org/whl/cpu'
+)
+
+
+def _bash_lines(page: Path) -> list[str]:
+    """The command lines of a page's bash blocks, in reading order, comments dropped."""
+    blocks = re.findall(r"```bash\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
+    return [line.split(" #")[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "CONTRIBUTING.md"], ids=page_id)
+def test_the_cpu_build_of_torch_comes_before_each_install(page: Path) -> None:
+    """In a fresh environment without a GPU, `pip install -e .` (and a `torch==` pin) pulls the multi-GB CUDA build
+    of torch from PyPI: before each install command a reader meets the CPU build's line, pinned as that command
+    pins torch (whose `+cpu` build then satisfies the pin)."""
+    lines = _bash_lines(page)
+    installs = [n for n, line in enumerate(lines) if re.search(r"pip install .*-e \S", line)]
+    assert installs, f"{page_id(page)}: no install command"
+    previous = -1
+    for n in installs:
+        cpu = [m for m in map(CPU_TORCH.fullmatch, lines[previous + 1 : n]) if m]
+        assert cpu, f"{page_id(page)}: no CPU build of torch before {lines[n]!r}, after the command before it"
+        pin = re.search(r"torch==([0-9.]+)", lines[n])
+        assert cpu[-1]["pin"] == (pin.group(1) if pin else None), (cpu[-1].group(0), lines[n])
+        previous = n
+
+
+def test_the_readme_test_command_pins_the_torch_of_ci() -> None:
+    """`.ci/run` runs the README's test command; both pin one torch."""
+    (readme,) = [line for line in _bash_lines(ROOT / "README.md") if '-e ".[test,lint]"' in line]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"torch==[0-9.]+", readme).group(0) in ci
+
+
 def test_the_guide_says_how_and_leaves_dated_runs_to_the_results() -> None:
     """Measurements with their dates live under docs/results/; the guide keeps a line and a link for each."""
     for number, line in enumerate((ROOT / "docs" / "guide.md").read_text(encoding="utf-8").splitlines(), 1):
