@@ -1,4 +1,4 @@
-"""A GraphNet corpus under eager, default and cudagraphs, and docs/corpus-results.md from the plugin's own report.
+"""A GraphNet corpus under eager, default and cudagraphs; docs/results/corpus-results.md from the plugin's report.
 
 OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--templates default,cudagraphs]
     [--devices cuda:0] [--warm-workers K [--warm-only]] [-- PYTEST ARGS]
@@ -15,7 +15,7 @@ OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--
     A cell (sample, template) whose check timed out or crashed in the warm-up pass is not run again in the timed
     run (it would spend the same timeout there, one sample at a time; where eager's did, the whole sample): the
     timed run lists them in not-timed-I.txt, and `doc` takes their warm-up outcomes from warm-I.jsonl.
-python benchmarks/corpus_results.py doc RESULTS... [--doc docs/corpus-results.md] [--note TEXT]
+python benchmarks/corpus_results.py doc RESULTS... [--doc docs/results/corpus-results.md] [--note TEXT]
     Merges the shards (pytest-inductor-templates merge: one eager row) and writes the page: pass rate per
     template, each failure's reason, speedups (pytest-inductor-templates report), and the worker's memory
     before each triple (flat when nothing leaks).
@@ -258,31 +258,33 @@ def doc(args: argparse.Namespace) -> int:
         )
     info = merged.data.get("machine_info", {})
     samples = len({r.sample for r in checks})
-    lines = [
-        "# GraphNet corpus results",
+    failing = sum(1 for r in checks if r.outcome in FAILURES)
+    # the table first; how the run went follows in a few lines
+    lines = ["# GraphNet corpus results", "", "## Pass rate per template", ""]
+    lines += render(["template", "checks", *(o.value for o in outcomes), "pass rate"], rows, markdown=True)
+    lines += ["", f"{failing} failing checks; each one's reason is listed under the per-sample table below."]
+    lines += [
         "",
-        f"{samples} real GraphNet samples (MIT) under eager, "
-        f"{', '.join(t for t in counts if t != EAGER)}; {info.get('gpu') or 'CPU'}, torch {info.get('torch')}, "
-        f"Triton {info.get('triton')}; generated {datetime.now().date()} by `benchmarks/corpus_results.py` from the "
-        "plugin's results files (`--inductor-results`), each sample in the plugin's worker process.",
+        "## How the run went",
         "",
-        "Every item ended with an outcome: "
+        f"- {samples} real GraphNet samples (MIT) under eager, {', '.join(t for t in counts if t != EAGER)}; "
+        f"{info.get('gpu') or 'CPU'}, torch {info.get('torch')}, Triton {info.get('triton')}; written "
+        f"{datetime.now().date()} by `benchmarks/corpus_results.py doc` from the plugin's results files, each "
+        "sample in the plugin's worker process.",
+        "- Every item ended with an outcome: "
         f"{sum(1 for r in records if r.outcome is not None)} of {len(records)} items.",
     ]
     if merged.partial:
-        lines.append(f"\n**Partial**: {merged.partial}")
+        lines.append(f"- **Partial**: {merged.partial}")
     if any(warm_pass_of(path) for path in args.results):
-        lines += ["", "Inductor's caches were warmed first by an untimed checks-only pass (`run --warm-workers`): the "
-                  "compiled code is the same, and its compile times are those of a warm cache."]  # fmt: skip
+        lines.append("- Inductor's caches were warmed first by an untimed checks-only pass (`run --warm-workers`): "
+                     "the same compiled code, with a warm cache's compile times.")  # fmt: skip
     if left:
-        why = "Timed out or crashed in that pass, and not run again in the timed run (their outcomes are the warm-up"
-        lines += ["", f"{why} pass's, untimed; a whole sample where its eager check did): {', '.join(left)}."]
+        lines.append(
+            f"- Timed out or crashed in that pass, so not timed (their warm-up outcomes stand): {', '.join(left)}."
+        )
     if args.note:
-        lines += ["", args.note]
-    lines += ["", "## Pass rate per template", ""]
-    lines += render(["template", "checks", *(o.value for o in outcomes), "pass rate"], rows, markdown=True)
-    failing = sum(1 for r in checks if r.outcome in FAILURES)
-    lines += ["", f"{failing} failing checks; each one's reason is listed under the table at the end."]
+        lines.append(f"- {args.note}")
     if memory := _memory(timed):
         lines += ["", "## Memory over the run", "", *memory]
     lines += ["", "## Outcome, effect and speedup per sample", "", "From `pytest-inductor-templates report`:", ""]
@@ -304,8 +306,8 @@ def main() -> int:
     run_parser.add_argument("--warm-only", action="store_true", help="the warm-up pass alone (beside other work)")
     doc_parser = commands.add_parser("doc")
     doc_parser.add_argument("results", nargs="+")
-    doc_parser.add_argument("--doc", default="docs/corpus-results.md")
-    doc_parser.add_argument("--note", help="a paragraph for the top of the page (what the run covers, and why)")
+    doc_parser.add_argument("--doc", default="docs/results/corpus-results.md")
+    doc_parser.add_argument("--note", help="a line on how the run went (listed under the table)")
     args, extra = parser.parse_known_args()
     if args.command == "run" and args.warm_only and not args.warm_workers:
         parser.error("--warm-only needs --warm-workers K")

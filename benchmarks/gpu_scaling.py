@@ -145,16 +145,16 @@ def main() -> int:
             ]
         )
     name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "CPU"
-    lines = [
-        f"{len(samples)} samples of the corpus spread evenly over it, eager + {args.templates}, checked and timed in "
-        f"pairs ({' '.join(extra or DEFAULT_TIMING)}), one xdist worker per GPU, cold caches, {args.repeats} "
-        f"repeat(s); {name}, {os.cpu_count()} CPUs, torch {torch.__version__}, {date.today()}.",
-        "",
+    lines = [  # the table first, then what ran
         *render(
             ["GPUs", "wall time", "speed", "efficiency", "items with an outcome", "speedups agreeing with 1 GPU"],
             rows,
             markdown=True,
         ),
+        "",
+        f"{len(samples)} samples of the corpus spread evenly over it, eager + {args.templates}, checked and timed in "
+        f"pairs ({' '.join(extra or DEFAULT_TIMING)}), one xdist worker per GPU, cold caches, {args.repeats} "
+        f"repeat(s); {name}, {os.cpu_count()} CPUs, torch {torch.__version__}, {date.today()}.",
     ]
     for gpus in counts[1:]:
         for run in runs[gpus]:

@@ -29,8 +29,8 @@ for step in $what; do
     tests) limit python3 -m pytest tests -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning 2>&1 | tee "$OUT/gpu_tests.txt" | grep -E "RAW|compiled_model:|median wall|passed|failed|Error" ;;
     suite) limit python3 -m pytest tests -q -n 8 -p no:cacheprovider 2>&1 | tee "$OUT/suite.txt" | tail -15 ;;
     fidelity) limit python3 benchmarks/timing_fidelity.py 2>&1 | grep -v Warning | tee "$OUT/fidelity.txt" | tail -8 ;;
-    tf32) python3 benchmarks/tf32_probe.py 2>&1 | grep -v Warning | tee "$OUT/tf32.txt" ;;
-    probe) python3 benchmarks/template_probe.py 2>&1 | grep -v Warning | tee "$OUT/probe.txt" ;;
+    tf32) python3 benchmarks/probes/tf32_probe.py 2>&1 | grep -v Warning | tee "$OUT/tf32.txt" ;;
+    probe) python3 benchmarks/probes/template_probe.py 2>&1 | grep -v Warning | tee "$OUT/probe.txt" ;;
     examples) limit python3 -m pytest examples -q -s -rs -p no:cacheprovider -W ignore::DeprecationWarning \
           --inductor-template=all 2>&1 | tee "$OUT/examples.txt" | grep -E "compiled in|passed|failed|SKIPPED|Error" ;;
     samples|samples_bf16) # every template over the built-ins, checks only, spread over $WORKERS xdist workers
@@ -39,7 +39,7 @@ for step in $what; do
           --inductor-sample-dtype=$dtype -n "${WORKERS:-8}" --dist loadgroup ${SAMPLES_K:+-k "$SAMPLES_K"} \
           -q -p no:cacheprovider -W ignore::DeprecationWarning -m inductor_sample examples 2>&1 \
           | tee "$OUT/$step.txt" | sed -n '/sample checks on/,$p' ;;
-    results) # one shard of the timed all-template run behind docs/gpu-results.md (SHARD names it, SAMPLES_K picks samples)
+    results) # one shard of the timed all-template run behind docs/results/gpu-results.md (SHARD names it, SAMPLES_K picks samples)
       TORCHINDUCTOR_FX_GRAPH_CACHE=0 limit python3 -m pytest --inductor-samples --inductor-template=all \
           --inductor-devices=cuda ${SAMPLES_K:+-k "$SAMPLES_K"} \
           --benchmark-json="$OUT/results-${SHARD:-all}.json" --benchmark-max-time=0.25 \

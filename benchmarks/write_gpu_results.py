@@ -1,6 +1,6 @@
-"""Write docs/gpu-results.md from the GPU checks' logs: environment, commands, the plugin's own report.
+"""Write docs/results/gpu-results.md from the GPU checks' logs: environment, commands, the plugin's own report.
 
-Usage: python benchmarks/write_gpu_results.py [--note=TEXT ...] LOG_DIR [LOG_DIR ...] > docs/gpu-results.md
+Usage: python benchmarks/write_gpu_results.py [--note=TEXT ...] LOG_DIR [LOG_DIR ...] > docs/results/gpu-results.md
 LOG_DIRs, oldest first, hold what benchmarks/run_gpu_checks.sh wrote: env.txt, gpu_tests.txt, fidelity.txt,
 crosscheck.txt, templates.txt (``pytest --inductor-list-templates`` and an ``all`` run's header) and
 results-*.json shards (merged as ``pytest-inductor-templates merge`` does, rendered as ``pytest-inductor-templates
@@ -72,21 +72,35 @@ def main(directories: list[Path], extra_notes: list[str]) -> int:
     as_run = [load(str(p)) for p in shards]
     runs, notes = latest_rows(as_run, shards)
     notes += extra_notes
-    run = from_data("merged", merge(runs))
+    merged, dropped = merge(runs)
+    notes += dropped  # the eager items of later shards, as `merge` reports them
+    run = from_data("merged", merged)
     env = next(iter(logs_named(directories, "env.txt")), None)
     machine = run.data.get("machine_info", {})
     cpu = machine.get("cpu", {})
+    # the table first, then how to read a cell, then how the run went
     print("# pytest-inductor-templates on the H200: every template, every built-in sample\n")
-    print(f"Written {datetime.date.today()} from {len(shards)} shard(s): {', '.join(p.name for p in shards)}.\n")
+    print(as_markdown(run))
+    print("\nEach cell: check outcome / effect verdict / speedup over eager (eager and compiled timed in pairs, round")
+    print("by round, with a synchronizing timer: the median of the per-round ratios, ± the half-width of its 95%")
+    print("interval, `unstable` where it stayed wider than ±2%). A failed item shows its outcome and no speedup;")
+    print("`default` has no verdict (it turns nothing on). A **no effect** cell is a finding, not a failure: its")
+    print("reason is listed above (no GEMM for a GEMM template, or autotuning chose another kernel).")
+    print("\n## How the run went\n")
+    print(f"- Written {datetime.date.today()} from {len(shards)} shard(s): {', '.join(p.name for p in shards)}.")
     print(
         f"- GPU: {machine.get('gpu')} (sm {machine.get('gpu_compute_capability')}), driver {machine.get('gpu_driver')}"
+        f"; CPU: {cpu.get('brand_raw', '?')}, {cpu.get('hz_actual_friendly', '?')}, {cpu.get('count', '?')} cores"
     )
     print(f"- torch {machine.get('torch')}, CUDA {machine.get('cuda')}, Triton {machine.get('triton')}")
     if env is not None:
         print(f"- `nvidia-smi` / versions as logged: `{' | '.join(env.read_text().split(chr(10))[:2])}`")
-    print("\nCommands, in the order run (benchmarks/run_gpu_checks.sh; `results` runs with Inductor's FX graph cache")
-    print("off, so every effect comes from a real lowering; Triton-kernel and autotune caches may be warm from an")
-    print("earlier `samples` step on the same machine, and compile seconds then read low):\n")
+    print("- Most built-ins are small, so per-call CPU overhead decides their speedups on this machine's CPU; the")
+    print("  GPU-sized ones (transformer_block, conv_stack, gemm_chain) keep the GPU busy.")
+    for note in notes:
+        print(f"- {note}")
+    print("\nCommands, in the order run (`results` runs with Inductor's FX graph cache off, so every effect comes from")
+    print("a real lowering; Triton-kernel and autotune caches may be warm from an earlier `samples` step):\n")
     print("```bash")
     for path, shard in zip(shards, as_run, strict=True):
         samples = [sample.removeprefix("builtin/") for sample in samples_of(shard)]
@@ -95,23 +109,8 @@ def main(directories: list[Path], extra_notes: list[str]) -> int:
             f"SHARD={name} SAMPLES_K='{' or '.join(samples)}' bash benchmarks/run_gpu_checks.sh results"
             f"  # {shard.data.get('datetime', '?')}"
         )
-    print("python benchmarks/write_gpu_results.py LOG_DIRS > docs/gpu-results.md  # merge + report, as the CLI does")
-    print("```\n")
-    for note in notes:
-        print(f"- {note}")
-    if notes:
-        print()
-    print("Each cell: check outcome / effect verdict / speedup over eager (eager and compiled timed in pairs, round")
-    print("by round, with a synchronizing timer: the median of the per-round ratios, ± the half-width of its 95%")
-    print("interval, `unstable` where it stayed wider than ±2%). A failed item shows its outcome and no speedup;")
-    print("`default` has no verdict (it turns nothing on). A **no effect** cell is a finding, not a failure: its")
-    print("reason is listed")
-    print("under the table (no GEMM for a GEMM template, or autotuning chose a kernel other than the template's).")
-    print("Most built-ins are small, so per-call CPU overhead decides their speedups on this machine's CPU; the")
-    print("GPU-sized ones (transformer_block, conv_stack, gemm_chain) keep the GPU busy")
-    print(f"({cpu.get('brand_raw', '?')}, {cpu.get('hz_actual_friendly', '?')}, {cpu.get('count', '?')} cores);")
-    print("the cross-check section below measures a few of them with plain `torch.compile` and Timer.\n")
-    print(as_markdown(run))
+    print("python benchmarks/write_gpu_results.py LOG_DIRS > docs/results/gpu-results.md  # merge, then report")
+    print("```")
     left_out = [line for f in logs_named(directories, "templates.txt") for line in f.read_text().splitlines()]
     print_fenced(
         "\nTemplates not run on this machine, from the header of an `--inductor-template=all` run here:\n",

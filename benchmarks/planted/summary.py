@@ -63,9 +63,35 @@ def float64_rows(ok: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def overview_rows(entries: list[dict[str, Any]]) -> list[str]:
+    """One markdown row per dtype and device: the figures of the tables below, summed."""
+    lines = [
+        "| dtype on device | samples | compiled and ran | faults caught / applicable | hidden | false alarms "
+        "| plain default passed |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for dtype in dict.fromkeys(e["dtype"] for e in entries):
+        rows = [e for e in entries if e["dtype"] == dtype]
+        ok = [e for e in rows if e["status"] == "ok"]
+        faults = [r for e in ok for r in e["faults"].values()]
+        applicable = [r for r in faults if r.get("applicable")]
+        caught = sum(1 for r in applicable if r["outcome"] != "pass")
+        hidden = sum(1 for r in faults if r.get("change", 0) > 1 and not r.get("applicable"))
+        changes = [c for e in ok for name, c in e["harmless"].items() if name != "plain_default"]
+        alarms = sum(1 for c in changes if c.get("applicable") and c["outcome"] != "pass")
+        passed = sum(1 for e in ok if e["harmless"]["plain_default"]["outcome"] == "pass")
+        lines.append(
+            f"| {dtype} on {rows[0]['device']} | {len(rows)} | {len(ok)} | {caught} / {len(applicable)} | {hidden} "
+            f"| {alarms} | {passed} of {len(ok)} |"
+        )
+    return lines
+
+
 def summarize(entries: list[dict[str, Any]], header: str) -> str:
-    """The tables: caught/applicable per fault, false alarms per harmless change, plain default's failures."""
-    lines = [header, "", "Legitimate reassociation error: a fault is applicable where it changes some element by more"]
+    """An overview table, then per dtype: caught/applicable per fault, false alarms per harmless change, plain
+    default's failures."""
+    lines = [*overview_rows(entries), "", header, ""]
+    lines += ["Legitimate reassociation error: a fault is applicable where it changes some element by more"]
     for dtype, (rtol, atol) in LEGIT.items():
         lines.append(
             f"  {dtype}: {rtol:g} x |eager| + {atol:g} x max|eager| of the output (at least its smallest normal)"

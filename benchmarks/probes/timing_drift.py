@@ -17,7 +17,7 @@ the variation lives:
   power from ``nvidia-smi`` sampled every 50 ms (when it is there).
 
 On a machine without CUDA it times on the CPU (no device time, no clocks): a dry run of the script.
-Usage: OUT=/tmp/drift python benchmarks/timing_drift.py --builtins -k "launch_bound or conv_bn" \\
+Usage: OUT=/tmp/drift python benchmarks/probes/timing_drift.py --builtins -k "launch_bound or conv_bn" \\
            --templates default,cudagraphs --seconds 4 --repeats 3 --idle 3 [--tag p1]
 Writes drift-TAG.json (every round) and drift-TAG.txt (the summary) under $OUT (default ./timing-drift).
 """
@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/: the scripts this probe shares code with
 from corpus_selection import add_arguments
 from cpu_steadiness import current_cpu
 from speedup_crosscheck import compile_options, samples

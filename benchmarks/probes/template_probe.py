@@ -3,7 +3,7 @@
 Compiles a bf16 GEMM block (CUDA) or an fp32 one (CPU) through the plugin's CompiledModel under
 every template available here and prints, per template: the stats, and markers found in the
 generated code (ATen GEMM call, Triton template kernel, TMA descriptors, CUTLASS, C++ wrapper,
-constants folded). Usage: python benchmarks/template_probe.py [template ...]
+constants folded). Usage: python benchmarks/probes/template_probe.py [template ...]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Prints, for the built-in conv_bn sample under the default template, each side's RMSE and worst error
 against the fp64 model, and the error that TF32 rounding of inputs and parameters alone causes, with
-cuDNN's TF32 allowed (PyTorch's default) and disallowed. Usage (GPU machine): python benchmarks/tf32_probe.py
+cuDNN's TF32 allowed (PyTorch's default) and disallowed. Usage (GPU machine): python benchmarks/probes/tf32_probe.py
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Why no CUDA graph is recorded for the dynamic_batch sample: recorded graphs, skips and timing per call pattern.
 
-Usage (GPU machine): python benchmarks/cudagraph_dynamic_probe.py
+Usage (GPU machine): python benchmarks/probes/cudagraph_dynamic_probe.py
 """
 
 import torch
