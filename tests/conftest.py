@@ -30,6 +30,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="slow: left out of CI; run with --run-slow"))
 
 
+FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3")  # inner runs: short timing
+QUIET = ("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")  # inner runs: no cache, no torch warning
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The plugin's command, as a user runs it."""
+    command = [sys.executable, "-m", "pytest_inductor_templates.runs.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def outcomes(folder: Path) -> dict[tuple[str, str, str, str], str]:
+    """(sample, template, device, kind) -> outcome of every record in ``folder/run.jsonl`` (printed, for a failure)."""
+    from pytest_inductor_templates.runs.files import load
+
+    run = load(str(folder / "run.jsonl"))
+    print("\n".join(f"{r.outcome.value if r.outcome else '?':8} {r.nodeid} {r.reason}" for r in run.records))
+    return {(r.sample, r.template, r.device, r.kind): r.outcome.value if r.outcome else "?" for r in run.records}
+
+
 no_cuda_machine = pytest.mark.skipif(torch.cuda.is_available(), reason="expects a machine without a CUDA device")
 
 

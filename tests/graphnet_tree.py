@@ -104,6 +104,27 @@ BROKEN = {
 }
 
 
+def tensor_meta(
+    name: str,
+    shape: list[int],
+    dtype: str = "torch.float32",
+    device: str = "cpu",
+    mean: float | None = 0.0,
+    std: float | None = 1.0,
+    **extra: object,
+) -> str:
+    """One tensor's class of a ``weight_meta.py`` / ``input_meta.py`` (``extra``: ``data``, ``min_val``, ...)."""
+    fields = {"name": name, "shape": shape, "dtype": dtype, "device": device, "mean": mean, "std": std}
+    fields.update({"data": None} if not extra else extra)
+    body = "".join(f"    {key} = {json_literal(value)}\n" for key, value in fields.items())
+    return f"\nclass Program_weight_tensor_meta_{name}:\n{body}"
+
+
+def json_literal(value: object) -> str:
+    """A Python literal as GraphNet's files write it (``None``, numbers, strings, lists)."""
+    return repr(value) if not isinstance(value, str) else json.dumps(value)
+
+
 def write_sample(directory: Path, files: dict[str, str | None] | None = None) -> Path:
     """A good sample, with ``files`` replacing (or, for None, removing) some of its files."""
     contents: dict[str, str | None] = {

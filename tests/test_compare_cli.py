@@ -5,18 +5,15 @@ from __future__ import annotations
 import copy
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import run_pytest
+from conftest import FAST, QUIET, cli, run_pytest
 from pytest_inductor_templates.record import FORMAT, ItemRecord
 from pytest_inductor_templates.tables import speedup_text
 
-FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider")
 SAMPLES = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore")
 # The runs the speedup gate compares, timed as docs/guide.md advises for a shared CPU: one thread, and CPU time
 # (blind to the time other processes hold the CPU), with enough time for narrow intervals. The gate is judged on
@@ -70,12 +67,6 @@ torch._dynamo.register_backend(name="slowed")(slowed)
 """
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_inductor_templates.runs.cli", *args], capture_output=True, text=True, check=False
-    )
-
-
 RUN_NAMES = ("base", "rerun", "failing", "slowed", "shard1", "shard2")
 
 
@@ -103,11 +94,12 @@ def _make_runs(root: Path) -> None:
     k = ("-k", "launch_bound or embedding")
     run_pytest(root, *SAMPLES, *k, "--benchmark-json=base.json", *GATED)
     run_pytest(root, *SAMPLES, "-k", "embedding", "--benchmark-json=rerun.json", *GATED)
-    run_pytest(root, *SAMPLES, *k, "--inductor-backend=shifted", "--benchmark-json=failing.json", *FAST)
+    run_pytest(root, *SAMPLES, *k, "--inductor-backend=shifted", "--benchmark-json=failing.json", *FAST, *QUIET)
     run_pytest(root, *SAMPLES, "-k", "embedding", "--inductor-backend=slowed", "--benchmark-json=slowed.json", *GATED)
-    run_pytest(root, *SAMPLES, "-k", "launch_bound", "--benchmark-json=shard1.json", *FAST)
+    run_pytest(root, *SAMPLES, "-k", "launch_bound", "--benchmark-json=shard1.json", *FAST, *QUIET)
     by_template = [a if a != "--inductor-template=default" else "--inductor-template=aten" for a in SAMPLES]
-    run_pytest(root, *by_template, "-k", "launch_bound", "--benchmark-json=shard2.json", *FAST)  # one job a template
+    # one job a template
+    run_pytest(root, *by_template, "-k", "launch_bound", "--benchmark-json=shard2.json", *FAST, *QUIET)
 
 
 def _row(output: str, sample: str) -> str:
@@ -433,7 +425,7 @@ def test_templates_that_all_leaves_out_are_named_with_the_reason(runs, tmp_path:
     if not torch.cuda.is_available():
         assert [name for name, _ in expected] == ["triton", "cudagraphs", "tma", "cutlass"]
     args = ("--inductor-samples", "--inductor-template=all", "--inductor-devices=cpu", "-W", "ignore")
-    result = run_pytest(tmp_path, *args, "-k", "launch_bound and eager", "--benchmark-json=run.json", *FAST)
+    result = run_pytest(tmp_path, *args, "-k", "launch_bound and eager", "--benchmark-json=run.json", *FAST, *QUIET)
     header = [line for line in result.stdout.splitlines() if line.startswith("inductor-templates: all: left out")]
     assert header == [f"inductor-templates: all: left out {name}: {why}" for name, why in expected]
     data = json.loads((tmp_path / "run.json").read_text())

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import junit_properties
+from conftest import QUIET, junit_properties
 from pytest_inductor_templates.compile.compiled import CompileStats
 from pytest_inductor_templates.compile.effects import judge, normalized, overall_effect
 from pytest_inductor_templates.compile.evidence import CompileEvidence
@@ -15,7 +15,6 @@ from pytest_inductor_templates.templates.registry import TemplateRegistry
 from pytest_inductor_templates.templates.selection import Selection
 
 FRESH = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}  # every compile fresh: every effect observed
-QUIET = ("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", "--inductor-devices=cpu")
 USER_TEMPLATES = """
 [templates.scalar]
 description = "no SIMD in CPU kernels"
@@ -37,7 +36,7 @@ def run_samples(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult
     result = pytester.runpytest_subprocess(
         "--inductor-samples", "-k", "launch_bound or conv_bn", "--benchmark-json=run.json",
         "--benchmark-max-time=0.02", "--benchmark-min-rounds=1", "--junitxml=out.xml", "-o", "junit_family=xunit1",
-        *QUIET, *args,
+        *QUIET, "--inductor-devices=cpu", *args,
     )  # fmt: skip
     return result, junit_properties(pytester.path / "out.xml")
 
@@ -93,7 +92,7 @@ def test_cuda_graphs_on_cpu_are_no_effect_with_the_reason(pytester: pytest.Pytes
         "    inductor_check(torch.nn.Linear(8, 8).eval(), torch.randn(2, 8))\n"
     )
     result = pytester.runpytest_subprocess(
-        '--inductor-options={"triton.cudagraphs": true}', "--inductor-require-effect", *QUIET
+        '--inductor-options={"triton.cudagraphs": true}', "--inductor-require-effect", *QUIET, "--inductor-devices=cpu"
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(

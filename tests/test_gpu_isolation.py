@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from graphnet_tree import write_fault_sample
+from graphnet_tree import tensor_meta, write_fault_sample
 
-from conftest import run_pytest
+from conftest import QUIET, outcomes, run_pytest
 from pytest_inductor_templates.runs.files import load
 
 pytestmark = pytest.mark.gpu
 two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
-QUIET = ("-p", "no:cacheprovider", "-W", "ignore", "-m", "inductor_sample", "--inductor-results=run.jsonl")
 BUILTINS = (  # a few small built-ins: the point is that every GPU works, not the GPU-sized ones' compile time
     "--inductor-samples", "--inductor-template=default,cudagraphs", "-k", "conv_bn or launch_bound or attention",
 )  # fmt: skip
@@ -27,37 +26,17 @@ class GraphModule(torch.nn.Module):
     def forward(self, L_x_, L_index_):
         return (L_x_[L_index_] * 2,)
 """
-OUT_OF_BOUNDS_META = """
-class Program_weight_tensor_meta_L_x_:
-    name = "L_x_"
-    shape = [4, 8]
-    dtype = "torch.float32"
-    device = "cuda:0"
-    mean = 0.0
-    std = 1.0
-    data = None
-
-class Program_weight_tensor_meta_L_index_:
-    name = "L_index_"
-    shape = [16]
-    dtype = "torch.int64"
-    device = "cuda:0"
-    mean = None
-    std = None
-    min_val = 1000000
-    max_val = 2000000
-"""
+OUT_OF_BOUNDS_META = tensor_meta("L_x_", [4, 8], device="cuda:0") + tensor_meta(
+    "L_index_", [16], "torch.int64", "cuda:0", None, None, min_val=1000000, max_val=2000000
+)
 
 
-def outcomes(path: Path) -> dict[tuple[str, str, str, str], str]:
-    run = load(str(path / "run.jsonl"))
-    print("\n".join(f"{r.outcome.value if r.outcome else '?':8} {r.nodeid} {r.reason}" for r in run.records))
-    return {(r.sample, r.template, r.device, r.kind): r.outcome.value if r.outcome else "?" for r in run.records}
+SAMPLES_ONLY = (*QUIET, "-W", "ignore", "-m", "inductor_sample", "--inductor-results=run.jsonl")
 
 
 @two_gpus
 def test_builtins_pass_on_both_gpus_in_one_process(tmp_path: Path) -> None:
-    result = run_pytest(tmp_path, *BUILTINS, "--inductor-devices=cuda:0,cuda:1", "--benchmark-skip", *QUIET)
+    result = run_pytest(tmp_path, *BUILTINS, "--inductor-devices=cuda:0,cuda:1", "--benchmark-skip", *SAMPLES_ONLY)
     found = outcomes(tmp_path)
     checks = {k: v for k, v in found.items() if k[3] == "check"}
     assert {k[2] for k in checks} == {"cuda:0", "cuda:1"}
@@ -69,7 +48,7 @@ def test_builtins_pass_on_both_gpus_in_one_process(tmp_path: Path) -> None:
 def test_builtins_pass_with_one_xdist_worker_per_gpu(tmp_path: Path) -> None:
     """-n equal to the number of GPUs: each worker owns one GPU (it sees it as cuda:0) and times there."""
     count = torch.cuda.device_count()
-    result = run_pytest(tmp_path, "-n", str(count), *BUILTINS, "--benchmark-max-time=0.05", *QUIET)
+    result = run_pytest(tmp_path, "-n", str(count), *BUILTINS, "--benchmark-max-time=0.05", *SAMPLES_ONLY)
     found = outcomes(tmp_path)
     assert set(found.values()) == {"pass"}, result.stdout[-4000:]
     assert {k[2] for k in found} == {"cuda:0"}
@@ -85,7 +64,7 @@ def test_a_cuda_fault_ends_its_own_item_and_the_next_items_pass(tmp_path: Path) 
     write_fault_sample(tmp_path / "corpus" / "oob", OUT_OF_BOUNDS, OUT_OF_BOUNDS_META)
     result = run_pytest(
         tmp_path, "--inductor-samples=corpus", "--inductor-samples", "--inductor-template=default",
-        f"--inductor-devices={device}", "-k", "oob or conv_bn or launch_bound", "--benchmark-skip", *QUIET,
+        f"--inductor-devices={device}", "-k", "oob or conv_bn or launch_bound", "--benchmark-skip", *SAMPLES_ONLY,
     )  # fmt: skip
     found = outcomes(tmp_path)
     assert found[("corpus/oob", "eager", device, "check")] == "crashed"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from graphnet_tree import BROKEN, GOOD_META, write_sample, write_tree
+from graphnet_tree import BROKEN, GOOD_META, tensor_meta, write_sample, write_tree
 
 from pytest_inductor_templates.samples.base import SampleError
 from pytest_inductor_templates.samples.graphnet import GraphNetSample, discover
@@ -85,25 +85,7 @@ class GraphModule(torch.nn.Module):
         return (torch.nn.functional.interpolate(L_x_, size=size, mode="bilinear", align_corners=False),)
 """
 
-SYMINT_META = """
-class Program_weight_tensor_meta_s0:
-    name = "s0"
-    shape = []
-    dtype = "torch.int64"
-    device = "cpu"
-    mean = None
-    std = None
-    data = [4]
-
-class Program_weight_tensor_meta_L_x_:
-    name = "L_x_"
-    shape = [1, 2, 8, 8]
-    dtype = "torch.float32"
-    device = "cpu"
-    mean = 0.0
-    std = 1.0
-    data = None
-"""
+SYMINT_META = tensor_meta("s0", [], "torch.int64", mean=None, std=None, data=[4]) + tensor_meta("L_x_", [1, 2, 8, 8])
 
 
 # Inductor's CPU lowering imports torch.utils.mkldnn, whose ScriptModules warn on torch 2.13

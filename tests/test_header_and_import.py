@@ -44,7 +44,7 @@ def test_pytest_help_does_not_import_torch(tmp_path: Path, ini: str | None) -> N
     )
     assert "--inductor-template=TEMPLATE" in out.stdout
     imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
-    assert "pytest_inductor_templates.session" in imported  # the plugin was loaded
+    assert "pytest_inductor_templates.items.session" in imported  # the plugin was loaded
     assert "torch" not in imported
 
 

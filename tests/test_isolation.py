@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from graphnet_tree import FAULTS, write_fault_sample, write_sample
+from graphnet_tree import FAULTS, tensor_meta, write_fault_sample, write_sample
 
-from conftest import junit_properties, run_pytest, standalone_environment
+from conftest import FAST, QUIET, junit_properties, outcomes, run_pytest, standalone_environment
 from pytest_inductor_templates.engine.triples import SampleCase, TripleCache
 from pytest_inductor_templates.machine import CPU
 from pytest_inductor_templates.outcomes import Outcome
@@ -23,18 +23,10 @@ from pytest_inductor_templates.templates.matrix import Case
 from pytest_inductor_templates.templates.registry import BUILTIN_TEMPLATES
 from pytest_inductor_templates.templates.selection import Selection
 
-FAST = ("--benchmark-max-time=0.02", "--benchmark-min-rounds=2", "-p", "no:cacheprovider", "-W", "ignore")
 CRASHES = ("abort", "segfault", "os_exit", "sys_exit_init")
-BIG_META = """
-class Program_weight_tensor_meta_L_x_:
-    name = "L_x_"
-    shape = [512, 1024]
-    dtype = "torch.float32"
-    device = "cpu"
-    mean = 0.0
-    std = 1.0
-    data = None
-"""
+BIG_META = tensor_meta("L_x_", [512, 1024])
+
+SILENT = (*FAST, *QUIET, "-W", "ignore")  # the fault samples warn on purpose
 
 
 def fault_tree(root: Path, names: tuple[str, ...]) -> Path:
@@ -46,10 +38,6 @@ def fault_tree(root: Path, names: tuple[str, ...]) -> Path:
     return root
 
 
-def outcomes(records: list[dict]) -> dict[tuple[str, str, str], str]:
-    return {(r["sample"].split("/", 1)[1], r["template"], r["kind"]): r["outcome"] for r in records}
-
-
 def test_every_fault_ends_its_own_item_and_the_good_ones_pass(tmp_path: Path) -> None:
     """One run without -n (its checks below, one test so that pytest-xdist does not run it twice): the crashing
     samples in the eager row, the good one in eager and default, one over the memory budget."""
@@ -57,17 +45,17 @@ def test_every_fault_ends_its_own_item_and_the_good_ones_pass(tmp_path: Path) ->
     result = run_pytest(
         tmp_path, "--inductor-samples=corpus", "--inductor-template=default",
         "--inductor-devices=cpu", "-k", "eager or good", "--inductor-memory-budget=1MiB",
-        "--benchmark-json=run.json", "--junitxml=run.xml", "--inductor-results=run.jsonl", *FAST,
+        "--benchmark-json=run.json", "--junitxml=run.xml", "--inductor-results=run.jsonl", *SILENT,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout[-3000:]
     data = json.loads((tmp_path / "run.json").read_text())
-    found = outcomes(data["inductor_templates"]["items"])
+    found = outcomes(tmp_path)
     for name in CRASHES:
-        assert found[(f"faults/{name}", "eager", "check")] == "crashed"
-        assert found[(f"faults/{name}", "eager", "bench")] == "skipped"
-    good = {key: outcome for key, outcome in found.items() if key[0] == "good/tiny"}
+        assert found[(f"corpus/faults/{name}", "eager", "cpu", "check")] == "crashed"
+        assert found[(f"corpus/faults/{name}", "eager", "cpu", "bench")] == "skipped"
+    good = {key: outcome for key, outcome in found.items() if key[0] == "corpus/good/tiny"}
     assert len(good) == 4 and set(good.values()) == {"pass"}
-    assert found[("big/two_mib", "eager", "check")] == "skipped"
+    assert found[("corpus/big/two_mib", "eager", "cpu", "check")] == "skipped"
     assert {b["extra_info"]["sample"] for b in data["benchmarks"]} == {"corpus/good/tiny"}
     each_crash_says_how_and_where(result.stdout, data["inductor_templates"]["items"])
     a_crash_costs_a_fresh_worker_and_sys_exit_does_not(tmp_path / "run.jsonl")
@@ -113,7 +101,7 @@ def test_the_worker_is_recycled_after_n_triples(tmp_path: Path) -> None:
     result = run_pytest(
         tmp_path, "--inductor-samples", "--inductor-template=eager", "--inductor-devices=cpu", "-k",
         "launch_bound or norm_softmax", "--benchmark-skip", "--inductor-recycle-triples=1",
-        "--inductor-results=run.jsonl", *FAST,
+        "--inductor-results=run.jsonl", *SILENT,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:]
     assert "samples run in a worker process (a crash or hang ends one item), replaced after 1 triple" in result.stdout
@@ -121,16 +109,7 @@ def test_the_worker_is_recycled_after_n_triples(tmp_path: Path) -> None:
     assert len(pids) == 2 and None not in pids and pids[0] != pids[1]
 
 
-KEEPING_META = """
-class Program_weight_tensor_meta_L_x_:
-    name = "L_x_"
-    shape = [4096, 2560]
-    dtype = "torch.float32"
-    device = "cpu"
-    mean = 0.0
-    std = 1.0
-    data = None
-"""
+KEEPING_META = tensor_meta("L_x_", [4096, 2560])
 
 
 def test_a_triple_whose_tensors_outlive_it_costs_its_worker(tmp_path: Path) -> None:
@@ -182,7 +161,7 @@ def test_hangs_end_in_timeout_naming_the_phase(tmp_path: Path) -> None:
     result = run_pytest(
         tmp_path, "--inductor-samples=corpus", "--inductor-template=default", "--inductor-devices=cpu",
         "-k", "hang_forward and eager or hang_compile and default and check", "--inductor-timeout=3",
-        "--inductor-results=run.jsonl", *FAST,
+        "--inductor-results=run.jsonl", *SILENT,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout[-3000:]
     found = {
@@ -208,7 +187,7 @@ def test_under_pytest_timeout_the_plugin_stops_the_hang_first(tmp_path: Path) ->
     fault_tree(tmp_path / "corpus", ("hang_forward",))
     result = run_pytest(
         tmp_path, "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-devices=cpu",
-        "-k", "hang_forward or big", "--timeout=15", "--timeout-method=thread", "--inductor-results=run.jsonl", *FAST,
+        "-k", "hang_forward or big", "--timeout=15", "--timeout-method=thread", "--inductor-results=run.jsonl", *SILENT,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout[-3000:]
     found = {(r.sample.rsplit("/", 1)[1], r.kind): r for r in load(str(tmp_path / "run.jsonl")).records}
@@ -224,7 +203,7 @@ def test_sigterm_midway_leaves_valid_partial_results(tmp_path: Path) -> None:
     command = [
         sys.executable, "-m", "pytest", "--inductor-samples=corpus", "--inductor-template=eager",
         "--inductor-devices=cpu", "-k", "big or hang_forward", "--inductor-results=run.jsonl",
-        "--junitxml=run.xml", *FAST,
+        "--junitxml=run.xml", *SILENT,
     ]  # fmt: skip
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                env=standalone_environment(), text=True)  # fmt: skip
@@ -252,7 +231,7 @@ def test_sys_exit_in_the_pytest_process_ends_only_its_sample(tmp_path: Path) -> 
     fault_tree(tmp_path / "corpus", ("sys_exit_init",))
     result = run_pytest(
         tmp_path, "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-isolation=none",
-        "--inductor-devices=cpu", "-k", "sys_exit or good", "--benchmark-disable", "--junitxml=run.xml", *FAST,
+        "--inductor-devices=cpu", "-k", "sys_exit or good", "--benchmark-disable", "--junitxml=run.xml", *SILENT,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout[-3000:]
     junit = junit_properties(tmp_path / "run.xml")
@@ -280,14 +259,15 @@ def test_faults_under_xdist(tmp_path: Path) -> None:
         tmp_path, "-n", "2", "--dist", "load", "test_user.py", "--inductor-samples=corpus",
         "--inductor-template=default", "--inductor-devices=cpu", "-k", "corpus and eager or good or block",
         "--inductor-memory-budget=1MiB",
-        "--benchmark-skip", "--junitxml=run.xml", "--inductor-results=run.jsonl", *FAST,
+        "--benchmark-skip", "--junitxml=run.xml", "--inductor-results=run.jsonl", *SILENT,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout[-3000:]
     records = load(str(tmp_path / "run.jsonl")).records
-    found = outcomes([r.to_dict() for r in records if r.source == "sample"])
-    assert {found[(f"faults/{n}", "eager", "check")] for n in CRASHES} == {"crashed"}
-    assert found[("good/tiny", "default", "check")] == found[("good/tiny", "eager", "check")] == "pass"
-    assert found[("big/two_mib", "eager", "check")] == "skipped"
+    found = outcomes(tmp_path)
+    assert {found[(f"corpus/faults/{n}", "eager", "cpu", "check")] for n in CRASHES} == {"crashed"}
+    good = [found[("corpus/good/tiny", template, "cpu", "check")] for template in ("default", "eager")]
+    assert good == ["pass", "pass"]
+    assert found[("corpus/big/two_mib", "eager", "cpu", "check")] == "skipped"
     (user,) = [r for r in records if r.source == "test"]
     assert (user.sample, user.template, user.outcome.value) == ("test_user.py::test_block", "default", "crashed")
     assert result.stdout.count("replacing crashed worker") == 1  # the user test's; the samples crashed no xdist worker

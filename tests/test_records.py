@@ -9,18 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import junit_properties, no_cuda_machine, run_pytest
+from conftest import FAST, QUIET, cli, junit_properties, no_cuda_machine, run_pytest
 from pytest_inductor_templates.outcomes import Outcome
 from pytest_inductor_templates.record import FORMAT, ItemRecord
 from pytest_inductor_templates.tables import percent, speedup_cell, speedup_text, times
 
-FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider", "-W", "ignore")
 ATEN_LAUNCH_BOUND = ("--inductor-samples", "--inductor-template=aten", "--inductor-devices=cpu", "-k", "launch_bound")
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "pytest_inductor_templates.runs.cli", *args]
-    return subprocess.run(command, capture_output=True, text=True, check=False)
 
 
 def test_a_record_survives_every_encoding() -> None:
@@ -78,11 +72,11 @@ def test_a_no_effect_sample_says_no_effect_in_every_output(tmp_path: Path) -> No
     """The check item and the bench item of a triple read one verdict: with --inductor-require-effect, an
     ``aten`` template on a model without a GEMM is ``no_effect`` in the properties, the JUnit XML, the bench
     entry's extra_info, the records, the report and compare (regression: the bench item used to say pass)."""
-    base = run_pytest(tmp_path, *ATEN_LAUNCH_BOUND, "--benchmark-json=base.json", *FAST)
+    base = run_pytest(tmp_path, *ATEN_LAUNCH_BOUND, "--benchmark-json=base.json", *FAST, *QUIET, "-W", "ignore")
     assert base.returncode == 0, base.stdout[-2000:]
     new = run_pytest(
         tmp_path, *ATEN_LAUNCH_BOUND, "--inductor-require-effect", "--benchmark-json=new.json",
-        "--junitxml=new.xml", *FAST,
+        "--junitxml=new.xml", *FAST, *QUIET, "-W", "ignore",
     )  # fmt: skip
     assert new.returncode == 1, new.stdout[-2000:]
     assert "no_effect inductor-samples::builtin/launch_bound::check[aten-cpu]: template 'aten' had no effect" in (
@@ -119,7 +113,7 @@ def test_a_user_test_and_a_sample_record_the_same_verdict(pytester: pytest.Pytes
     )
     result = pytester.runpytest_subprocess(
         "--inductor-template=aten", "--inductor-devices=cpu", "--inductor-require-effect",
-        "--benchmark-json=run.json", *FAST,
+        "--benchmark-json=run.json", *FAST, *QUIET, "-W", "ignore",
     )  # fmt: skip
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*check outcomes per template*", "aten *1 *0 *0 *0 *0 *0 *0 *1 *0 *0%"])

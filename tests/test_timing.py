@@ -11,14 +11,11 @@ from typing import Any
 
 import pytest
 
-from conftest import run_pytest
+from conftest import FAST, QUIET, run_pytest
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.report.terminal import SPEEDUP_TITLE
 from pytest_inductor_templates.tables import speedup_text
 from pytest_inductor_templates.timing.timers import warm_up
-
-FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "-p", "no:cacheprovider")
-QUIET = ("-W", "ignore::DeprecationWarning")
 
 USER_TESTS = """
 import torch
