@@ -142,28 +142,48 @@ def test_the_user_switching_timing_off_is_told_apart(
     assert timing_switched_off_by(pytester.parseconfig(*args)) == switched_off_by
 
 
+HOLD_UNTIL_ASKED = textwrap.dedent(
+    """
+    import json, pathlib, sys, time
+    from pytest_inductor_templates.timing.host_lock import HostLock
+
+    folder, asked, log = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
+    with HostLock(folder).timing():
+        pathlib.Path(log + ".held").touch()
+        while not asked.exists():  # until the other side is about to compile, however long its start takes
+            time.sleep(0.05)
+        time.sleep(2.0)
+        ended = time.time()
+    pathlib.Path(log).write_text(json.dumps({"ended": ended}))
+    """
+)
+
+
 def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    # a process of the same session (another xdist worker) times for 15 s; a compile here meanwhile must wait
-    folder = tmp_path / "lock"
+    # a process of the same session (another xdist worker) times until this run is about to compile (plus 2 s); the
+    # compile must wait for it. Handshakes, not fixed delays: the inner run's start takes long on a loaded machine.
+    folder, asked, log = tmp_path / "lock", tmp_path / "asked", tmp_path / "timer.json"
     folder.mkdir()
     pytester.makeconftest(f"from pytest_inductor_templates.timing import host_lock\nhost_lock.use({str(folder)!r})\n")
     pytester.makepyfile(
-        """
-        import json, time
+        f"""
+        import json, pathlib, time
         import torch
 
         def test_first_call(compiled_model):
             model = compiled_model(lambda x: x.sin() + 1)
             began = time.time()
+            pathlib.Path({str(asked)!r}).touch()
             model(torch.ones(4))
-            print("SPAN", json.dumps({"began": began, "ended": time.time()}))
+            print("SPAN", json.dumps({{"began": began, "ended": time.time()}}))
         """
     )
     script = tmp_path / "holder.py"
-    script.write_text(HOLDER)
-    log = tmp_path / "timer.jsonl"
-    timer = subprocess.Popen([sys.executable, str(script), str(folder), "timing", "15", str(log)])
-    time.sleep(1.0)  # the timer holds its lock before the run starts
+    script.write_text(HOLD_UNTIL_ASKED)
+    timer = subprocess.Popen([sys.executable, str(script), str(folder), str(asked), str(log)])
+    deadline = time.monotonic() + 60
+    while not Path(f"{log}.held").exists() and time.monotonic() < deadline:  # the timer holds its lock first
+        time.sleep(0.05)
     result = pytester.runpytest_subprocess("--inductor-backend=eager", "-s", "-p", "no:randomly")
     assert timer.wait(timeout=60) == 0
     result.assert_outcomes(passed=1)
