@@ -1,0 +1,212 @@
+"""--inductor-sample-weights: a GraphNet sample's weights bound as the module's parameters and buffers (the default)
+or passed as forward inputs (GraphNet's own convention); what freezing makes of each."""
+
+from __future__ import annotations
+
+import pickle
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from graphnet_tree import write_sample
+
+from conftest import junit_properties, usage_error_line
+from pytest_inductor_templates.samples.cast import CastSample
+from pytest_inductor_templates.samples.graphnet import GraphNetSample, load_graph_module, module_name
+from pytest_inductor_templates.samples.sources import weights_line
+
+QUIET = ("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", "--inductor-devices=cpu")
+
+# A captured graph as Dynamo writes one (weights copied into locals, released with ``= None``), with a graph break
+# in the middle: a batch norm's float64 momentum read with .item(). Its weights, by Dynamo's names: two parameters,
+# a float32 buffer, an int64 buffer and the 0-dim float64 momentum (a plain attribute: a buffer, not a parameter).
+BREAK_MODEL = """
+import torch
+
+
+class GraphModule(torch.nn.Module):
+    def forward(self, L_x_: torch.Tensor, L_self_modules_fc_parameters_weight_: torch.nn.parameter.Parameter,
+                L_self_modules_fc_parameters_bias_: torch.nn.parameter.Parameter,
+                L_self_modules_bn_buffers_running_mean_: torch.Tensor, L_self_modules_bn_momentum: torch.Tensor,
+                L_self_modules_bn_buffers_num_batches_tracked_: torch.Tensor):
+        l_x_ = L_x_
+        l_self_modules_fc_parameters_weight_ = L_self_modules_fc_parameters_weight_
+        l_self_modules_fc_parameters_bias_ = L_self_modules_fc_parameters_bias_
+        l_self_modules_bn_buffers_running_mean_ = L_self_modules_bn_buffers_running_mean_
+        l_self_modules_bn_momentum = L_self_modules_bn_momentum
+        first = torch._C._nn.linear(l_x_, l_self_modules_fc_parameters_weight_, l_self_modules_fc_parameters_bias_)
+        l_x_ = None
+        momentum = l_self_modules_bn_momentum.item()
+        l_self_modules_bn_momentum = None
+        second = torch._C._nn.linear(
+            first.relu() * momentum, l_self_modules_fc_parameters_weight_, l_self_modules_fc_parameters_bias_
+        )
+        first = l_self_modules_fc_parameters_weight_ = l_self_modules_fc_parameters_bias_ = None
+        shifted = second - l_self_modules_bn_buffers_running_mean_ + L_self_modules_bn_buffers_num_batches_tracked_
+        second = l_self_modules_bn_buffers_running_mean_ = None
+        return (shifted,)
+"""
+
+
+def _meta(name: str, shape: list[int], dtype: str, extra: str) -> str:
+    return (
+        f"class Program_weight_tensor_meta_{name}:\n    name = {name!r}\n    shape = {shape}\n"
+        f"    dtype = {dtype!r}\n    device = 'cuda:0'\n{extra}\n"
+    )
+
+
+BREAK_META = "\n".join(
+    [
+        _meta("L_x_", [4, 8], "torch.float32", "    mean = 0.0\n    std = 1.0\n    data = None"),
+        _meta("L_self_modules_fc_parameters_weight_", [8, 8], "torch.float32", "    mean = 0.0\n    std = 1.0"),
+        _meta("L_self_modules_fc_parameters_bias_", [8], "torch.float32", "    mean = 0.1\n    std = 0.5"),
+        _meta("L_self_modules_bn_buffers_running_mean_", [8], "torch.float32", "    mean = 0.2\n    std = 0.5"),
+        _meta("L_self_modules_bn_momentum", [], "torch.float64", "    data = [0.1]"),
+        _meta("L_self_modules_bn_buffers_num_batches_tracked_", [], "torch.int64", "    data = [3]"),
+    ]
+)
+PARAMETERS = ["L_self_modules_fc_parameters_weight_", "L_self_modules_fc_parameters_bias_"]
+BUFFERS = [
+    "L_self_modules_bn_buffers_running_mean_",
+    "L_self_modules_bn_momentum",
+    "L_self_modules_bn_buffers_num_batches_tracked_",
+]
+
+
+@pytest.fixture
+def break_sample(tmp_path: Path) -> Path:
+    return write_sample(tmp_path / "corpus" / "bn", {"model.py": BREAK_MODEL, "weight_meta.py": BREAK_META}).parent
+
+
+def test_parameters_and_buffers_follow_dynamos_names(break_sample: Path) -> None:
+    """``_parameters_`` become parameters (frozen: no grad); every other weight a buffer, the 0-dim float64
+    momentum read with .item() too; the real input stays a forward argument."""
+    sample = GraphNetSample(break_sample, "bn")
+    model = sample.make_model("cpu")
+    assert [name for name, _ in model.named_parameters()] == PARAMETERS
+    assert not any(p.requires_grad for p in model.parameters())
+    buffers = dict(model.named_buffers())
+    assert list(buffers) == BUFFERS
+    assert buffers["L_self_modules_bn_momentum"].dtype == torch.float64
+    assert buffers["L_self_modules_bn_momentum"].dim() == 0
+    first, second = sample.make_inputs("cpu")
+    assert list(first.kwargs) == list(second.kwargs) == ["L_x_"]
+    assert model(**first.kwargs)[0].shape == (4, 8)
+
+
+def test_both_modes_compute_the_same_from_the_same_tensors(break_sample: Path) -> None:
+    """The weights and inputs get the same values in both modes: only how the weights reach the graph differs."""
+    bound, passed = GraphNetSample(break_sample, "bn"), GraphNetSample(break_sample, "bn", weights="inputs")
+    assert bound.id == passed.id  # runs of both modes match by id
+    model, inputs = bound.make_model("cpu"), bound.make_inputs("cpu")
+    graph, arguments = passed.make_model("cpu"), passed.make_inputs("cpu")
+    assert not list(graph.parameters()) and not list(graph.buffers())
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    for bound_set, passed_set in zip(inputs, arguments, strict=True):
+        assert set(passed_set.kwargs) == set(state) | set(bound_set.kwargs)
+        for name, tensor in passed_set.kwargs.items():
+            assert torch.equal(tensor, state[name] if name in state else bound_set.kwargs[name]), name
+        assert torch.equal(model(**bound_set.kwargs)[0], graph(**passed_set.kwargs)[0])
+    fresh = bound.make_model("cpu")  # a fresh model: new tensors, the same values
+    for name, tensor in fresh.named_parameters():
+        assert tensor is not state[name] and torch.equal(tensor, state[name])
+
+
+def test_the_mode_survives_pickling_and_the_cast_wrapper(break_sample: Path) -> None:
+    for mode in ("parameters", "inputs"):
+        sample = pickle.loads(pickle.dumps(GraphNetSample(break_sample, "bn", weights=mode)))
+        assert sample.weights_mode == mode and sample.id == "corpus/bn"
+        assert CastSample(sample, "bfloat16").weights_mode == mode
+    with pytest.raises(ValueError, match="weights must be one of parameters, inputs"):
+        GraphNetSample(break_sample, "bn", weights="params")
+
+
+def test_module_names_are_unique_to_path_and_device(break_sample: Path, tmp_path: Path) -> None:
+    """The loaded model.py is in sys.modules (Dynamo looks it up by name) under a name of its own for each file and
+    device: a sample's CPU and CUDA copies are different modules (their device strings differ)."""
+    path = break_sample / "bn" / "model.py"
+    cpu, cuda = load_graph_module(path, "cpu"), load_graph_module(path, "cuda:0")
+    assert cpu.__module__ != cuda.__module__
+    assert sys.modules[cpu.__module__].GraphModule is cpu and sys.modules[cuda.__module__].GraphModule is cuda
+    assert module_name(path, "cpu") == cpu.__module__ != module_name(path, "cuda:1")
+    other = write_sample(tmp_path / "elsewhere" / "bn", {"model.py": BREAK_MODEL, "weight_meta.py": BREAK_META})
+    assert module_name(other / "model.py", "cpu") != module_name(path, "cpu")
+    assert load_graph_module(path, "cpu") is cpu  # loaded once while the file is unchanged
+    model = GraphNetSample(break_sample, "bn").make_model("cpu")
+    assert sys.modules[type(model).__module__].GraphModule is type(model)
+
+
+def _frozen_per_graph(model: torch.nn.Module, inputs: dict) -> list[int]:
+    """How many weights freezing folded into constants, per graph Inductor compiled (fresh caches)."""
+    from torch._inductor.utils import fresh_cache
+
+    from pytest_inductor_templates.compile.evidence import CompileEvidence, gather
+    from pytest_inductor_templates.compile.isolation import isolated_compile_state
+
+    evidence = CompileEvidence()
+    with isolated_compile_state(), fresh_cache(), torch.no_grad(), torch._inductor.config.patch(freezing=True):
+        with gather(evidence):
+            torch.compile(model)(**inputs)
+    return [len(set(re.findall(r"_frozen_param\d+", code))) for code in evidence.codes]
+
+
+# Inductor's CPU lowering imports torch.utils.mkldnn, whose ScriptModules warn on torch 2.13
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_the_weights_stay_the_modules_on_both_sides_of_a_graph_break(break_sample: Path) -> None:
+    """The graph breaks at .item(): the weights reach the code Dynamo resumes after it as locals, and are still the
+    module's parameters and buffers there (Dynamo marks them static), so freezing folds them in both graphs; passed
+    as inputs, in neither."""
+    sample = GraphNetSample(break_sample, "bn")
+    frozen = _frozen_per_graph(sample.make_model("cpu"), sample.make_inputs("cpu")[0].kwargs)
+    assert len(frozen) == 2 and all(frozen), frozen
+    passed = GraphNetSample(break_sample, "bn", weights="inputs")
+    assert sum(_frozen_per_graph(passed.make_model("cpu"), passed.make_inputs("cpu")[0].kwargs)) == 0
+
+
+@pytest.mark.parametrize("mode", ["parameters", "inputs"])
+def test_freezing_folds_the_weights_bound_as_parameters_only(pytester: pytest.Pytester, mode: str) -> None:
+    """A real run under freezing: both modes build and pass the check; the effect evidence says what was folded,
+    and with the weights as inputs it names the cause."""
+    write_sample(pytester.path / "corpus" / "tiny")
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples=corpus", "--inductor-template=freezing", "--benchmark-disable", "--junitxml=out.xml",
+        "-o", "junit_family=xunit1", f"--inductor-sample-weights={mode}", *QUIET,
+    )  # fmt: skip
+    result.assert_outcomes(passed=4)  # (eager, freezing) x (check, bench)
+    check = junit_properties(pytester.path / "out.xml")["inductor-samples.corpus/tiny::check[freezing-cpu]"]
+    if mode == "parameters":
+        assert check["inductor_effect"] == "effect"
+        assert re.fullmatch(
+            r"freezing: [1-9]\d* parameter\(s\) frozen into constants", check["inductor_effect_evidence"]
+        )
+    else:
+        assert check["inductor_effect"] == "no effect"
+        assert check["inductor_effect_evidence"] == (
+            "freezing: no parameter was frozen into a constant (the sample's 2 weights are forward inputs, "
+            "--inductor-sample-weights=inputs: freezing folds a module's parameters and buffers, not inputs)"
+        )
+
+
+@pytest.mark.parametrize("where", ["command line", "ini"])
+def test_a_bad_mode_is_one_line_and_exit_4(sentinel_test: pytest.Pytester, where: str) -> None:
+    if where == "ini":
+        sentinel_test.makeini("[pytest]\ninductor_sample_weights = params\n")
+        line = usage_error_line(sentinel_test.runpytest_inprocess())
+        assert line == "ERROR: inductor_sample_weights (tox.ini): expected one of parameters, inputs, got 'params'"
+    else:
+        line = usage_error_line(sentinel_test.runpytest_inprocess("--inductor-sample-weights=params"))
+        assert line == (
+            "ERROR: --inductor-sample-weights (command line): expected one of parameters, inputs, got 'params'"
+        )
+
+
+def test_the_header_line_names_the_mode(break_sample: Path) -> None:
+    from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
+
+    assert weights_line(list(BUILTIN_SAMPLES)) is None
+    line = weights_line([*BUILTIN_SAMPLES, GraphNetSample(break_sample, "bn")])
+    assert line is not None and line.startswith("GraphNet sample weights: parameters (")
+    passed = weights_line([CastSample(GraphNetSample(break_sample, "bn", weights="inputs"), "bfloat16")])
+    assert passed is not None and passed.startswith("GraphNet sample weights: inputs (")
