@@ -1,10 +1,12 @@
 """--inductor-sample-weights: a GraphNet sample's weights bound as the module's parameters and buffers (the default)
-or passed as forward inputs (GraphNet's own convention); what freezing makes of each."""
+or passed as forward inputs (GraphNet's own convention); what freezing makes of each; compare and report."""
 
 from __future__ import annotations
 
+import json
 import pickle
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +15,9 @@ import torch
 from graphnet_tree import write_sample
 
 from conftest import junit_properties, usage_error_line
+from pytest_inductor_templates.record import ItemRecord, Outcome
+from pytest_inductor_templates.runs.files import Run, write_records
+from pytest_inductor_templates.runs.markdown import as_markdown
 from pytest_inductor_templates.samples.cast import CastSample
 from pytest_inductor_templates.samples.graphnet import GraphNetSample, load_graph_module, module_name
 from pytest_inductor_templates.samples.sources import weights_line
@@ -210,3 +215,90 @@ def test_the_header_line_names_the_mode(break_sample: Path) -> None:
     assert line is not None and line.startswith("GraphNet sample weights: parameters (")
     passed = weights_line([CastSample(GraphNetSample(break_sample, "bn", weights="inputs"), "bfloat16")])
     assert passed is not None and passed.startswith("GraphNet sample weights: inputs (")
+
+
+# compare and report, on saved runs whose records say how the weights were passed
+
+
+def _records(sample: str, speedup: float, weights: str | None) -> list[ItemRecord]:
+    check = ItemRecord(sample, "default", "cpu", "check", outcome=Outcome.PASS, sample_weights=weights)
+    bench = ItemRecord(sample, "default", "cpu", "bench", outcome=Outcome.PASS, sample_weights=weights)
+    bench.speedup, bench.speedup_low, bench.speedup_high = speedup, speedup * 0.99, speedup * 1.01
+    bench.median = bench.compiled_median = 1e-3 / speedup
+    bench.eager_median = 1e-3
+    return [check, bench]
+
+
+def _run(path: Path, *records: list[ItemRecord]) -> Path:
+    data: dict = {"machine_info": {"torch": "2.13"}, "benchmarks": []}
+    write_records(data, [r for group in records for r in group], [])
+    path.write_text(json.dumps(data))
+    return path
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_inductor_templates.runs.cli", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_compare_refuses_speedups_across_weight_modes(tmp_path: Path) -> None:
+    """A GraphNet sample's speedup with its weights as inputs against one with them as parameters is not compared,
+    nor gated, nor in the geomean; a sample whose mode is the same in both runs (or a built-in) is."""
+    base = _run(tmp_path / "base.json", _records("corpus/a", 2.0, "inputs"), _records("builtin/b", 2.0, None))
+    fell = _run(tmp_path / "fell.json", _records("corpus/a", 1.0, "parameters"), _records("builtin/b", 2.0, None))
+    result = cli("compare", str(base), str(fell), "--fail-on", "speedup:5%")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "note: GraphNet sample weights were passed differently (inputs -> parameters on 1 entry): those speedups "
+        "are not compared, nor in the geomeans or the gate"
+    ) in result.stdout
+    row = next(line for line in result.stdout.splitlines() if line.startswith("corpus/a [cpu]"))
+    assert "not compared: weights inputs -> parameters" in row
+    assert "over 1 sample(s)" in result.stdout  # the geomean: builtin/b alone
+    same = _run(tmp_path / "same.json", _records("corpus/a", 1.0, "inputs"), _records("builtin/b", 2.0, None))
+    assert cli("compare", str(base), str(same), "--fail-on", "speedup:5%").returncode == 1  # same mode: gated
+    rows = json.loads(cli("compare", str(base), str(fell), "--format", "json").stdout)["templates"]["default"]["rows"]
+    a = next(r for r in rows if r["sample"] == "corpus/a")
+    assert (a["base_sample_weights"], a["new_sample_weights"], a["speedup_change"]) == ("inputs", "parameters", None)
+
+
+def test_compare_with_only_other_modes_exits_2_and_a_pre_field_run_counts_as_inputs(tmp_path: Path) -> None:
+    """Runs saved before records named the mode passed GraphNet weights as inputs: against a parameters run, nothing
+    compares; correctness alone still does."""
+    old = _run(tmp_path / "old.json", _records("corpus/a", 2.0, None))
+    new = _run(tmp_path / "new.json", _records("corpus/a", 1.0, "parameters"))
+    result = cli("compare", str(old), str(new))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == (
+        "pytest-inductor-templates compare: error: nothing to compare: the runs passed GraphNet sample weights "
+        "differently (inputs -> parameters on 1 entry): parameters and inputs are different programs, whose speedups "
+        "do not compare (--fail-on correctness alone compares outcomes; rerun one with the other's "
+        "--inductor-sample-weights)"
+    )
+    assert cli("compare", str(old), str(new), "--fail-on", "correctness").returncode == 0
+    same = _run(tmp_path / "same.json", _records("corpus/a", 2.0, "inputs"))
+    assert cli("compare", str(old), str(same)).returncode == 0
+
+
+def test_report_says_which_mode_ran(tmp_path: Path) -> None:
+    from pytest_inductor_templates.runs.files import load
+
+    run = load(
+        str(_run(tmp_path / "run.json", _records("corpus/a", 2.0, "parameters"), _records("builtin/b", 2.0, None)))
+    )
+    assert as_markdown(run).startswith(
+        "GraphNet sample weights: `parameters` (the module's parameters and buffers, as deployed).\n"
+    )
+    mixed = Run(
+        "mixed",
+        {"inductor_templates": {}},
+        [*_records("corpus/a", 2.0, "parameters"), *_records("corpus/c", 2.0, "inputs")],
+    )
+    assert as_markdown(mixed).splitlines()[0] == (
+        "GraphNet sample weights: `inputs` (forward inputs, as GraphNet runs them): 2 item(s); "
+        "`parameters` (the module's parameters and buffers, as deployed): 2 item(s)."
+    )
+    assert not as_markdown(load(str(_run(tmp_path / "b.json", _records("builtin/b", 2.0, None))))).startswith(
+        "GraphNet"
+    )
