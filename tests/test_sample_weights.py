@@ -143,6 +143,20 @@ def test_module_names_are_unique_to_path_and_device(break_sample: Path, tmp_path
     assert sys.modules[type(model).__module__].GraphModule is type(model)
 
 
+def test_a_weight_the_module_already_has_an_attribute_for_is_a_sample_error(tmp_path: Path) -> None:
+    from pytest_inductor_templates.samples.base import SampleError
+
+    model = BREAK_MODEL.replace(
+        "class GraphModule(torch.nn.Module):\n",
+        "class GraphModule(torch.nn.Module):\n    L_self_modules_bn_momentum = 0.1\n",
+    )
+    files = {"model.py": model, "weight_meta.py": BREAK_META}
+    sample = GraphNetSample(write_sample(tmp_path / "c" / "s", files).parent, "s")
+    with pytest.raises(SampleError, match="cannot bind weight L_self_modules_bn_momentum to the module: GraphModule"):
+        sample.make_model("cpu")
+    GraphNetSample(sample.root, "s", weights="inputs").make_model("cpu")  # passed as inputs, nothing is bound
+
+
 def _frozen_per_graph(model: torch.nn.Module, inputs: dict) -> list[int]:
     """How many weights freezing folded into constants, per graph Inductor compiled (fresh caches)."""
     from torch._inductor.utils import fresh_cache

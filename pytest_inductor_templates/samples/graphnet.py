@@ -299,7 +299,10 @@ class GraphNetSample(Sample):
             return graph
         taken = [name for name in self._weight_names if hasattr(graph, name)]
         if taken:
-            raise SampleError(f"cannot bind weight {taken[0]} to the module: GraphModule has an attribute of that name")
+            raise SampleError(
+                f"cannot bind weight {taken[0]} to the module: GraphModule has an attribute of that name "
+                "(--inductor-sample-weights=inputs passes the weights as forward inputs)"
+            )
         weights = self._first_set(lambda meta: is_weight(meta.name))
         for meta in self.metas:
             if meta.name not in weights:
