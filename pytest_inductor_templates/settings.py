@@ -24,6 +24,7 @@ T = TypeVar("T")
 
 GROUP = "inductor-templates"
 SAMPLE_DTYPES = ("float16", "bfloat16", "float32", "float64")
+SAMPLE_WEIGHTS = ("parameters", "inputs")  # --inductor-sample-weights: how a GraphNet sample's weights are passed
 BUILTIN_SAMPLES = "builtin"  # the --inductor-samples value naming the built-in samples
 ISOLATION_MODES = ("process", "none")
 RECYCLE_TRIPLES = 100  # --inductor-recycle-triples' default
@@ -93,6 +94,13 @@ OPTIONS = (
         "run every sample with its floating weights and inputs cast to DTYPE (ids gain @DTYPE)",
         "DTYPE",
         argparse={"choices": SAMPLE_DTYPES},
+    ),
+    Option(
+        "inductor_sample_weights",
+        "how a GraphNet sample's weights reach its graph: parameters (the default: the module's own parameters and "
+        "buffers, as a deployed model holds them, so freezing can fold them and CUDA graphs keep them in place) or "
+        "inputs (forward arguments, as GraphNet captured and runs them)",
+        "|".join(SAMPLE_WEIGHTS),
     ),
     Option(
         "inductor_tolerance",
@@ -248,6 +256,10 @@ class Settings:
         if dtype is not None and dtype.value not in SAMPLE_DTYPES:
             raise dtype.usage_error(f"expected one of {', '.join(SAMPLE_DTYPES)}, got {dtype.value!r}")
         self.sample_dtype: str | None = dtype.value if dtype else None
+        weights = self.get("inductor_sample_weights")
+        if weights is not None and str(weights.value).strip() not in SAMPLE_WEIGHTS:
+            raise weights.usage_error(f"expected one of {', '.join(SAMPLE_WEIGHTS)}, got {weights.value!r}")
+        self.sample_weights: str = str(weights.value).strip() if weights is not None else SAMPLE_WEIGHTS[0]
         threads = _positive(self.get("inductor_timing_threads"), int, "a whole number of threads such as 4")
         self.timing_threads = int(threads) if threads is not None else None
         self.speedup_precision = _percent(self.get("inductor_speedup_precision"))

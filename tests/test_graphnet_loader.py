@@ -40,7 +40,7 @@ def test_metadata_is_read_without_executing_it(tmp_path: Path, monkeypatch: pyte
 
 
 def test_tensors_follow_the_metadata_and_the_seed(corpus: Path) -> None:
-    sample = GraphNetSample(corpus, "vision/tiny")
+    sample = GraphNetSample(corpus, "vision/tiny", weights="inputs")
     first, again = sample.make_inputs("cpu")[0].kwargs, sample.make_inputs("cpu")[0].kwargs
     for name in first:
         assert torch.equal(first[name], again[name]), name
@@ -56,7 +56,8 @@ def test_tensors_follow_the_metadata_and_the_seed(corpus: Path) -> None:
 
 
 def test_the_second_input_set_keeps_the_weights_and_varies_every_input(corpus: Path) -> None:
-    first, second = (inputs.kwargs for inputs in GraphNetSample(corpus, "vision/tiny").make_inputs("cpu"))
+    sample = GraphNetSample(corpus, "vision/tiny", weights="inputs")
+    first, second = (inputs.kwargs for inputs in sample.make_inputs("cpu"))
     for name in ("L_self_modules_fc_parameters_weight_", "L_self_modules_fc_parameters_bias_"):
         assert second[name] is first[name]  # the module's state: the same tensors
     assert not torch.equal(second["L_x_"], first["L_x_"])  # floats redrawn by the metadata's rule

@@ -30,6 +30,10 @@ CONVOLUTION = re.compile(r"extern_kernels\.convolution|aoti_torch_\w*convolution
 CUTLASS_KERNEL = re.compile(r"cutlass", re.IGNORECASE)
 GEMM = re.compile(ATEN_GEMM.pattern + "|" + TEMPLATE_KERNEL.pattern + r"|_linear_pointwise|mkl_linear|mkldnn\w*linear")
 
+# An attribute of a model whose weights are forward inputs (a GraphNet sample under --inductor-sample-weights=inputs):
+# how many there are. Freezing folds a module's parameters and buffers only.
+WEIGHTS_AS_INPUTS = "inductor_weights_as_inputs"
+
 # The settings each rule below judges; any other setting is judged by comparing the code with default's.
 CUDAGRAPH_KEYS = {"triton.cudagraphs"}
 GEMM_BACKEND_KEYS = {"max_autotune_gemm", "max_autotune_gemm_backends"}
@@ -60,11 +64,29 @@ def _cudagraphs(stats: CompileStats, device_type: str, recorded: int | None) -> 
     return Effect("cudagraphs", True, f"{count}, no skip reported for {stats.graphs} graph(s)")
 
 
-def _freezing(code: str) -> Effect:
-    frozen = len(set(FROZEN_PARAM.findall(code)))
+def _freezing(codes: list[str], model: Any = None) -> Effect:
+    frozen = sum(len(set(FROZEN_PARAM.findall(code))) for code in codes)  # each graph numbers its own from 0
     if frozen:
         return Effect("freezing", True, f"{frozen} parameter(s) frozen into constants")
-    return Effect("freezing", False, "no parameter was frozen into a constant (a model without parameters?)")
+    as_inputs = getattr(model, WEIGHTS_AS_INPUTS, None)
+    if as_inputs:
+        why = (
+            f" (the sample's {as_inputs} weights are forward inputs, --inductor-sample-weights=inputs: freezing folds "
+            "a module's parameters and buffers, not inputs)"
+        )
+    elif model is None:
+        why = " (a model without parameters?)"
+    else:
+        why = "" if _holds_state(model) else " (the model has no parameters or buffers)"
+    return Effect("freezing", False, f"no parameter was frozen into a constant{why}")
+
+
+def _holds_state(model: Any) -> bool:
+    """Whether ``model`` is a module with a parameter or a buffer (True when that cannot be told)."""
+    parameters, buffers = getattr(model, "parameters", None), getattr(model, "buffers", None)
+    if not callable(parameters) or not callable(buffers):
+        return True
+    return any(True for _ in parameters()) or any(True for _ in buffers())
 
 
 def _autotuning(evidence: CompileEvidence, code: str) -> Effect:
@@ -133,8 +155,10 @@ def judge(
     recorded_cuda_graphs: int | None = None,
     default_code: Callable[[], str | Exception] | None = None,
     cutlass_missing: str | None = None,
+    target: Any = None,
 ) -> list[Effect]:
-    """One verdict per aspect the selection turns on; empty when it turns nothing on (default, eager)."""
+    """One verdict per aspect the selection turns on; empty when it turns nothing on (default, eager). ``target``,
+    the model that was compiled, names why freezing found nothing to fold."""
     settings = selection.effective_settings
     code = evidence.code
     effects: list[Effect] = []
@@ -145,7 +169,7 @@ def judge(
     if not evidence.codes and (settings.keys() - covered):
         return [*effects, Effect("inductor", None, "Inductor produced no code for this model: nothing to observe")]
     if "freezing" in settings:
-        effects.append(_freezing(code))
+        effects.append(_freezing(evidence.codes, target))
         covered.add("freezing")
     if "cpp_wrapper" in settings:
         cpp = bool(CPP_WRAPPER.search(code))
@@ -267,6 +291,7 @@ def effects_of(
         recorded,
         default_code,
         package_missing("cutlass_library") if "CUTLASS" in backends else None,
+        model.target,
     )
 
 

@@ -91,7 +91,7 @@ class SampleCollector(pytest.Collector):
             for kind, function in KINDS:
                 item = SampleItem.from_parent(self, name=sample_item_name(kind, case), callobj=function)
                 item.stash[CASE_KEY] = SampleCase(self.sample, case, kind)
-                start(item, new_record(case, self.sample.id, kind, "sample"))
+                start(item, new_record(case, self.sample.id, kind, "sample", self.sample.weights_mode))
                 item.add_marker(SAMPLE_MARKER)
                 if self.config.pluginmanager.hasplugin("xdist"):  # --dist loadgroup keeps a triple on one worker
                     item.add_marker(pytest.mark.xdist_group(f"{self.sample.id}[{case.id}]"))

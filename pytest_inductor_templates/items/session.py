@@ -18,7 +18,7 @@ from ..integrations.benchmark import timing_switched_off_by
 from ..integrations.xdist import XdistHooks, host_lock_folder, pinned_gpu, pinned_gpus
 from ..machine import Device, visible_devices
 from ..samples.base import Sample
-from ..samples.sources import select_samples
+from ..samples.sources import select_samples, weights_line
 from ..settings import Settings
 from ..templates import selection as selection_module
 from ..templates.matrix import Case, select_devices
@@ -201,6 +201,8 @@ class InductorSession:
                 "case(s) (eager row included)"
             )
             lines.append(f"inductor-templates: {self.triples.description}")
+            if weights := weights_line(self.samples):
+                lines.append(f"inductor-templates: {weights}")
         if self.timeout is not None:
             lines.append(f"inductor-templates: a sample item is stopped after {self.timeout:g} s (--inductor-timeout)")
         return lines

@@ -31,8 +31,9 @@ class NoEffectWarning(UserWarning):
     """A template had no effect on an item: what ran is what default would have compiled."""
 
 
-def new_record(case: Case, sample: str, kind: str, source: str) -> ItemRecord:
-    """A new record of an item of ``case`` (``sample``: a sample id, or a user test's name)."""
+def new_record(case: Case, sample: str, kind: str, source: str, sample_weights: str | None = None) -> ItemRecord:
+    """A new record of an item of ``case`` (``sample``: a sample id, or a user test's name; ``sample_weights``: how
+    a GraphNet sample's weights reach its graph)."""
     device = case.device
     return ItemRecord(
         sample=sample,
@@ -43,6 +44,7 @@ def new_record(case: Case, sample: str, kind: str, source: str) -> ItemRecord:
         gpu=device.description if device.type == "cuda" else None,
         settings=dict(case.selection.effective_settings),
         fallback=case.fallback_note,
+        sample_weights=sample_weights,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,17 @@ def log_error(record: ItemRecord | None) -> float | None:
     return (math.log(record.speedup_high) - math.log(record.speedup_low)) / (2 * Z95)
 
 
+def weights_of(record: ItemRecord | None, other: ItemRecord | None) -> str | None:
+    """How ``record``'s GraphNet sample passed its weights (``sample_weights``). A record saved before the field
+    existed lacks it; where ``other``, the same sample in the other run, has it, that run passed the weights as
+    inputs, as every run did then."""
+    if record is None:
+        return None
+    if record.sample_weights is None and other is not None and other.sample_weights is not None:
+        return "inputs"
+    return record.sample_weights
+
+
 @dataclass
 class Row:
     """One (sample, device) of one template in both runs: the bench records that carry the speedups."""
@@ -35,6 +47,14 @@ class Row:
     new: ItemRecord | None
     base_outcome: str | None
     new_outcome: str | None
+    base_weights: str | None = None  # how the sample's weights were passed (a GraphNet sample's sample_weights)
+    new_weights: str | None = None
+
+    @property
+    def weights_differ(self) -> bool:
+        """The runs passed the sample's weights differently (parameters against inputs): different programs, whose
+        speedups do not compare."""
+        return self.base_weights != self.new_weights
 
     @property
     def base_speedup(self) -> float | None:
@@ -46,8 +66,9 @@ class Row:
 
     @property
     def log_change(self) -> float | None:
-        """log(new speedup / base speedup): each speedup is against eager of its own run."""
-        if not self.base_speedup or not self.new_speedup:
+        """log(new speedup / base speedup): each speedup is against eager of its own run; None where the runs passed
+        the weights differently."""
+        if not self.base_speedup or not self.new_speedup or self.weights_differ:
             return None
         return math.log(self.new_speedup / self.base_speedup)
 
@@ -167,6 +188,11 @@ class RunComparison:
                 (flagged if regressed(change, interval, limit) else waived).append(line)
         return flagged, waived
 
+    @property
+    def weights_differ(self) -> list[Row]:
+        """The rows whose sample passed its weights differently in the two runs: their speedups are not compared."""
+        return [r for t in self.templates for r in t.rows if r.weights_differ]
+
     def incomparable(self, speedups: bool) -> str | None:
         """Why nothing could be compared: no entry in both runs; or, when ``speedups`` are asked for, runs from
         different GPUs, or no compiled entry timed in both. None when there is something to compare."""
@@ -178,6 +204,11 @@ class RunComparison:
             return (
                 f"the runs are from different GPUs ({self.base.gpu or 'no GPU'} vs {self.new.gpu or 'no GPU'}): "
                 "their speedups do not compare (--fail-on correctness alone compares outcomes)"
+            )
+        if not any(t.compared for t in self.templates) and self.weights_differ:
+            return f"the runs passed GraphNet sample weights differently ({_weights_change(self.weights_differ)}): " + (
+                "parameters and inputs are different programs, whose speedups do not compare (--fail-on correctness "
+                "alone compares outcomes; rerun one with the other's --inductor-sample-weights)"
             )
         if not any(t.compared for t in self.templates):
             timed = [sum(c.speedup is not None for c in run.cells.values()) for run in (self.base, self.new)]
@@ -221,10 +252,17 @@ def compare_runs(base: Run, new: Run) -> RunComparison:
             newly_passing.append((key, str(base_outcome), new_outcome or PASS))
         if template == EAGER:
             continue
+        base_weights, new_weights = weights_of(b.verdict, n.verdict), weights_of(n.verdict, b.verdict)
         templates.setdefault(template, TemplateComparison(template)).rows.append(
-            Row(sample, device, b.bench, n.bench, base_outcome, new_outcome)
+            Row(sample, device, b.bench, n.bench, base_outcome, new_outcome, base_weights, new_weights)
         )
     return RunComparison(base, new, list(templates.values()), newly_failing, newly_passing, only_base, only_new)
+
+
+def _weights_change(rows: list[Row]) -> str:
+    """``inputs -> parameters`` (for each distinct change among ``rows``), with how many rows each covers."""
+    changes = Counter(f"{r.base_weights or 'none'} -> {r.new_weights or 'none'}" for r in rows)
+    return ", ".join(f"{change} on {count} entr{'y' if count == 1 else 'ies'}" for change, count in changes.items())
 
 
 def _pct(value: float | None) -> str:
@@ -266,11 +304,14 @@ HEADER = [
 
 
 def _cells(row: Row) -> list[str]:
+    change = _change(row.speedup_change, row.change_interval)
+    if row.weights_differ:
+        change = f"not compared: weights {row.base_weights or 'none'} -> {row.new_weights or 'none'}"
     return [
         f"{row.sample} [{row.device}]",
         speedup_text(row.base) if row.base else "n/a",
         speedup_text(row.new) if row.new else "n/a",
-        _change(row.speedup_change, row.change_interval),
+        change,
         _time(row.base.median if row.base else None),
         _time(row.new.median if row.new else None),
         _pct(row.time_change),
@@ -292,6 +333,12 @@ def _notes(comparison: RunComparison) -> list[str]:
     for which, run in (("base", comparison.base), ("new", comparison.new)):
         if run.partial:
             notes.append(f"note: the {which} run is partial ({run.partial}): items it lacks show as only in the other")
+    if comparison.weights_differ:
+        notes.append(
+            "note: GraphNet sample weights were passed differently "
+            f"({_weights_change(comparison.weights_differ)}): those speedups are not compared, nor in the geomeans "
+            "or the gate"
+        )
     notes += [f"newly failing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_failing]
     notes += [f"newly passing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_passing]
     notes += [f"only in base: {'/'.join(k)}" for k in comparison.only_in_base]
@@ -319,6 +366,7 @@ def as_markdown(comparison: RunComparison) -> str:
 def _row_json(row: Row) -> dict[str, Any]:
     fields = ("speedup", "speedup_low", "speedup_high", "unstable", "median", "eager_median", "compiled_median")
     data: dict[str, Any] = {"sample": row.sample, "device": row.device}
+    data |= {"base_sample_weights": row.base_weights, "new_sample_weights": row.new_weights}
     for side, record in (("base", row.base), ("new", row.new)):
         data |= {f"{side}_{name}": getattr(record, name) if record else None for name in fields}
         data[f"{side}_outcome"] = getattr(row, f"{side}_outcome")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ..outcomes import FAILURES, FIRST_COMPARISON
 from ..record import EAGER, ItemRecord, geomean
 from ..tables import render, speedup_text, times
@@ -31,6 +33,22 @@ def _cell(cell: Cell | None) -> str:
     return " / ".join(parts)
 
 
+def weights_line(run: Run) -> str | None:
+    """How the run's GraphNet samples passed their weights (``sample_weights``), or None without any: from runs
+    saved before the record said, nothing."""
+    counts = Counter(r.sample_weights for r in run.records if r.sample_weights is not None)
+    if not counts:
+        return None
+    how = {
+        "parameters": "the module's parameters and buffers, as deployed",
+        "inputs": "forward inputs, as GraphNet runs them",
+    }
+    parts = [f"`{mode}` ({how.get(mode, mode)})" for mode in sorted(counts)]
+    if len(counts) > 1:
+        parts = [f"{part}: {counts[mode]} item(s)" for part, mode in zip(parts, sorted(counts), strict=True)]
+    return "GraphNet sample weights: " + "; ".join(parts) + "."
+
+
 def as_markdown(run: Run) -> str:
     """The run's samples x templates table (outcome / effect / speedup over eager), geomeans, evidence."""
     templates = list(dict.fromkeys(t for _, t, _ in run.cells if t != EAGER))
@@ -43,6 +61,8 @@ def as_markdown(run: Run) -> str:
         means.append(f"{times(mean)} over {len(speedups)}" if mean is not None else "n/a")
     body.append(["geomean speedup", *means])
     lines = render(["sample [device]", *(f"`{t}`" for t in templates)], body, markdown=True)
+    if (weights := weights_line(run)) is not None:
+        lines = [weights, "", *lines]
     if run.partial:
         lines = [f"**Partial run** ({run.partial}): the items that had not ended are missing.", "", *lines]
     evidence = sorted(

@@ -42,6 +42,12 @@ class Sample(ABC):
         """Seeded inputs on ``device``: the first call's, then any further calls' (e.g. other batch sizes); new
         tensors every time (a tensor still alive after its triple is released counts as kept by something else)."""
 
+    @property
+    def weights_mode(self) -> str | None:
+        """How a GraphNet sample's weights reach its graph (``parameters`` or ``inputs``, the record's
+        ``sample_weights``); None for a sample whose model holds its own weights (the built-ins)."""
+        return None
+
     def tensor_bytes(self, float_dtype: str | None = None) -> int | None:
         """What its weights and inputs take once built (floating ones in ``float_dtype`` when given), or None
         when that is not known before building (the built-ins are small)."""

@@ -32,6 +32,10 @@ class CastSample(Sample):
     def tolerance(self) -> Any:  # type: ignore[override]
         return self.inner.tolerance
 
+    @property
+    def weights_mode(self) -> str | None:
+        return self.inner.weights_mode
+
     def tensor_bytes(self, float_dtype: str | None = None) -> int | None:
         return self.inner.tensor_bytes(float_dtype or self.dtype_name)
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 import inspect
 import json
 import os
 import re
+import sys
+import types
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from ..check.inputs import rolled
+from ..compile.effects import WEIGHTS_AS_INPUTS
+from ..settings import SAMPLE_WEIGHTS
 from .base import Inputs, Sample, SampleError, stable_seed
-from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, tensor_bytes, torch_dtype
+from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, skip_draws, tensor_bytes, torch_dtype
 
 META_FILES = ("weight_meta.py", "input_meta.py")
 _DEVICE_STRING = re.compile(r"(cuda|cpu|xpu|mps)(:\d+)?")
@@ -99,35 +104,115 @@ class _DeviceRewriter(ast.NodeTransformer):
         return node
 
 
-def load_graph_module(path: Path, device: str) -> type:
-    """``GraphModule`` from ``path``, with device strings pointed at ``device``."""
+def _read_weights_from_self(tree: ast.Module, weights: frozenset[str]) -> ast.Module:
+    """``tree`` with ``GraphModule.forward`` taking its weights from the module instead of as arguments: each leaves
+    the signature, and ``forward`` begins with ``NAME = self.NAME``. The rest of the captured code is unchanged.
+
+    Dynamo then traces the graph's own ``forward``, as with the weights as inputs (no wrapper frame, the same graph
+    breaks), and marks the module's parameters and buffers as static: freezing folds them, on both sides of a graph
+    break (a 0-dim tensor's ``.item()``), where they reach the resumed code as locals."""
+    forward = next(
+        (
+            node
+            for cls in tree.body
+            if isinstance(cls, ast.ClassDef) and cls.name == "GraphModule"
+            for node in cls.body
+            if isinstance(node, ast.FunctionDef) and node.name == "forward"
+        ),
+        None,
+    )
+    if forward is None or not forward.args.args:
+        raise SampleError("GraphModule has no forward(self, ...) to bind the weights to")
+    arguments = forward.args
+    owner = arguments.args[0].arg
+    taken = [a.arg for a in [*arguments.args, *arguments.kwonlyargs] if a.arg in weights]
+    defaults = [None] * (len(arguments.args) - len(arguments.defaults)) + list(arguments.defaults)
+    positional = [(a, d) for a, d in zip(arguments.args, defaults, strict=True) if a.arg not in weights]
+    arguments.args = [a for a, _ in positional]
+    arguments.defaults = [d for _, d in positional if d is not None]  # the defaults stay the trailing ones
+    keywords = [
+        (a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if a.arg not in weights
+    ]
+    arguments.kwonlyargs, arguments.kw_defaults = [a for a, _ in keywords], [d for _, d in keywords]
+    self_read = [
+        ast.Assign([ast.Name(name, ast.Store())], ast.Attribute(ast.Name(owner, ast.Load()), name, ast.Load()))
+        for name in taken
+    ]
+    docstring = forward.body[:1] if ast.get_docstring(forward) is not None else []
+    forward.body = [*docstring, *self_read, *forward.body[len(docstring) :]]
+    return tree
+
+
+def module_name(path: Path, device: str, bound: bool = False) -> str:
+    """The name a sample's loaded ``model.py`` goes by in ``sys.modules``: one per file, device (the device strings
+    in it are rewritten per device) and binding (whether forward reads its weights from ``self``), the same in every
+    process."""
+    digest = hashlib.sha1(f"{Path(path).resolve()}\0{device}\0{bound}".encode()).hexdigest()[:16]
+    return f"inductor_sample_{digest}"
+
+
+_LOADED: dict[str, tuple[tuple[int, int], types.ModuleType]] = {}  # module name -> (model.py's mtime and size, module)
+
+
+def load_graph_module(path: Path, device: str, weights: frozenset[str] = frozenset()) -> type:
+    """``GraphModule`` from ``path``, with device strings pointed at ``device``; with ``weights``, its forward reads
+    those from ``self`` instead of taking them (``_read_weights_from_self``).
+
+    The module is registered in ``sys.modules`` under ``module_name``, as an imported module is: Dynamo looks a
+    function's module up by name when it inlines it. A file loaded before is loaded again only when it changed, so
+    the models built from it share one module."""
     import torch
 
-    tree = ast.fix_missing_locations(_DeviceRewriter(device).visit(parse_file(path)))
-    namespace: dict[str, Any] = {
-        "__name__": f"inductor_sample_{stable_seed(str(path)):08x}",
-        "__file__": str(path),
-        "torch": torch,
-        "device": torch.device,
-        "inf": float("inf"),
-        "nan": float("nan"),
-    }
+    name = module_name(path, device, bool(weights))
     try:
-        exec(compile(tree, str(path), "exec"), namespace)
-    except Exception as error:
-        raise SampleError(f"model.py failed to import: {type(error).__name__}: {error}") from None
-    module_class = namespace.get("GraphModule")
+        info = os.stat(path)
+    except OSError as error:
+        raise SampleError(f"cannot read model.py: {error.strerror}") from None
+    stamp = (info.st_mtime_ns, info.st_size)
+    loaded = _LOADED.get(name)
+    if loaded is not None and loaded[0] == stamp and sys.modules.get(name) is loaded[1]:
+        module = loaded[1]
+    else:
+        tree = _DeviceRewriter(device).visit(parse_file(path))
+        if weights:
+            tree = _read_weights_from_self(tree, weights)
+        module = types.ModuleType(name)
+        module.__dict__.update(
+            {"__file__": str(path), "torch": torch, "device": torch.device, "inf": float("inf"), "nan": float("nan")}
+        )
+        try:
+            exec(compile(ast.fix_missing_locations(tree), str(path), "exec"), module.__dict__)
+        except Exception as error:
+            raise SampleError(f"model.py failed to import: {type(error).__name__}: {error}") from None
+        sys.modules[name] = module
+        _LOADED[name] = (stamp, module)
+    module_class = getattr(module, "GraphModule", None)
     if not isinstance(module_class, type):
         raise SampleError("model.py defines no class GraphModule")
     return module_class
 
 
+def is_parameter(meta: TensorMeta) -> bool:
+    """Whether a weight is bound as a ``torch.nn.Parameter``: Dynamo names a module's parameters
+    ``..._parameters_...``; a parameter is floating (or complex). Every other weight (``_buffers_``, and plain tensor
+    attributes such as a batch norm's 0-dim float64 momentum, read with ``.item()``) is a buffer."""
+    return "_parameters_" in meta.name and ("float" in meta.dtype or "complex" in meta.dtype)
+
+
 @dataclass(frozen=True, eq=False)
 class GraphNetSample(Sample):
-    """One sample directory of a GraphNet-format root."""
+    """One sample directory of a GraphNet-format root; ``weights`` says how its weights reach the graph:
+    ``parameters`` (the module's own parameters and buffers, as a deployed model holds them) or ``inputs``
+    (forward arguments, as GraphNet captured and runs them). The id does not say it: runs of both modes match by id,
+    and their records say which ran (``weights_mode``)."""
 
     root: Path
     relative: str
+    weights: str = "parameters"
+
+    def __post_init__(self) -> None:
+        if self.weights not in SAMPLE_WEIGHTS:
+            raise ValueError(f"weights must be one of {', '.join(SAMPLE_WEIGHTS)}, got {self.weights!r}")
 
     @property
     def id(self) -> str:  # type: ignore[override]
@@ -173,11 +258,17 @@ class GraphNetSample(Sample):
             raise SampleError(f"graph_net.json: num_devices_required must be an integer >= 1, got {count!r}")
         return count
 
-    def make_model(self, device: Any) -> Any:
+    @property
+    def weights_mode(self) -> str:
+        return self.weights
+
+    def _graph(self, device: Any) -> Any:
+        """A fresh ``GraphModule`` on ``device``, its forward's parameters checked against the metadata; with
+        ``parameters``, its forward reads the weights from the module, which does not hold them yet."""
         if self._devices_required() > 1:
             raise SampleError(f"needs {self._devices_required()} devices (graph_net.json)")
-        module_class = load_graph_module(self.directory / "model.py", str(device))
-        forward = getattr(module_class, "forward", None)
+        path = self.directory / "model.py"
+        forward = getattr(load_graph_module(path, str(device)), "forward", None)
         if forward is None:
             raise SampleError("GraphModule has no forward")
         params = [p for p in inspect.signature(forward).parameters if p != "self"]
@@ -191,7 +282,55 @@ class GraphNetSample(Sample):
             if extra:
                 parts.append(f"metadata names {', '.join(extra[:3])}, which forward does not take")
             raise SampleError("metadata does not match forward: " + "; ".join(parts))
-        return module_class().eval()
+        if self.weights == "inputs":
+            graph = load_graph_module(path, str(device))()
+            setattr(graph, WEIGHTS_AS_INPUTS, sum(is_weight(name) for name in names))
+        else:
+            graph = load_graph_module(path, str(device), frozenset(filter(is_weight, names)))()
+        return graph.eval()
+
+    def make_model(self, device: Any) -> Any:
+        """The graph; with ``parameters``, holding its weights (drawn as ``make_inputs`` draws them with ``inputs``:
+        the same values in both modes) on ``device`` as its own parameters and buffers, under their Dynamo names."""
+        import torch
+
+        graph = self._graph(device)
+        if self.weights == "inputs":
+            return graph
+        taken = [name for name in self._weight_names if hasattr(graph, name)]
+        if taken:
+            raise SampleError(
+                f"cannot bind weight {taken[0]} to the module: GraphModule has an attribute of that name "
+                "(--inductor-sample-weights=inputs passes the weights as forward inputs)"
+            )
+        weights = self._first_set(lambda meta: is_weight(meta.name))
+        for meta in self.metas:
+            if meta.name not in weights:
+                continue
+            tensor = weights.pop(meta.name).to(device)
+            if is_parameter(meta):
+                graph.register_parameter(meta.name, torch.nn.Parameter(tensor, requires_grad=False))
+            else:
+                graph.register_buffer(meta.name, tensor)
+        return graph
+
+    @property
+    def _weight_names(self) -> list[str]:
+        return [m.name for m in self.metas if is_weight(m.name)]
+
+    def _first_set(self, wanted: Any, generator: Any = None) -> dict[str, Any]:
+        """The first input set's tensors that ``wanted(meta)`` picks, drawn from the sample's seeded generator;
+        the others' draws are made and dropped, so that every tensor gets the same values whichever are kept."""
+        import torch
+
+        generator = generator if generator is not None else torch.Generator().manual_seed(stable_seed(self.id))
+        kept = {}
+        for meta in self.metas:
+            if wanted(meta):
+                kept[meta.name] = rebuild(meta, generator)
+            else:
+                skip_draws(meta, generator)
+        return kept
 
     @cached_property
     def symint_parameters(self) -> frozenset[str]:
@@ -213,13 +352,17 @@ class GraphNetSample(Sample):
         returns its first output again is caught; an input given as literal data is rolled by one place, and a
         constant floating one (std 0) varies around its value. A ``torch.SymInt`` parameter gets a Python int,
         as when the graph was captured (a 0-dim tensor in its place makes Dynamo trace a tensor where the
-        graph has a size), the same in both sets."""
+        graph has a size), the same in both sets. With ``parameters`` the weights are the model's, not in the sets
+        (their draws are made and dropped: every input gets the values it gets with ``inputs``)."""
         import torch
 
         generator = torch.Generator().manual_seed(stable_seed(self.id))
-        first = {meta.name: rebuild(meta, generator) for meta in self.metas}
+        passed = (lambda meta: True) if self.weights == "inputs" else (lambda meta: not is_weight(meta.name))
+        first = self._first_set(passed, generator)
         second = {}
         for meta in self.metas:
+            if meta.name not in first:
+                continue
             if is_weight(meta.name):
                 second[meta.name] = first[meta.name]
             elif meta.data is not None:

@@ -158,6 +158,25 @@ def rebuild(meta: TensorMeta, generator: Any) -> Any:
     return out.reshape(shape)
 
 
+def skip_draws(meta: TensorMeta, generator: Any) -> None:
+    """Advance ``generator`` as ``rebuild(meta, generator)`` does, a chunk at a time, keeping nothing: the tensors
+    drawn after it get the same values whether or not it was built."""
+    import torch
+
+    dtype = torch_dtype(meta)
+    if meta.data is not None:
+        return
+    if not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool:
+        if meta.min_val is not None and meta.max_val is not None:
+            torch.randint(int(meta.min_val), int(meta.max_val) + 1, meta.shape, generator=generator, dtype=dtype)
+            return
+    for start, stop in chunks(math.prod(meta.shape)):  # the draws of _draw, without its arithmetic
+        if dtype == torch.bool:
+            torch.rand(stop - start, generator=generator)
+        else:
+            torch.randn(stop - start, generator=generator, dtype=torch.float64)
+
+
 def _draw(meta: TensorMeta, count: int, generator: Any, dtype: Any) -> Any:
     """``count`` values of the tensor (as bool or float64), in the order one draw over the whole tensor gives them."""
     import torch

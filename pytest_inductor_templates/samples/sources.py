@@ -19,7 +19,24 @@ def select_samples(settings: Settings) -> list[Sample]:
     return [CastSample(sample, settings.sample_dtype) for sample in samples]
 
 
-def _root_samples(value: Sourced[str]) -> list[GraphNetSample]:
+def weights_line(samples: list[Sample]) -> str | None:
+    """The header's line on how the GraphNet samples' weights are passed (``--inductor-sample-weights``), or None
+    when no GraphNet sample runs."""
+    mode = next((mode for sample in samples if (mode := sample.weights_mode) is not None), None)
+    if mode is None:
+        return None
+    if mode == "parameters":
+        return (
+            "GraphNet sample weights: parameters (the module's own parameters and buffers, as deployed; "
+            "--inductor-sample-weights=inputs passes them as forward inputs, as GraphNet does)"
+        )
+    return (
+        f"GraphNet sample weights: {mode} (forward inputs, as GraphNet runs them: freezing cannot fold them and CUDA "
+        "graphs copy them on every call; the default, parameters, binds them as a deployed model holds them)"
+    )
+
+
+def _root_samples(value: Sourced[str], weights: str) -> list[GraphNetSample]:
     """Every sample under one root; a root that is not a directory, or holds no sample, is a usage error."""
     hint = (
         " (--inductor-samples PATH takes PATH as a sample root: for the built-in samples beside test paths, "
@@ -31,7 +48,7 @@ def _root_samples(value: Sourced[str]) -> list[GraphNetSample]:
     if not root.is_dir():
         kind = "a file" if root.is_file() else "not a directory"
         raise value.usage_error(f"sample root {value.value!r} is {kind}{hint}")
-    found = [GraphNetSample(root, relative) for relative in discover(root)]
+    found = [GraphNetSample(root, relative, weights) for relative in discover(root)]
     if not found:
         raise value.usage_error(f"sample root {value.value!r} holds no sample (no directory with a model.py){hint}")
     return found
@@ -47,7 +64,7 @@ def _listed_samples(settings: Settings) -> list[Sample]:
         if value.path().resolve() in roots:  # the same root twice: its samples once
             continue
         roots[value.path().resolve()] = value
-        for sample in _root_samples(value):
+        for sample in _root_samples(value, settings.sample_weights):
             other = samples.get(sample.id)
             if other is not None:
                 where = other.root if isinstance(other, GraphNetSample) else "the built-in samples"
