@@ -26,6 +26,7 @@ GROUP = "inductor-templates"
 SAMPLE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 BUILTIN_SAMPLES = "builtin"  # the --inductor-samples value naming the built-in samples
 ISOLATION_MODES = ("process", "none")
+DYNAMIC_VALUES = ("true", "false", "auto")
 RECYCLE_TRIPLES = 100  # --inductor-recycle-triples' default
 
 
@@ -37,7 +38,8 @@ class Option:
     help: str
     metavar: str | None = None
     ini_type: str | None = "string"  # pytest's ini type; None: command line only
-    argparse: dict[str, Any] = field(default_factory=dict)  # action, nargs, const, choices
+    argparse: dict[str, Any] = field(default_factory=dict)  # action, nargs, const (no choices: see ``values``)
+    values: tuple[str, ...] = ()  # the values it takes, for the docs; Settings checks them (one line, exit 4)
 
     @property
     def flag(self) -> str:
@@ -67,7 +69,8 @@ OPTIONS = (
     Option(
         "inductor_dynamic",
         "torch.compile dynamic=: true, false or auto (default auto; the bare flag means true)",
-        argparse={"nargs": "?", "const": "true", "choices": ("true", "false", "auto")},
+        argparse={"nargs": "?", "const": "true"},
+        values=DYNAMIC_VALUES,
     ),
     Option("inductor_templates_file", "TOML file with user templates ([templates.NAME] tables)", "TOML"),
     Option(
@@ -90,9 +93,10 @@ OPTIONS = (
     ),
     Option(
         "inductor_sample_dtype",
-        "run every sample with its floating weights and inputs cast to DTYPE (ids gain @DTYPE)",
+        "run every sample with its floating weights and inputs cast to DTYPE: float16, bfloat16, float32 or "
+        "float64 (ids gain @DTYPE)",
         "DTYPE",
-        argparse={"choices": SAMPLE_DTYPES},
+        values=SAMPLE_DTYPES,
     ),
     Option(
         "inductor_tolerance",
@@ -110,7 +114,7 @@ OPTIONS = (
         "inductor_isolation",
         "where sample items run: process (the default on Linux and macOS: a worker process, so that a crash, hang "
         "or CUDA fault ends one item, not the run) or none (in the pytest process)",
-        argparse={"choices": ISOLATION_MODES},
+        values=ISOLATION_MODES,
     ),
     Option(
         "inductor_timeout",
@@ -172,7 +176,8 @@ def register(parser: pytest.Parser) -> None:
     """Declare every option of the table and its ini twin."""
     group = parser.getgroup(GROUP, "torch.compile / Inductor templates")
     for option in OPTIONS:
-        extra = {"metavar": option.metavar} if option.metavar else {}
+        metavar = option.metavar or ("{" + ",".join(option.values) + "}" if option.values else None)
+        extra = {"metavar": metavar} if metavar else {}
         group.addoption(option.flag, dest=option.name, default=None, help=option.help, **option.argparse, **extra)
         if option.ini_type is not None:
             parser.addini(option.name, f"{option.help} (ini twin of {option.flag})", type=option.ini_type, default=None)
@@ -182,7 +187,7 @@ def options_markdown() -> str:
     """The options table of the docs, generated from ``OPTIONS``."""
     rows = []
     for option in OPTIONS:
-        value = option.metavar or "|".join(option.argparse.get("choices", ()))
+        value = option.metavar or "|".join(option.values)
         if value and option.argparse.get("nargs") == "?":
             value = f"[{value}]"
         flag = f"`{option.flag} {value}`".replace("|", "\\|") if value else f"`{option.flag}`"
@@ -355,7 +360,7 @@ def _dynamic(raw: Sourced[Any] | None) -> bool | None:
     if raw is None:
         return None
     value = str(raw.value).strip().lower()
-    if value not in ("true", "false", "auto"):
+    if value not in DYNAMIC_VALUES:
         raise raw.usage_error(f"expected true, false or auto, got {raw.value!r}")
     return None if value == "auto" else value == "true"
 

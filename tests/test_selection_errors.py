@@ -60,6 +60,20 @@ BAD_COMMAND_LINES = [
         "got 'tight'",
     ),
     (["--inductor-results=."], "is a directory: name a file, such as results.jsonl"),
+    (["--inductor-dynamic=maybe"], "--inductor-dynamic (command line): expected true, false or auto, got 'maybe'"),
+    (
+        ["--inductor-sample-dtype=float8"],
+        "--inductor-sample-dtype (command line): expected one of float16, bfloat16, float32, float64, got 'float8'",
+    ),
+    (
+        ["--inductor-isolation=thread"],
+        "--inductor-isolation (command line): expected one of process, none, got 'thread'",
+    ),
+    (
+        ["--inductor-template=all,eager"],
+        "--inductor-template (command line): all stands alone: give all by itself, or a comma list of templates "
+        "without it (not eager)",
+    ),
     (["--inductor-results=test_sentinel.py/run.jsonl"], "is a file, not a folder: the results file cannot be made"),
 ]
 

@@ -168,7 +168,12 @@ def _templates(chosen: Sourced[Any], registry: TemplateRegistry, devices: list[D
     names = _names(chosen)
     if names == ["all"]:
         return _all(registry, devices)[0]
-    if not names or "all" in names:
+    if "all" in names:
+        others = ", ".join(n for n in names if n != "all")
+        raise chosen.usage_error(
+            f"all stands alone: give all by itself, or a comma list of templates without it (not {others})"
+        )
+    if not names:
         raise chosen.usage_error("give one template, a comma list of templates, or all")
     for name in names:
         if name not in registry:
