@@ -120,7 +120,7 @@ def test_an_unchanged_run_passes(runs) -> None:
     assert "template default: geomean speedup" in same.stdout and "+0.0%" in same.stdout
     rerun = cli("compare", str(runs["base"]), str(runs["rerun"]), *GATE, "--fail-on", "correctness")
     assert rerun.returncode == 0, rerun.stdout  # the same commit again: within noise, and nothing newly fails
-    assert "geomean speedup" in rerun.stdout and "over 1 sample(s)" in rerun.stdout  # embedding was compared
+    assert "geomean speedup" in rerun.stdout and "over 1 sample timed in both runs" in rerun.stdout  # embedding
 
 
 def test_a_planted_slowdown_fails_the_speedup_gate_with_the_intervals_shown(runs) -> None:
@@ -444,6 +444,42 @@ def test_templates_that_all_leaves_out_are_named_with_the_reason(runs, tmp_path:
     assert untimed.returncode == 2, untimed.stdout  # the eager row alone ran: no speedup to compare
     assert "nothing to compare: no compiled entry has a speedup in both runs (base has 0, new has 2" in untimed.stderr
     assert cli("compare", str(tmp_path / "run.json"), str(runs["base"]), "--fail-on", "correctness").returncode == 0
+
+
+USER_TESTS = """
+import torch
+
+
+def test_checked(inductor_check):
+    inductor_check(torch.nn.Linear(8, 8), torch.randn(4, 8))
+
+
+def test_timed(inductor_benchmark):
+    inductor_benchmark(torch.nn.Linear(8, 8), torch.randn(4, 8))
+"""
+
+
+def test_compare_counts_its_rows_and_leaves_out_entries_that_only_check(tmp_path: Path) -> None:
+    """A test that only checks has no speedup in either run: it is counted above the table, not a row of n/a;
+    the geomean says how many rows it is over."""
+    (tmp_path / "test_user.py").write_text(USER_TESTS)
+    args = ("--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore", *FAST)
+    assert run_pytest(tmp_path, *args, "--benchmark-json=run.json").returncode == 0
+    result = cli("compare", str(tmp_path / "run.json"), str(tmp_path / "run.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    title = next(line for line in lines if line.startswith("template default:"))
+    assert title.endswith("over 1 sample timed in both runs; 1 check-only entry (no timing) not listed"), title
+    rows = lines[lines.index(title) + 2 :]
+    assert len(rows) == 1 and "test_timed" in rows[0] and "test_checked" not in result.stdout
+    data = json.loads(cli("compare", str(tmp_path / "run.json"), str(tmp_path / "run.json"), "--format", "json").stdout)
+    assert data["templates"]["default"]["check_only"] == 1 and len(data["templates"]["default"]["rows"]) == 1
+    base = json.loads((tmp_path / "run.json").read_text())  # the timed test's speedup lost in the new run
+    for record in base["inductor_templates"]["items"]:
+        record.pop("speedup", None)
+    (tmp_path / "untimed.json").write_text(json.dumps(base))
+    half = cli("compare", str(tmp_path / "run.json"), str(tmp_path / "untimed.json"), "--fail-on", "correctness")
+    assert "over 0 samples timed in both runs (of the 1 row below); 1 check-only entry" in half.stdout, half.stdout
 
 
 def test_help_names_every_command() -> None:

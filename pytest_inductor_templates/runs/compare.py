@@ -101,7 +101,8 @@ def regressed(change: float | None, interval: tuple[float, float] | None, limit:
 @dataclass
 class TemplateComparison:
     template: str
-    rows: list[Row] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)  # entries timed in at least one of the runs
+    check_only: int = 0  # entries in both runs timed in neither (tests that only check): no row, only counted
 
     @property
     def compared(self) -> list[Row]:
@@ -220,9 +221,11 @@ def compare_runs(base: Run, new: Run) -> RunComparison:
             newly_passing.append((key, str(base_outcome), new_outcome or PASS))
         if template == EAGER:
             continue
-        templates.setdefault(template, TemplateComparison(template)).rows.append(
-            Row(sample, device, b.bench, n.bench, base_outcome, new_outcome)
-        )
+        comparison = templates.setdefault(template, TemplateComparison(template))
+        if b.bench is None and n.bench is None:
+            comparison.check_only += 1  # its outcome is compared above (newly failing or passing); no speedup
+            continue
+        comparison.rows.append(Row(sample, device, b.bench, n.bench, base_outcome, new_outcome))
     return RunComparison(base, new, list(templates.values()), newly_failing, newly_passing, only_base, only_new)
 
 
@@ -278,10 +281,22 @@ def _cells(row: Row) -> list[str]:
     ]
 
 
+def _count(number: int, what: str) -> str:
+    return f"{number} {what}{'' if number == 1 else 's'}"
+
+
 def _geomean_line(template: TemplateComparison) -> str:
+    """The geomean's change and what it is over: the rows timed in both runs, of how many rows; the entries that
+    only check, counted."""
+    compared, rows = len(template.compared), len(template.rows)
+    over = f"over {_count(compared, 'sample')} timed in both runs"
+    if compared != rows:
+        over += f" (of the {_count(rows, 'row')} below)"
+    if template.check_only:
+        over += f"; {_count(template.check_only, 'check-only entry')} (no timing) not listed"
     return (
         f"geomean speedup {_x(template.base_geomean)} -> {_x(template.new_geomean)} "
-        f"({_change(template.geomean_change, template.geomean_interval)}) over {len(template.compared)} sample(s)"
+        f"({_change(template.geomean_change, template.geomean_interval)}) {over}"
     )
 
 
@@ -302,7 +317,7 @@ def as_table(comparison: RunComparison) -> str:
     lines = _notes(comparison)
     for template in comparison.templates:
         lines += ["", f"template {template.template}: {_geomean_line(template)}"]
-        lines += render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8))
+        lines += render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8)) if template.rows else []
     return "\n".join(lines)
 
 
@@ -311,7 +326,11 @@ def as_markdown(comparison: RunComparison) -> str:
     lines += [f"- {note}" for note in _notes(comparison)]
     for template in comparison.templates:
         lines += ["", f"### {template.template}: {_geomean_line(template)}", ""]
-        lines += render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8), markdown=True)
+        lines += (
+            render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8), markdown=True)
+            if template.rows
+            else []
+        )
     return "\n".join(lines)
 
 
@@ -338,6 +357,7 @@ def as_json(comparison: RunComparison, failures: list[str]) -> str:
                 "geomean_change": t.geomean_change,
                 "geomean_change_interval": t.geomean_interval,
                 "rows": [_row_json(r) for r in t.rows],
+                "check_only": t.check_only,
             }
             for t in comparison.templates
         },
