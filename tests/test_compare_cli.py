@@ -482,6 +482,12 @@ def test_compare_counts_its_rows_and_leaves_out_entries_that_only_check(tmp_path
     assert "over 0 samples timed in both runs (of the 1 row below); 1 check-only entry" in half.stdout, half.stdout
 
 
+def test_report_names_the_samples_of_each_effect_evidence_line(runs) -> None:
+    result = cli("report", str(runs["shard2"]))
+    assert result.returncode == 0, result.stderr
+    assert "- `aten` on builtin/launch_bound [cpu]: aten: no GEMM in the graph" in result.stdout.splitlines()
+
+
 def test_help_names_every_command() -> None:
     result = cli("--help")
     assert result.returncode == 0 and "Compare, merge, report and plot" in result.stdout
