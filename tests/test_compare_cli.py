@@ -488,6 +488,24 @@ def test_report_names_the_samples_of_each_effect_evidence_line(runs) -> None:
     assert "- `aten` on builtin/launch_bound [cpu]: aten: no GEMM in the graph" in result.stdout.splitlines()
 
 
+def test_plot_gives_each_geomean_its_sample_count(runs, tmp_path: Path) -> None:
+    """Templates timed on different samples: each geomean bar and legend entry says how many samples it is over."""
+    pytest.importorskip("matplotlib")
+    from pytest_inductor_templates.runs.files import load
+    from pytest_inductor_templates.runs.plot import speedup_figure
+
+    data = json.loads(runs["base"].read_text())
+    items = data["inductor_templates"]["items"]
+    one = next(r for r in items if r["template"] == "default" and r["kind"] == "bench")
+    items.append({**copy.deepcopy(one), "template": "other", "nodeid": one["nodeid"].replace("default", "other")})
+    (tmp_path / "two.json").write_text(json.dumps(data))
+    axes = speedup_figure(load(str(tmp_path / "two.json"))).axes[0]
+    legend = [t.get_text() for t in axes.get_legend().get_texts()]
+    assert legend == ["default (geomean over 2 samples)", "other (geomean over 1 sample)"]
+    labels = [t.get_text() for t in axes.texts if "n=" in t.get_text()]
+    assert len(labels) == 2 and labels[0].endswith("\nn=2") and labels[1].endswith("\nn=1")
+
+
 def test_help_names_every_command() -> None:
     result = cli("--help")
     assert result.returncode == 0 and "Compare, merge, report and plot" in result.stdout
