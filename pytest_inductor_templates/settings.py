@@ -27,6 +27,7 @@ SAMPLE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 BUILTIN_SAMPLES = "builtin"  # the --inductor-samples value naming the built-in samples
 ISOLATION_MODES = ("process", "none")
 DYNAMIC_VALUES = ("true", "false", "auto")
+ON_OFF = ("on", "off")
 RECYCLE_TRIPLES = 100  # --inductor-recycle-triples' default
 
 
@@ -101,8 +102,15 @@ OPTIONS = (
     Option(
         "inductor_tolerance",
         "compare every floating output with this rtol and absolute atol instead of torch.testing's per-dtype "
-        "defaults (whose atol scales with each output)",
+        "defaults (whose atol scales with each output); an output beyond it still passes when the float64 second "
+        "opinion clears it, unless --inductor-second-opinion off",
         "RTOL,ATOL",
+    ),
+    Option(
+        "inductor_second_opinion",
+        "on (the default): an output beyond the tolerance passes when it is about as close to a float64 run as "
+        "eager is; off: it fails (a strict check)",
+        values=ON_OFF,
     ),
     Option(
         "inductor_require_effect",
@@ -249,6 +257,7 @@ class Settings:
             )
         self.tolerance = _tolerance(self.get("inductor_tolerance"))
         self.dynamic = _dynamic(self.get("inductor_dynamic"))
+        self.second_opinion = _on_off(self.get("inductor_second_opinion"), default=True)
         dtype = self.get("inductor_sample_dtype")
         if dtype is not None and dtype.value not in SAMPLE_DTYPES:
             raise dtype.usage_error(f"expected one of {', '.join(SAMPLE_DTYPES)}, got {dtype.value!r}")
@@ -363,6 +372,16 @@ def _dynamic(raw: Sourced[Any] | None) -> bool | None:
     if value not in DYNAMIC_VALUES:
         raise raw.usage_error(f"expected true, false or auto, got {raw.value!r}")
     return None if value == "auto" else value == "true"
+
+
+def _on_off(raw: Sourced[Any] | None, default: bool) -> bool:
+    """``on`` or ``off`` as a bool (``default`` when not given)."""
+    if raw is None:
+        return default
+    value = str(raw.value).strip().lower()
+    if value not in ON_OFF:
+        raise raw.usage_error(f"expected on or off, got {raw.value!r}")
+    return value == "on"
 
 
 def _percent(raw: Sourced[Any] | None) -> float | None:
