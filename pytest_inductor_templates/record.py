@@ -75,6 +75,7 @@ class ItemRecord:
     gpu: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)  # the column's effective Inductor settings
     fallback: str | None = None  # what runs instead of the template's intent here (tma below sm 9.0)
+    tf32: str | None = None  # ``on`` or ``off`` under --inductor-tf32; None: torch's flags left as they were
     # how it ended
     outcome: Outcome | None = None
     reason: str = ""  # one line

@@ -28,6 +28,7 @@ BUILTIN_SAMPLES = "builtin"  # the --inductor-samples value naming the built-in 
 ISOLATION_MODES = ("process", "none")
 DYNAMIC_VALUES = ("true", "false", "auto")
 ON_OFF = ("on", "off")
+TF32_VALUES = ON_OFF  # --inductor-tf32; absent: torch's own flags
 RECYCLE_TRIPLES = 100  # --inductor-recycle-triples' default
 
 
@@ -111,6 +112,13 @@ OPTIONS = (
         "on (the default): an output beyond the tolerance passes when it is about as close to a float64 run as "
         "eager is; off: it fails (a strict check)",
         values=ON_OFF,
+    ),
+    Option(
+        "inductor_tf32",
+        "TF32 for every item the plugin runs (compile, check, timing; eager and compiled alike), with an Inductor "
+        "cache of the mode's own: off holds float32 GEMMs and convolutions to float32 (a strict check on a GPU), on "
+        "allows TF32 in both; default: torch's flags as they are (cuDNN convolutions in TF32, GEMMs not)",
+        values=TF32_VALUES,
     ),
     Option(
         "inductor_require_effect",
@@ -258,6 +266,8 @@ class Settings:
         self.tolerance = _tolerance(self.get("inductor_tolerance"))
         self.dynamic = _dynamic(self.get("inductor_dynamic"))
         self.second_opinion = _on_off(self.get("inductor_second_opinion"), default=True)
+        tf32 = self.get("inductor_tf32")
+        self.tf32: str | None = None if tf32 is None else ("on" if _on_off(tf32, default=True) else "off")
         dtype = self.get("inductor_sample_dtype")
         if dtype is not None and dtype.value not in SAMPLE_DTYPES:
             raise dtype.usage_error(f"expected one of {', '.join(SAMPLE_DTYPES)}, got {dtype.value!r}")

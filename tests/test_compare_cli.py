@@ -506,6 +506,25 @@ def test_plot_gives_each_geomean_its_sample_count(runs, tmp_path: Path) -> None:
     assert len(labels) == 2 and labels[0].endswith("\nn=2") and labels[1].endswith("\nn=1")
 
 
+def test_runs_in_different_tf32_modes_are_kept_apart(runs, tmp_path: Path) -> None:
+    """Speedups of runs in different TF32 modes do not compare: refused, exit 2; outcomes compare, with a note."""
+    strict = json.loads(runs["base"].read_text())
+    strict["machine_info"]["tf32"] = "off"
+    (tmp_path / "strict.json").write_text(json.dumps(strict))
+    speed = cli("compare", str(runs["base"]), str(tmp_path / "strict.json"), *GATE)
+    assert speed.returncode == 2, speed.stdout
+    assert (
+        "the runs are in different TF32 modes (base torch's default, new off; --inductor-tf32): their speedups do "
+        "not compare" in speed.stderr
+    )
+    outcomes = cli("compare", str(runs["base"]), str(tmp_path / "strict.json"), "--fail-on", "correctness")
+    assert outcomes.returncode == 0, outcomes.stdout + outcomes.stderr
+    assert "note: TF32 torch's default in base, off in new (--inductor-tf32)" in outcomes.stdout
+    assert next(line for line in outcomes.stdout.splitlines() if line.startswith("new: ")).endswith(", TF32 off)")
+    same = cli("compare", str(tmp_path / "strict.json"), str(tmp_path / "strict.json"), *GATE)
+    assert same.returncode == 0 and "TF32" not in same.stdout.replace(", TF32 off)", ")")
+
+
 def test_help_names_every_command() -> None:
     result = cli("--help")
     assert result.returncode == 0 and "Compare, merge, report and plot" in result.stdout

@@ -179,6 +179,11 @@ class RunComparison:
                 f"the runs are from different GPUs ({self.base.gpu or 'no GPU'} vs {self.new.gpu or 'no GPU'}): "
                 "their speedups do not compare (--fail-on correctness alone compares outcomes)"
             )
+        if self.base.tf32 != self.new.tf32:
+            return (
+                f"the runs are in different TF32 modes (base {self.base.tf32}, new {self.new.tf32}; --inductor-tf32): "
+                "their speedups do not compare (--fail-on correctness alone compares outcomes)"
+            )
         if not any(t.compared for t in self.templates):
             timed = [sum(c.speedup is not None for c in run.cells.values()) for run in (self.base, self.new)]
             return (
@@ -303,6 +308,11 @@ def _geomean_line(template: TemplateComparison) -> str:
 def _notes(comparison: RunComparison) -> list[str]:
     notes = [f"base: {comparison.base.path} ({comparison.base.machine})"]
     notes.append(f"new:  {comparison.new.path} ({comparison.new.machine})")
+    if comparison.base.tf32 != comparison.new.tf32:
+        notes.append(
+            f"note: TF32 {comparison.base.tf32} in base, {comparison.new.tf32} in new (--inductor-tf32): an outcome "
+            "may change with the mode alone (TF32 off sees faults below TF32's rounding)"
+        )
     for which, run in (("base", comparison.base), ("new", comparison.new)):
         if run.partial:
             notes.append(f"note: the {which} run is partial ({run.partial}): items it lacks show as only in the other")
