@@ -137,8 +137,9 @@ def _version(distribution: str) -> str | None:
 
 
 @cache
-def machine_info() -> dict[str, object]:
-    """What a timing depends on beyond the CPU: GPU, compute capability, driver, CUDA, torch, Triton."""
+def machine_info(tf32: str | None = None) -> dict[str, object]:
+    """What a timing depends on beyond the CPU: GPU, compute capability, driver, CUDA, torch, Triton; and the run's
+    TF32 mode (``--inductor-tf32``: ``on``, ``off``, or None where torch's flags were left as they were)."""
     import torch
 
     gpus = [d for d in visible_devices() if d.type == "cuda"]
@@ -152,4 +153,5 @@ def machine_info() -> dict[str, object]:
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "triton": _version("triton") or _version("pytorch-triton"),
+        "tf32": tf32,
     }

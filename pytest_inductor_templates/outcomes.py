@@ -9,6 +9,8 @@ from enum import Enum
 
 FIRST_COMPARISON = "first comparison"  # check_rule: decided by the scale-aware tolerance alone
 SECOND_OPINION = "second opinion"  # check_rule: an output beyond it was cleared by the float64 second opinion
+SECOND_OPINION_OFF = "first comparison, second opinion off"  # check_rule: failed beyond the tolerance, no float64
+# second opinion asked (--inductor-second-opinion off)
 
 
 class Outcome(str, Enum):

@@ -17,7 +17,25 @@ TIMING = "timing"
 WAITING = "waiting for another worker"  # to compile while it times, or to time while it compiles
 RELEASING = "releasing"
 
+_WORDED = {
+    BUILDING: "while building the sample",
+    EAGER_CALL: "during the eager call",
+    COMPILING: "while compiling",
+    COMPILED_CALL: "during the compiled call",
+    TIMING: "while timing",
+    WAITING: "while waiting for another worker",
+    RELEASING: "while releasing the sample",
+}
+
 _state: dict[str, object] = {"phase": None, "listener": None}
+
+
+def describe(phase: str | None, before: str = "before it began") -> str:
+    """When something happened, as a message says it: ``during the eager call``, ``while compiling``; ``before``
+    when no phase was entered yet. Every message built from a phase words it here."""
+    if phase is None:
+        return before
+    return _WORDED.get(phase, f"while {phase}")
 
 
 def enter(phase: str) -> None:

@@ -76,7 +76,7 @@ def _register_reporting(config: pytest.Config, state: PluginState) -> None:
     options, timing = state.options, state.timing
     controller = not hasattr(config, "workerinput")  # not a pytest-xdist worker
     results = ResultsWriter(options.results) if options.results is not None and controller else None
-    info = lambda: {**machine_info(), **timing.machine_info()}  # noqa: E731  (a copy: the cached one stays)
+    info = lambda: {**machine_info(options.tf32), **timing.machine_info()}  # noqa: E731  (a copy: the cached one stays)
     book = RecordBook(results, info)
     config.pluginmanager.register(book, BOOK_NAME)
     xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ

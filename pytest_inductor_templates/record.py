@@ -41,6 +41,7 @@ class ItemRecord:
     settings: dict[str, Any] = field(default_factory=dict)  # the column's effective Inductor settings
     fallback: str | None = None  # what runs instead of the template's intent here (tma below sm 9.0)
     sample_weights: str | None = None  # a GraphNet sample's weights: ``parameters`` or ``inputs`` (forward arguments)
+    tf32: str | None = None  # ``on`` or ``off`` under --inductor-tf32; None: torch's flags left as they were
     # how it ended
     outcome: Outcome | None = None
     reason: str = ""  # one line

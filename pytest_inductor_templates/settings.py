@@ -27,6 +27,9 @@ SAMPLE_DTYPES = ("float16", "bfloat16", "float32", "float64")
 SAMPLE_WEIGHTS = ("parameters", "inputs")  # --inductor-sample-weights: how a GraphNet sample's weights are passed
 BUILTIN_SAMPLES = "builtin"  # the --inductor-samples value naming the built-in samples
 ISOLATION_MODES = ("process", "none")
+DYNAMIC_VALUES = ("true", "false", "auto")
+ON_OFF = ("on", "off")
+TF32_VALUES = ON_OFF  # --inductor-tf32; absent: torch's own flags
 RECYCLE_TRIPLES = 100  # --inductor-recycle-triples' default
 
 
@@ -38,7 +41,8 @@ class Option:
     help: str
     metavar: str | None = None
     ini_type: str | None = "string"  # pytest's ini type; None: command line only
-    argparse: dict[str, Any] = field(default_factory=dict)  # action, nargs, const, choices
+    argparse: dict[str, Any] = field(default_factory=dict)  # action, nargs, const (no choices: see ``values``)
+    values: tuple[str, ...] = ()  # the values it takes, for the docs; Settings checks them (one line, exit 4)
 
     @property
     def flag(self) -> str:
@@ -68,7 +72,8 @@ OPTIONS = (
     Option(
         "inductor_dynamic",
         "torch.compile dynamic=: true, false or auto (default auto; the bare flag means true)",
-        argparse={"nargs": "?", "const": "true", "choices": ("true", "false", "auto")},
+        argparse={"nargs": "?", "const": "true"},
+        values=DYNAMIC_VALUES,
     ),
     Option("inductor_templates_file", "TOML file with user templates ([templates.NAME] tables)", "TOML"),
     Option(
@@ -91,9 +96,10 @@ OPTIONS = (
     ),
     Option(
         "inductor_sample_dtype",
-        "run every sample with its floating weights and inputs cast to DTYPE (ids gain @DTYPE)",
+        "run every sample with its floating weights and inputs cast to DTYPE: float16, bfloat16, float32 or "
+        "float64 (ids gain @DTYPE)",
         "DTYPE",
-        argparse={"choices": SAMPLE_DTYPES},
+        values=SAMPLE_DTYPES,
     ),
     Option(
         "inductor_sample_weights",
@@ -105,8 +111,22 @@ OPTIONS = (
     Option(
         "inductor_tolerance",
         "compare every floating output with this rtol and absolute atol instead of torch.testing's per-dtype "
-        "defaults (whose atol scales with each output)",
+        "defaults (whose atol scales with each output); an output beyond it still passes when the float64 second "
+        "opinion clears it, unless --inductor-second-opinion off",
         "RTOL,ATOL",
+    ),
+    Option(
+        "inductor_second_opinion",
+        "on (the default): an output beyond the tolerance passes when it is about as close to a float64 run as "
+        "eager is; off: it fails (a strict check)",
+        values=ON_OFF,
+    ),
+    Option(
+        "inductor_tf32",
+        "TF32 for every item the plugin runs (compile, check, timing; eager and compiled alike), with an Inductor "
+        "cache of the mode's own: off holds float32 GEMMs and convolutions to float32 (a strict check on a GPU), on "
+        "allows TF32 in both; default: torch's flags as they are (cuDNN convolutions in TF32, GEMMs not)",
+        values=TF32_VALUES,
     ),
     Option(
         "inductor_require_effect",
@@ -118,7 +138,7 @@ OPTIONS = (
         "inductor_isolation",
         "where sample items run: process (the default on Linux and macOS: a worker process, so that a crash, hang "
         "or CUDA fault ends one item, not the run) or none (in the pytest process)",
-        argparse={"choices": ISOLATION_MODES},
+        values=ISOLATION_MODES,
     ),
     Option(
         "inductor_timeout",
@@ -180,7 +200,8 @@ def register(parser: pytest.Parser) -> None:
     """Declare every option of the table and its ini twin."""
     group = parser.getgroup(GROUP, "torch.compile / Inductor templates")
     for option in OPTIONS:
-        extra = {"metavar": option.metavar} if option.metavar else {}
+        metavar = option.metavar or ("{" + ",".join(option.values) + "}" if option.values else None)
+        extra = {"metavar": metavar} if metavar else {}
         group.addoption(option.flag, dest=option.name, default=None, help=option.help, **option.argparse, **extra)
         if option.ini_type is not None:
             parser.addini(option.name, f"{option.help} (ini twin of {option.flag})", type=option.ini_type, default=None)
@@ -190,7 +211,7 @@ def options_markdown() -> str:
     """The options table of the docs, generated from ``OPTIONS``."""
     rows = []
     for option in OPTIONS:
-        value = option.metavar or "|".join(option.argparse.get("choices", ()))
+        value = option.metavar or "|".join(option.values)
         if value and option.argparse.get("nargs") == "?":
             value = f"[{value}]"
         flag = f"`{option.flag} {value}`".replace("|", "\\|") if value else f"`{option.flag}`"
@@ -252,6 +273,9 @@ class Settings:
             )
         self.tolerance = _tolerance(self.get("inductor_tolerance"))
         self.dynamic = _dynamic(self.get("inductor_dynamic"))
+        self.second_opinion = _on_off(self.get("inductor_second_opinion"), default=True)
+        tf32 = self.get("inductor_tf32")
+        self.tf32: str | None = None if tf32 is None else ("on" if _on_off(tf32, default=True) else "off")
         dtype = self.get("inductor_sample_dtype")
         if dtype is not None and dtype.value not in SAMPLE_DTYPES:
             raise dtype.usage_error(f"expected one of {', '.join(SAMPLE_DTYPES)}, got {dtype.value!r}")
@@ -367,9 +391,19 @@ def _dynamic(raw: Sourced[Any] | None) -> bool | None:
     if raw is None:
         return None
     value = str(raw.value).strip().lower()
-    if value not in ("true", "false", "auto"):
+    if value not in DYNAMIC_VALUES:
         raise raw.usage_error(f"expected true, false or auto, got {raw.value!r}")
     return None if value == "auto" else value == "true"
+
+
+def _on_off(raw: Sourced[Any] | None, default: bool) -> bool:
+    """``on`` or ``off`` as a bool (``default`` when not given)."""
+    if raw is None:
+        return default
+    value = str(raw.value).strip().lower()
+    if value not in ON_OFF:
+        raise raw.usage_error(f"expected on or off, got {raw.value!r}")
+    return value == "on"
 
 
 def _percent(raw: Sourced[Any] | None) -> float | None:

@@ -215,3 +215,45 @@ def test_a_float64_run_that_raises_says_why(scales: Observed) -> None:
     result = judge(_with(raising, _masked_row_off))
     assert result.outcome is Outcome.ACCURACY_FAIL and result.rule == "first comparison"
     assert "no float64 second opinion: the float64 run raised TypeError: this model takes float32 only" in result.reason
+
+
+class Sums(torch.nn.Module):
+    """Long float32 sums, which Inductor's kernels add in another order than eager: a few ulps apart."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * 100).sum(-1) + x.cumsum(-1)[:, -1]
+
+
+def _nudged(compiled: Any) -> Callable[..., torch.Tensor]:
+    """The compiled model, with one output element moved to the next float32 up: a planted fault of one ulp."""
+
+    def call(*args: Any) -> torch.Tensor:
+        out = compiled(*args).clone()
+        out[3] = torch.nextafter(out[3], torch.tensor(float("inf")))
+        return out
+
+    return call
+
+
+@pytest.mark.parametrize("planted", [False, True], ids=["reassociated", "one ulp planted"])
+def test_second_opinion_off_makes_a_strict_tolerance_strict(planted: bool) -> None:
+    """At --inductor-tolerance=0,0 the float64 second opinion clears outputs as close to float64 as eager's;
+    switched off, what is beyond the tolerance fails, and the rule says the second opinion was off."""
+    from pytest_inductor_templates.check.runner import run_check
+    from pytest_inductor_templates.check.tolerances import explicit_tolerance
+
+    torch.manual_seed(0)
+    inputs = [Inputs((torch.randn(16, 4096),)), Inputs((torch.randn(16, 4096),))]
+    strict = explicit_tolerance(0.0, 0.0)
+    results = {}
+    for second_opinion in (True, False):
+        with isolated_compile_state():
+            compiled = torch.compile(Sums())
+            model = _nudged(compiled) if planted else compiled
+            subject = CheckSubject(Sums, model, inputs, strict, call=_call, second_opinion=second_opinion)
+            results[second_opinion] = run_check(subject)
+    cleared, failed = results[True], results[False]
+    assert cleared.outcome is Outcome.PASS and cleared.rule == "second opinion", cleared.reason
+    assert failed.outcome is Outcome.ACCURACY_FAIL and failed.rule == "first comparison, second opinion off"
+    assert failed.reason.startswith("call 1 of 2: out: float32 [16]: ") and "beyond rtol 0, atol 0" in failed.reason
+    assert not failed.second_opinions and "against float64" not in failed.details

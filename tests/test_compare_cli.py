@@ -112,7 +112,7 @@ def test_an_unchanged_run_passes(runs) -> None:
     assert "template default: geomean speedup" in same.stdout and "+0.0%" in same.stdout
     rerun = cli("compare", str(runs["base"]), str(runs["rerun"]), *GATE, "--fail-on", "correctness")
     assert rerun.returncode == 0, rerun.stdout  # the same commit again: within noise, and nothing newly fails
-    assert "geomean speedup" in rerun.stdout and "over 1 sample(s)" in rerun.stdout  # embedding was compared
+    assert "geomean speedup" in rerun.stdout and "over 1 sample timed in both runs" in rerun.stdout  # embedding
 
 
 def test_a_planted_slowdown_fails_the_speedup_gate_with_the_intervals_shown(runs) -> None:
@@ -436,6 +436,85 @@ def test_templates_that_all_leaves_out_are_named_with_the_reason(runs, tmp_path:
     assert untimed.returncode == 2, untimed.stdout  # the eager row alone ran: no speedup to compare
     assert "nothing to compare: no compiled entry has a speedup in both runs (base has 0, new has 2" in untimed.stderr
     assert cli("compare", str(tmp_path / "run.json"), str(runs["base"]), "--fail-on", "correctness").returncode == 0
+
+
+USER_TESTS = """
+import torch
+
+
+def test_checked(inductor_check):
+    inductor_check(torch.nn.Linear(8, 8), torch.randn(4, 8))
+
+
+def test_timed(inductor_benchmark):
+    inductor_benchmark(torch.nn.Linear(8, 8), torch.randn(4, 8))
+"""
+
+
+def test_compare_counts_its_rows_and_leaves_out_entries_that_only_check(tmp_path: Path) -> None:
+    """A test that only checks has no speedup in either run: it is counted above the table, not a row of n/a;
+    the geomean says how many rows it is over."""
+    (tmp_path / "test_user.py").write_text(USER_TESTS)
+    args = ("--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore", *FAST)
+    assert run_pytest(tmp_path, *args, "--benchmark-json=run.json").returncode == 0
+    result = cli("compare", str(tmp_path / "run.json"), str(tmp_path / "run.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    title = next(line for line in lines if line.startswith("template default:"))
+    assert title.endswith("over 1 sample timed in both runs; 1 check-only entry (no timing) not listed"), title
+    rows = lines[lines.index(title) + 2 :]
+    assert len(rows) == 1 and "test_timed" in rows[0] and "test_checked" not in result.stdout
+    data = json.loads(cli("compare", str(tmp_path / "run.json"), str(tmp_path / "run.json"), "--format", "json").stdout)
+    assert data["templates"]["default"]["check_only"] == 1 and len(data["templates"]["default"]["rows"]) == 1
+    base = json.loads((tmp_path / "run.json").read_text())  # the timed test's speedup lost in the new run
+    for record in base["inductor_templates"]["items"]:
+        record.pop("speedup", None)
+    (tmp_path / "untimed.json").write_text(json.dumps(base))
+    half = cli("compare", str(tmp_path / "run.json"), str(tmp_path / "untimed.json"), "--fail-on", "correctness")
+    assert "over 0 samples timed in both runs (of the 1 row below); 1 check-only entry" in half.stdout, half.stdout
+
+
+def test_report_names_the_samples_of_each_effect_evidence_line(runs) -> None:
+    result = cli("report", str(runs["shard2"]))
+    assert result.returncode == 0, result.stderr
+    assert "- `aten` on builtin/launch_bound [cpu]: aten: no GEMM in the graph" in result.stdout.splitlines()
+
+
+def test_plot_gives_each_geomean_its_sample_count(runs, tmp_path: Path) -> None:
+    """Templates timed on different samples: each geomean bar and legend entry says how many samples it is over."""
+    pytest.importorskip("matplotlib")
+    from pytest_inductor_templates.runs.files import load
+    from pytest_inductor_templates.runs.plot import speedup_figure
+
+    data = json.loads(runs["base"].read_text())
+    items = data["inductor_templates"]["items"]
+    one = next(r for r in items if r["template"] == "default" and r["kind"] == "bench")
+    items.append({**copy.deepcopy(one), "template": "other", "nodeid": one["nodeid"].replace("default", "other")})
+    (tmp_path / "two.json").write_text(json.dumps(data))
+    axes = speedup_figure(load(str(tmp_path / "two.json"))).axes[0]
+    legend = [t.get_text() for t in axes.get_legend().get_texts()]
+    assert legend == ["default (geomean over 2 samples)", "other (geomean over 1 sample)"]
+    labels = [t.get_text() for t in axes.texts if "n=" in t.get_text()]
+    assert len(labels) == 2 and labels[0].endswith("\nn=2") and labels[1].endswith("\nn=1")
+
+
+def test_runs_in_different_tf32_modes_are_kept_apart(runs, tmp_path: Path) -> None:
+    """Speedups of runs in different TF32 modes do not compare: refused, exit 2; outcomes compare, with a note."""
+    strict = json.loads(runs["base"].read_text())
+    strict["machine_info"]["tf32"] = "off"
+    (tmp_path / "strict.json").write_text(json.dumps(strict))
+    speed = cli("compare", str(runs["base"]), str(tmp_path / "strict.json"), *GATE)
+    assert speed.returncode == 2, speed.stdout
+    assert (
+        "the runs are in different TF32 modes (base torch's default, new off; --inductor-tf32): their speedups do "
+        "not compare" in speed.stderr
+    )
+    outcomes = cli("compare", str(runs["base"]), str(tmp_path / "strict.json"), "--fail-on", "correctness")
+    assert outcomes.returncode == 0, outcomes.stdout + outcomes.stderr
+    assert "note: TF32 torch's default in base, off in new (--inductor-tf32)" in outcomes.stdout
+    assert next(line for line in outcomes.stdout.splitlines() if line.startswith("new: ")).endswith(", TF32 off)")
+    same = cli("compare", str(tmp_path / "strict.json"), str(tmp_path / "strict.json"), *GATE)
+    assert same.returncode == 0 and "TF32" not in same.stdout.replace(", TF32 off)", ")")
 
 
 def test_help_names_every_command() -> None:

@@ -203,3 +203,38 @@ def test_backend_fullgraph_and_dynamic_reach_torch_compile(pytester: pytest.Pyte
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*torch._dynamo.exc.Unsupported: Call to `torch._dynamo.graph_break()`*"])
     result.stdout.fnmatch_lines(["FAILED test_flags.py::test_graph_break_under_fullgraph[[]default[]]*"])
+
+
+DEPRECATION_TESTS = """
+import warnings
+
+import torch
+
+
+def test_compiled(compiled_model):
+    warnings.warn("the user's own deprecation", DeprecationWarning)
+    compiled_model(torch.nn.Linear(8, 8))(torch.randn(2, 8))
+
+
+def test_checked(inductor_check):
+    inductor_check(torch.nn.Conv2d(3, 4, 3), torch.randn(1, 3, 8, 8))
+"""
+
+
+def test_torchs_own_deprecation_warnings_are_not_reported_against_the_users_test(pytester: pytest.Pytester) -> None:
+    """torch warns from its own modules while the plugin compiles (its jit's script_method, as Inductor imports
+    torch.utils.mkldnn); pytest would list them under the user's test file. The user's own warnings still show."""
+    pytester.makepyfile(test_plain="import torch\n\ndef test_plain():\n    torch.compile(torch.sin)(torch.randn(2))\n")
+    plain = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_plain.py")
+    if "DeprecationWarning" not in plain.stdout.str():
+        pytest.skip("this torch warns no deprecation of its own while compiling")  # torch 2.13 does: 14 of them
+    assert "torch/jit/_script.py" in plain.stdout.str()  # plain torch.compile: torch's warning, under the test
+    pytester.makepyfile(test_user=DEPRECATION_TESTS)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--inductor-template=default", "--inductor-devices=cpu", "test_user.py"
+    )
+    result.assert_outcomes(passed=2)
+    summary = result.stdout.str().split("warnings summary")[1].split("-- Docs")[0]
+    assert "DeprecationWarning: the user's own deprecation" in summary, summary
+    assert "site-packages/torch" not in summary and "script_method" not in summary, summary
+    result.stdout.fnmatch_lines(["*= 2 passed, 1 warning in *"])

@@ -101,7 +101,7 @@ def test_default_devices_are_cuda_if_any_else_cpu(pytester: pytest.Pytester) -> 
     [
         (["--inductor-devices=gpu"], "--inductor-devices (command line): unknown device 'gpu'; use cpu, cuda, cuda:N"),
         (["--inductor-template=default,fastest"], "unknown template 'fastest'"),
-        (["--inductor-template=all,default"], "give one template, a comma list of templates, or all"),
+        (["--inductor-template=all,default"], "all stands alone: give all by itself"),
     ],
 )
 def test_bad_matrix_options(sentinel_test: pytest.Pytester, args: list[str], expected: str) -> None:

@@ -60,6 +60,24 @@ BAD_COMMAND_LINES = [
         "got 'tight'",
     ),
     (["--inductor-results=."], "is a directory: name a file, such as results.jsonl"),
+    (
+        ["--inductor-second-opinion=strict"],
+        "--inductor-second-opinion (command line): expected on or off, got 'strict'",
+    ),
+    (["--inductor-dynamic=maybe"], "--inductor-dynamic (command line): expected true, false or auto, got 'maybe'"),
+    (
+        ["--inductor-sample-dtype=float8"],
+        "--inductor-sample-dtype (command line): expected one of float16, bfloat16, float32, float64, got 'float8'",
+    ),
+    (
+        ["--inductor-isolation=thread"],
+        "--inductor-isolation (command line): expected one of process, none, got 'thread'",
+    ),
+    (
+        ["--inductor-template=all,eager"],
+        "--inductor-template (command line): all stands alone: give all by itself, or a comma list of templates "
+        "without it (not eager)",
+    ),
     (["--inductor-results=test_sentinel.py/run.jsonl"], "is a file, not a folder: the results file cannot be made"),
 ]
 
@@ -87,6 +105,7 @@ def test_options_file_with_bad_json_names_the_file(sentinel_test: pytest.Pyteste
         ("inductor_template = fastest", "inductor_template (tox.ini): unknown template 'fastest'"),
         ('inductor_options = {"freezing": 1}', "inductor_options (tox.ini): Inductor option 'freezing' takes bool"),
         ("inductor_dynamic = sometimes", "inductor_dynamic (tox.ini): expected true, false or auto"),
+        ("inductor_second_opinion = no", "inductor_second_opinion (tox.ini): expected on or off, got 'no'"),
         ("inductor_backend = nope", "inductor_backend (tox.ini): unknown torch.compile backend 'nope'"),
         (
             "inductor_timing_threads = two",
@@ -200,3 +219,19 @@ def test_a_model_that_is_not_callable_fails_in_one_line(pytester: pytest.Pyteste
         ]
     )
     assert "torch/" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "expected"),
+    [
+        ((), "", True),
+        (("--inductor-second-opinion=off",), "", False),
+        ((), "inductor_second_opinion = off", False),
+        (("--inductor-second-opinion=on",), "inductor_second_opinion = off", True),
+    ],
+)
+def test_the_second_opinion_is_on_unless_switched_off(pytester: pytest.Pytester, args, ini, expected) -> None:
+    from pytest_inductor_templates.settings import Settings
+
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    assert Settings(pytester.parseconfigure(*args)).second_opinion is expected

@@ -127,19 +127,27 @@ def test_user_templates_are_listed_beside_builtins(pytester: pytest.Pytester) ->
     assert "passed" not in result.stdout.str()
 
 
-def test_selected_unavailable_user_template_skips_with_reason(pytester: pytest.Pytester) -> None:
+def test_a_named_user_template_this_torch_cannot_take_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    """Named on purpose, it stops the run in one line before any test runs (as the same key in --inductor-options
+    does); under all it is left out, with the reason in the header."""
     pytester.path.joinpath("templates.toml").write_text(TOML_TEMPLATES)
-    pytester.makepyfile("def test_uses(compiled_model):\n    pass\n\ndef test_plain():\n    pass\n")
-    result = pytester.runpytest_inprocess(
-        "--inductor-templates-file=templates.toml",
-        "--inductor-template=from_the_future",
-        "--inductor-devices=cpu",
-        "-rs",
+    pytester.makepyfile("def test_uses(compiled_model):\n    raise AssertionError('ran')\n")
+    for value in ("from_the_future", "default,from_the_future"):
+        named = pytester.runpytest_inprocess(
+            "--inductor-templates-file=templates.toml", f"--inductor-template={value}", "--inductor-devices=cpu"
+        )
+        assert usage_error_line(named).startswith(
+            "ERROR: --inductor-template (command line): template 'from_the_future' (templates.toml) cannot run here: "
+            "unknown Inductor option 'triton.enable_warp_drive'"
+        )
+    pytester.makeini("[pytest]\ninductor_templates_file = templates.toml\ninductor_template = from_the_future\n")
+    assert "inductor_template (tox.ini): template 'from_the_future'" in usage_error_line(pytester.runpytest_inprocess())
+    every = pytester.runpytest_inprocess("--inductor-template=all", "--inductor-devices=cpu", "--collect-only")
+    assert every.ret == pytest.ExitCode.OK, every.stdout.str()
+    every.stdout.fnmatch_lines(
+        ["inductor-templates: all: left out from_the_future: unknown Inductor option 'triton.enable_warp_drive'*"]
     )
-    result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(
-        ["*template 'from_the_future' is unavailable on cpu: unknown Inductor option 'triton.enable_warp_drive'*"]
-    )
+    assert "test_uses[from_the_future]" not in every.stdout.str()
 
 
 @pytest.mark.parametrize(

@@ -252,3 +252,18 @@ def test_a_dist_mode_from_pytest_addopts_stands(pytester: pytest.Pytester, monke
     config = pytester.parseconfig("-n", "2", "--inductor-samples")
     assert plugin.pytest_cmdline_main(config) is None
     assert config.option.dist == "load"
+
+
+def test_every_phase_reads_as_a_time_in_a_sentence() -> None:
+    """Messages name where a triple was as ``during the eager call``, never ``while eager call``."""
+    from pytest_inductor_templates import phases
+
+    named = [v for k, v in vars(phases).items() if k.isupper() and isinstance(v, str)]
+    worded = {phase: phases.describe(phase) for phase in named}
+    assert worded[phases.EAGER_CALL] == "during the eager call"
+    assert worded[phases.COMPILED_CALL] == "during the compiled call"
+    assert worded[phases.COMPILING] == "while compiling"
+    assert worded[phases.BUILDING] == "while building the sample"
+    assert set(named) <= set(phases._WORDED)  # every phase is worded on purpose, none by the fallback
+    assert all(text.startswith(("during the ", "while ")) for text in worded.values())
+    assert phases.describe(None) == "before it began" and phases.describe(None, "while running") == "while running"

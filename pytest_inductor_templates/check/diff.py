@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..compile.outputs import leaves
-from ..outcomes import FIRST_COMPARISON, SECOND_OPINION
+from ..outcomes import FIRST_COMPARISON, SECOND_OPINION, SECOND_OPINION_OFF
 from ..tolerance import Tolerance
 from . import second_opinion
 from .second_opinion import Reference
@@ -223,12 +223,14 @@ def compare_outputs(
     tolerance: Tolerance | None = None,
     reference: Callable[[], Reference] | None = None,
     names: Names = COMPILED_VS_EAGER,
+    second_opinion_off: bool = False,
 ) -> OutputDiff:
     """Compare compiled ``actual`` with eager ``expected``; ``reference`` gives the float64 run on demand.
 
     Integer and bool leaves compare exactly; floating leaves within ``tolerance`` (else torch.testing's
     default for their dtype, atol scaled to the leaf's magnitude). A floating leaf beyond it, with no NaN or
-    Inf where eager has none, passes when the float64 second opinion clears it.
+    Inf where eager has none, passes when the float64 second opinion clears it; with ``second_opinion_off``
+    none is asked: it fails, its rule ``SECOND_OPINION_OFF``.
     """
     import torch
 
@@ -269,6 +271,9 @@ def compare_outputs(
                 continue
             if errors.nonfinite_count:
                 result.mismatches.append(Mismatch(path, "nonfinite", message, **counts))
+                continue
+            if second_opinion_off:
+                result.mismatches.append(Mismatch(path, "values", message, SECOND_OPINION_OFF, **counts))
                 continue
             if reference is None:
                 result.mismatches.append(Mismatch(path, "values", message, FIRST_COMPARISON, **counts))

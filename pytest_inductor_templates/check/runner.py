@@ -35,6 +35,7 @@ class CheckSubject:
     inputs: list[Inputs]  # the first call's inputs, then later calls'
     tolerance: Tolerance | None = None
     backend: str = "inductor"
+    second_opinion: bool = True  # False: an output beyond the tolerance fails, no float64 second opinion asked
     call: Callable[[Any, Inputs], Any] = lambda model, inputs: model(*inputs.args, **inputs.kwargs)
 
 
@@ -140,7 +141,9 @@ def observe(subject: CheckSubject) -> Observed | CheckResult:
         [first_copy, *actual[1:]],
         actual[0],
         float64_run(subject.make_eager, subject.call, inputs),
-        float64_run(subject.make_eager, subject.call, inputs, tf32=True) if on_cuda and tf32_enabled() else None,
+        float64_run(subject.make_eager, subject.call, inputs, tf32=True)
+        if on_cuda and tf32_enabled() and subject.second_opinion
+        else None,
     )
 
 
@@ -162,12 +165,13 @@ def _stale(observed: Observed, number: int, tolerance: Tolerance | None) -> list
     ]
 
 
-def judge(observed: Observed, tolerance: Tolerance | None = None) -> CheckResult:
+def judge(observed: Observed, tolerance: Tolerance | None = None, second_opinion: bool = True) -> CheckResult:
     """The verdict on what the calls returned: every call's output against eager's (with the float64 second
-    opinion), a stale later call, and the first output overwritten."""
+    opinion, unless ``second_opinion`` is False: then an output beyond the tolerance fails), a stale later call,
+    and the first output overwritten."""
     calls = len(observed.expected)
     comparisons: list[OutputDiff] = [
-        compare_outputs(a, e, tolerance, lambda n=n: observed.reference(n))
+        compare_outputs(a, e, tolerance, lambda n=n: observed.reference(n), second_opinion_off=not second_opinion)
         for n, (a, e) in enumerate(zip(observed.actual, observed.expected, strict=True))
     ]
     levels = [c.level for c in comparisons]
@@ -209,4 +213,4 @@ def run_check(subject: CheckSubject) -> CheckResult:
     observed = observe(subject)
     if isinstance(observed, CheckResult):
         return observed
-    return judge(observed, subject.tolerance)
+    return judge(observed, subject.tolerance, subject.second_opinion)

@@ -19,6 +19,7 @@ from ..check.runner import CheckSubject, run_check
 from ..compile.compiled import CompiledModel, CompileStats, EagerModel, no_grad_call
 from ..compile.effects import Effect, default_code_of, effects_of, overall_effect
 from ..compile.isolation import CompileWatcher
+from ..compile.precision import tf32_scope
 from ..machine import Device, device_scope
 from ..outcomes import ENDED_EARLY, UNTIMEABLE, Outcome
 from ..templates.selection import Selection
@@ -51,9 +52,13 @@ class Subject:
 
 @dataclass(frozen=True)
 class CheckPolicy:
-    """The session's rules for every check: fail a passing item whose template had no effect."""
+    """The session's rules for every cell: fail a passing item whose template had no effect; ask the float64 second
+    opinion of an output beyond its tolerance; the TF32 mode the whole cell runs in (None: torch's flags as they
+    are)."""
 
     require_effect: bool = False
+    second_opinion: bool = True
+    tf32: str | None = None
 
 
 @dataclass
@@ -88,6 +93,7 @@ class CellResult:
     stats: CompileStats | None = None
     timing: Timing | None = None
     footprint: Footprint | None = None
+    tf32: str | None = None  # the TF32 mode it ran in (--inductor-tf32), None where torch's flags were left alone
     ended: bool = False  # the process running it was lost (crashed, timed out) during this request
     unbuilt: bool = False  # the sample could not be built: every cell of it fails alike
 
@@ -101,7 +107,7 @@ def check(subject: Subject, policy: CheckPolicy) -> Verdict:
     ``policy.require_effect``, a passing item whose template had no effect becomes ``no_effect``."""
     checked = CheckSubject(
         subject.make_eager, subject.model, subject.inputs, subject.tolerance, subject.selection.backend,
-        subject.check_call,
+        second_opinion=policy.second_opinion, call=subject.check_call,
     )  # fmt: skip
     result = run_check(checked)
     if result.outcome not in (Outcome.PASS, Outcome.ACCURACY_FAIL):
@@ -137,12 +143,12 @@ def run_cell(
     subject: Subject, policy: CheckPolicy, plan: TimingPlan | None = None, verdict: Verdict | None = None
 ) -> CellResult:
     """Check ``subject`` (unless ``verdict`` is its verdict already), then, with a ``plan``, time it when the check
-    left something to time: paired with eager when it passed and compiles."""
-    with device_scope(subject.device):
+    left something to time: paired with eager when it passed and compiles. All of it in the policy's TF32 mode."""
+    with device_scope(subject.device), tf32_scope(policy.tf32):
         verdict = verdict or check(subject, policy)
         stats = subject.model.stats if subject.selection.compiles else None
         timing = None
         if plan is not None and verdict.result.outcome not in NOT_TIMED:
             paired = subject.selection.compiles and verdict.result.outcome is Outcome.PASS
             timing = time_subject(subject, plan, paired)
-    return CellResult(verdict, stats, timing)
+    return CellResult(verdict, stats, timing, tf32=policy.tf32)

@@ -84,7 +84,7 @@ class InductorSession:
     def from_settings(cls, config: pytest.Config, settings: Settings) -> InductorSession:
         registry = build_registry(config, settings)
         visible = visible_devices()
-        policy = CheckPolicy(settings.require_effect)
+        policy = CheckPolicy(settings.require_effect, settings.second_opinion, settings.tf32)
         triples: TripleCache | RemoteTriples
         if settings.isolated:
             triples = remote_triples(config, settings, policy, plugin_state(config).timing)

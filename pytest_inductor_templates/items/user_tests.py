@@ -14,6 +14,7 @@ from ..check.inputs import Inputs
 from ..check.result import CheckResult
 from ..compile.compiled import CompiledModel, EagerModel
 from ..compile.isolation import CompileWatcher, isolated_compile_state
+from ..compile.precision import tf32_scope
 from ..engine.cell import Subject, run_cell
 from ..integrations.benchmark import feed, mark_timing, mark_untimed, name_benchmark, timing_plan
 from ..machine import device_scope
@@ -93,12 +94,12 @@ def marker_tolerance(node: Any) -> Tolerance | None:
 
 @contextlib.contextmanager
 def compile_scope(state: InductorSession, node: pytest.Item) -> Iterator[CompileWatcher]:
-    """Skip where the cell cannot run; make its device the current one; isolate compile state; warn on
-    recompile-limit hits."""
+    """Skip where the cell cannot run; make its device the current one, in the session's TF32 mode; isolate compile
+    state; warn on recompile-limit hits."""
     case = case_of(state, node)
     if reason := case.problem(state.visible):
         pytest.skip(reason)
-    with device_scope(case.device), isolated_compile_state() as watcher:
+    with device_scope(case.device), tf32_scope(state.policy.tf32), isolated_compile_state() as watcher:
         yield watcher
     for hit in watcher.recompile_limit_hits:
         warnings.warn(RecompileLimitWarning(hit), stacklevel=1)

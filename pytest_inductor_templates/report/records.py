@@ -107,6 +107,7 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
         record.compile_seconds = round(stats.compile_seconds, 4)
         record.graphs, record.graph_breaks = stats.graphs, stats.graph_breaks
         record.recompiles, record.cudagraph_skips = stats.recompiles, stats.cudagraph_skips
+    record.tf32 = cell.tf32
     if cell.footprint is not None:
         record.pid, record.rss_mib, record.cuda_mib = (
             cell.footprint.pid,

@@ -18,6 +18,11 @@ XDIST_NOTE = (
     "speedups were computed; the checks ran as usual. Run without -n to time, or with -n equal to the "
     "number of GPUs (each worker then owns one GPU, and its CUDA sample items are timed in the sample worker)."
 )
+EFFECT_TITLE = "did each template take effect (a warning: it fails an item only with --inductor-require-effect)"
+NO_EFFECT_NOTE = (
+    "no_effect counts the items failed for having no effect, under --inductor-require-effect; without it, a "
+    "template without effect passes and warns (its count is in the effect table below)"
+)
 NOTHING_RAN = "--inductor-require-run: every item was skipped, so the run fails"
 
 
@@ -95,7 +100,9 @@ class TerminalSummary:
         for device, lines in sample_grids(checked).items():
             self._lines(terminalreporter, f"sample checks on {device}", lines)
         if checked:
-            self._lines(terminalreporter, "check outcomes per template", outcome_table(checked))
+            warned = any(r.effect == "no effect" and r.outcome is not Outcome.NO_EFFECT for r in checked)
+            notes = [NO_EFFECT_NOTE] if warned else []
+            self._lines(terminalreporter, "check outcomes per template", [*outcome_table(checked), *notes])
         failing = [r for r in checked if r.failed]
         if failing:
             section("-", "failing items")
@@ -106,7 +113,7 @@ class TerminalSummary:
             section("-", "passed with nothing compared in some output")
             for r in uncompared:
                 terminalreporter.write_line(f"{r.nodeid}: {r.uncompared}")
-        self._lines(terminalreporter, "did each template take effect", effect_table(checked))
+        self._lines(terminalreporter, EFFECT_TITLE, effect_table(checked))
         without = [r for r in checked if r.effect == "no effect"]
         if without:
             section("-", "no effect")

@@ -123,7 +123,8 @@ def regressed(change: float | None, interval: tuple[float, float] | None, limit:
 @dataclass
 class TemplateComparison:
     template: str
-    rows: list[Row] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)  # entries timed in at least one of the runs
+    check_only: int = 0  # entries in both runs timed in neither (tests that only check): no row, only counted
 
     @property
     def compared(self) -> list[Row]:
@@ -205,6 +206,11 @@ class RunComparison:
                 f"the runs are from different GPUs ({self.base.gpu or 'no GPU'} vs {self.new.gpu or 'no GPU'}): "
                 "their speedups do not compare (--fail-on correctness alone compares outcomes)"
             )
+        if self.base.tf32 != self.new.tf32:
+            return (
+                f"the runs are in different TF32 modes (base {self.base.tf32}, new {self.new.tf32}; --inductor-tf32): "
+                "their speedups do not compare (--fail-on correctness alone compares outcomes)"
+            )
         if not any(t.compared for t in self.templates) and self.weights_differ:
             return f"the runs passed GraphNet sample weights differently ({_weights_change(self.weights_differ)}): " + (
                 "parameters and inputs are different programs, whose speedups do not compare (--fail-on correctness "
@@ -253,7 +259,11 @@ def compare_runs(base: Run, new: Run) -> RunComparison:
         if template == EAGER:
             continue
         base_weights, new_weights = weights_of(b.verdict, n.verdict), weights_of(n.verdict, b.verdict)
-        templates.setdefault(template, TemplateComparison(template)).rows.append(
+        comparison = templates.setdefault(template, TemplateComparison(template))
+        if b.bench is None and n.bench is None:
+            comparison.check_only += 1  # its outcome is compared above (newly failing or passing); no speedup
+            continue
+        comparison.rows.append(
             Row(sample, device, b.bench, n.bench, base_outcome, new_outcome, base_weights, new_weights)
         )
     return RunComparison(base, new, list(templates.values()), newly_failing, newly_passing, only_base, only_new)
@@ -320,16 +330,33 @@ def _cells(row: Row) -> list[str]:
     ]
 
 
+def _count(number: int, what: str) -> str:
+    return f"{number} {what}{'' if number == 1 else 's'}"
+
+
 def _geomean_line(template: TemplateComparison) -> str:
+    """The geomean's change and what it is over: the rows timed in both runs, of how many rows; the entries that
+    only check, counted."""
+    compared, rows = len(template.compared), len(template.rows)
+    over = f"over {_count(compared, 'sample')} timed in both runs"
+    if compared != rows:
+        over += f" (of the {_count(rows, 'row')} below)"
+    if template.check_only:
+        over += f"; {_count(template.check_only, 'check-only entry')} (no timing) not listed"
     return (
         f"geomean speedup {_x(template.base_geomean)} -> {_x(template.new_geomean)} "
-        f"({_change(template.geomean_change, template.geomean_interval)}) over {len(template.compared)} sample(s)"
+        f"({_change(template.geomean_change, template.geomean_interval)}) {over}"
     )
 
 
 def _notes(comparison: RunComparison) -> list[str]:
     notes = [f"base: {comparison.base.path} ({comparison.base.machine})"]
     notes.append(f"new:  {comparison.new.path} ({comparison.new.machine})")
+    if comparison.base.tf32 != comparison.new.tf32:
+        notes.append(
+            f"note: TF32 {comparison.base.tf32} in base, {comparison.new.tf32} in new (--inductor-tf32): an outcome "
+            "may change with the mode alone (TF32 off sees faults below TF32's rounding)"
+        )
     for which, run in (("base", comparison.base), ("new", comparison.new)):
         if run.partial:
             notes.append(f"note: the {which} run is partial ({run.partial}): items it lacks show as only in the other")
@@ -350,7 +377,7 @@ def as_table(comparison: RunComparison) -> str:
     lines = _notes(comparison)
     for template in comparison.templates:
         lines += ["", f"template {template.template}: {_geomean_line(template)}"]
-        lines += render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8))
+        lines += render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8)) if template.rows else []
     return "\n".join(lines)
 
 
@@ -359,7 +386,11 @@ def as_markdown(comparison: RunComparison) -> str:
     lines += [f"- {note}" for note in _notes(comparison)]
     for template in comparison.templates:
         lines += ["", f"### {template.template}: {_geomean_line(template)}", ""]
-        lines += render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8), markdown=True)
+        lines += (
+            render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8), markdown=True)
+            if template.rows
+            else []
+        )
     return "\n".join(lines)
 
 
@@ -387,6 +418,7 @@ def as_json(comparison: RunComparison, failures: list[str]) -> str:
                 "geomean_change": t.geomean_change,
                 "geomean_change_interval": t.geomean_interval,
                 "rows": [_row_json(r) for r in t.rows],
+                "check_only": t.check_only,
             }
             for t in comparison.templates
         },

@@ -18,6 +18,7 @@ class RunError(Exception):
 
 
 Key = tuple[str, str, str]  # sample, template, device
+TF32_DEFAULT = "torch's default"  # a run's TF32 mode without --inductor-tf32
 
 
 @dataclass
@@ -66,8 +67,17 @@ class Run:
         return self.data.get("machine_info", {}).get("gpu")
 
     @property
+    def tf32(self) -> str:
+        """The run's TF32 mode (--inductor-tf32): ``on``, ``off``, or ``torch's default`` where the flags were left as
+        they were; from machine_info, else from the records (a run saved before the option: torch's default)."""
+        info = self.data.get("machine_info", {})
+        modes = {info.get("tf32")} if "tf32" in info else {r.tf32 for r in self.records} or {None}
+        return ", ".join(sorted(m or TF32_DEFAULT for m in modes))
+
+    @property
     def machine(self) -> str:
-        return f"{self.gpu or 'no GPU'}, torch {self.data.get('machine_info', {}).get('torch', '?')}"
+        tf32 = f", TF32 {self.tf32}" if self.tf32 != TF32_DEFAULT else ""
+        return f"{self.gpu or 'no GPU'}, torch {self.data.get('machine_info', {}).get('torch', '?')}{tf32}"
 
     @property
     def partial(self) -> str | None:

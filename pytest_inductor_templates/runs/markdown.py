@@ -65,12 +65,13 @@ def as_markdown(run: Run) -> str:
         lines = [weights, "", *lines]
     if run.partial:
         lines = [f"**Partial run** ({run.partial}): the items that had not ended are missing.", "", *lines]
-    evidence = sorted(
-        {(c.verdict.template, c.verdict.effect_evidence) for c in run.cells.values() if c.verdict.effect_evidence}
-    )
+    evidence: dict[tuple[str, str], list[str]] = {}  # (template, evidence) -> the samples it was seen on
+    for (sample, template, device), c in run.cells.items():
+        if c.verdict.effect_evidence:
+            evidence.setdefault((template, c.verdict.effect_evidence), []).append(f"{sample} [{device}]")
     if evidence:
-        lines += ["", "Effect evidence (distinct lines per template):", ""]
-        lines += [f"- `{template}`: {text}" for template, text in evidence]
+        lines += ["", "Effect evidence (each distinct line once per template, with the samples it was seen on):", ""]
+        lines += [f"- `{t}` on {', '.join(samples)}: {text}" for (t, text), samples in sorted(evidence.items())]
     if run.left_out:
         lines += ["", "Templates not run on this machine (left out of `all`):", ""]
         lines += [f"- `{r['template']}`: {r['reason']}" for r in run.left_out]

@@ -41,8 +41,9 @@ def _error_bar(record: ItemRecord | None) -> tuple[float, float]:
 
 
 def speedup_figure(run: Run) -> Any:
-    """Bars of speedup per (sample, device) and template with their 95% intervals, a geomean group, a line at 1x;
-    failures marked."""
+    """Bars of speedup per (sample, device) and template with their 95% intervals, a geomean group (each bar with
+    the number of samples it is over, also in the legend: templates may have been timed on different samples),
+    a line at 1x; failures marked."""
     plt = _pyplot()
     compiled = {key: cell for key, cell in run.cells.items() if key[1] != EAGER and cell.bench is not None}
     if not compiled:
@@ -56,12 +57,16 @@ def speedup_figure(run: Run) -> Any:
     for index, template in enumerate(templates):
         benches = [cells[(g, template)].bench if (g, template) in cells else None for g in groups]
         speedups = [b.speedup if b is not None else None for b in benches]
+        counted = sum(s is not None for s in speedups)  # a geomean is shown with the count it is over
         speedups.append(geomean(s for s in speedups if s is not None))
         positions = [i + (index - (len(templates) - 1) / 2) * width for i in range(len(labels))]
         heights = [s if s is not None else float("nan") for s in speedups]
         errors = [_error_bar(b) for b in benches] + [(0.0, 0.0)]  # the geomean has no interval
-        bars = axes.bar(positions, heights, width, label=template, yerr=list(zip(*errors, strict=True)), capsize=2)
-        axes.bar_label(bars, labels=[f"{s:.3g}" if s is not None else "" for s in speedups], fontsize=6, padding=1)
+        label = f"{template} (geomean over {counted} sample{'s' if counted != 1 else ''})"
+        bars = axes.bar(positions, heights, width, label=label, yerr=list(zip(*errors, strict=True)), capsize=2)
+        texts = [f"{s:.3g}" if s is not None else "" for s in speedups]
+        texts[-1] += f"\nn={counted}" if texts[-1] else ""
+        axes.bar_label(bars, labels=texts, fontsize=6, padding=1)
         for position, group in zip(positions, groups, strict=False):  # the last position is the geomean
             cell = cells.get((group, template))
             if cell is not None and cell.verdict.failed:

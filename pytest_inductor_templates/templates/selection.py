@@ -168,12 +168,29 @@ def _templates(chosen: Sourced[Any], registry: TemplateRegistry, devices: list[D
     names = _names(chosen)
     if names == ["all"]:
         return _all(registry, devices)[0]
-    if not names or "all" in names:
+    if "all" in names:
+        others = ", ".join(n for n in names if n != "all")
+        raise chosen.usage_error(
+            f"all stands alone: give all by itself, or a comma list of templates without it (not {others})"
+        )
+    if not names:
         raise chosen.usage_error("give one template, a comma list of templates, or all")
     for name in names:
         if name not in registry:
             raise chosen.usage_error(registry.unknown_name_message(name))
+        if problem := user_template_problem(registry[name]):
+            raise chosen.usage_error(problem)
     return [registry[name] for name in names]
+
+
+def user_template_problem(template: Template) -> str | None:
+    """Why a user template named on purpose cannot run with this torch for a reason its author can fix (an
+    Inductor key this torch lacks, a value of the wrong type), or None. A built-in one is skipped instead, and
+    ``all`` leaves such a template out with the reason."""
+    if template.origin == "built-in":
+        return None
+    reason = template.unavailable_reason()
+    return f"template {template.name!r} ({template.origin}) cannot run here: {reason}" if reason else None
 
 
 def left_out_by_all(settings: Settings, registry: TemplateRegistry, devices: list[Device]) -> list[tuple[str, str]]:
