@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 
+from conftest import QUIET, junit_properties
 from pytest_inductor_templates.check.float64 import float64_run
 from pytest_inductor_templates.check.inputs import Inputs
 from pytest_inductor_templates.check.runner import CheckSubject, Observed, judge, observe
@@ -257,3 +258,31 @@ def test_second_opinion_off_makes_a_strict_tolerance_strict(planted: bool) -> No
     assert failed.outcome is Outcome.ACCURACY_FAIL and failed.rule == "first comparison, second opinion off"
     assert failed.reason.startswith("call 1 of 2: out: float32 [16]: ") and "beyond rtol 0, atol 0" in failed.reason
     assert not failed.second_opinions and "against float64" not in failed.details
+
+
+REASSOCIATED = """
+import torch
+
+
+def test_sum(inductor_check):
+    torch.manual_seed(0)
+    x = torch.randn(64, 4096)
+    inductor_check(lambda t: (t * 1.0001).sum(dim=1) / 3.0, x)  # Inductor's sums add in another order than eager's
+"""
+
+
+def test_the_session_switches_reach_the_check_and_the_record(pytester: pytest.Pytester) -> None:
+    """A real run at tolerance 0,0: the float64 second opinion clears Inductor's reordered sums; switched off, the
+    same test fails on the first comparison; the record says which TF32 mode the item ran in."""
+    pytester.makepyfile(test_sums=REASSOCIATED)
+    common = ("--inductor-tolerance=0,0", "--junitxml=out.xml", "-o", "junit_family=xunit1", *QUIET)
+    first = pytester.runpytest_subprocess(*common)
+    first.assert_outcomes(passed=1)
+    assert junit_properties(pytester.path / "out.xml")["test_sums::test_sum[default]"]["inductor_check_rule"] == (
+        "second opinion"
+    )
+    strict = pytester.runpytest_subprocess(*common, "--inductor-second-opinion=off", "--inductor-tf32=off")
+    strict.assert_outcomes(failed=1)
+    properties = junit_properties(pytester.path / "out.xml")["test_sums::test_sum[default]"]
+    assert properties["inductor_check_rule"] == "first comparison, second opinion off"
+    assert properties["inductor_tf32"] == "off"
