@@ -274,7 +274,8 @@ def test_xdist_runs_every_item_once(pytester: pytest.Pytester) -> None:
     ids = re.findall(r'<testcase classname="([^"]*)" name="([^"]*)"', Path(pytester.path / "out.xml").read_text())
     expected = (1 + len(BROKEN) + 2) * 2 * 2
     assert len(ids) == len(set(ids)) == expected
-    result.assert_outcomes(passed=3 * 2 * 2, failed=len(BROKEN) * 2 * 2)
+    # a sample's items stay on one xdist worker: a broken one fails its first check item there, and skips the rest
+    result.assert_outcomes(passed=3 * 2 * 2, failed=len(BROKEN), skipped=len(BROKEN) * (2 * 2 - 1))
 
 
 @no_cuda_machine

@@ -158,13 +158,15 @@ def test_off(request):
 
 
 @pytest.mark.parametrize("func_only", ["false", "true"])
-def test_the_limit_is_what_pytest_timeout_resolved(pytester: pytest.Pytester, func_only: str) -> None:
+def test_the_limit_is_what_pytest_timeout_resolved(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, func_only: str
+) -> None:
     """pytest-timeout reads its option, then PYTEST_TIMEOUT, then its ini key, then the marker over all; the worker's
     deadline follows what it resolved (read from its own hook), also when its timer starts at the call."""
     pytest.importorskip("pytest_timeout")
     pytester.makeini(f"[pytest]\ntimeout = 100\ntimeout_func_only = {func_only}\n")
     pytester.makepyfile(test_limits=LIMITS_SEEN)
-    pytester.monkeypatch.setenv("PYTEST_TIMEOUT", "20")
+    monkeypatch.setenv("PYTEST_TIMEOUT", "20")
     result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider", "-p", "no:randomly")
     result.assert_outcomes(passed=3)
     # the variable beats the ini key

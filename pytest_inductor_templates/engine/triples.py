@@ -57,7 +57,7 @@ class TripleEnded(Exception):
 
 def exited(error: SystemExit) -> CheckResult:
     """The verdict on a sample that called ``sys.exit``: its process would have ended, so it crashed."""
-    reason = f"the sample called sys.exit({error.code!r}) while {phases.current() or 'running'}"
+    reason = f"the sample called sys.exit({error.code!r}) {phases.describe(phases.current(), 'while running')}"
     return CheckResult(Outcome.CRASHED, reason, reason)
 
 

@@ -93,8 +93,8 @@ class SampleCollector(pytest.Collector):
                 item.stash[CASE_KEY] = SampleCase(self.sample, case, kind)
                 start(item, new_record(case, self.sample.id, kind, "sample", self.sample.weights_mode))
                 item.add_marker(SAMPLE_MARKER)
-                if self.config.pluginmanager.hasplugin("xdist"):  # --dist loadgroup keeps a triple on one worker
-                    item.add_marker(pytest.mark.xdist_group(f"{self.sample.id}[{case.id}]"))
+                if self.config.pluginmanager.hasplugin("xdist"):  # --dist loadgroup keeps a sample on one worker
+                    item.add_marker(pytest.mark.xdist_group(self.sample.id))
                 if problem:
                     item.add_marker(pytest.mark.skip(reason=problem))
                 elif kind == "bench":
