@@ -52,6 +52,14 @@ class ItemRecord:
     # what the template did
     effect: str | None = None  # ``effect``, ``no effect``, ``not observed``; None when nothing to judge
     effect_evidence: str = ""
+    # where and why a failing check fails (--inductor-diagnose)
+    diagnosis: str | None = None  # one line: stage, setting, first diverging operator, numerics or miscompile
+    diagnosis_stage: str | None = None  # the first failing stage and, inside Inductor, the subsystem and its pass
+    diagnosis_setting: str | None = None  # the smallest subset of the template's settings that still fails
+    diagnosis_op: str | None = None  # the first diverging aten operator (and model.py line), or ``not localised``
+    diagnosis_kind: str | None = None  # ``numerics`` or ``miscompile``, with ``diagnosis_figures``
+    diagnosis_figures: str | None = None  # how far compiled and eager are from float64
+    repro: str | None = None  # the standalone repro.py of this item
     # what compiling cost
     compile_seconds: float | None = None
     graphs: int | None = None

@@ -31,6 +31,9 @@ DYNAMIC_VALUES = ("true", "false", "auto")
 ON_OFF = ("on", "off")
 TF32_VALUES = ON_OFF  # --inductor-tf32; absent: torch's own flags
 RECYCLE_TRIPLES = 100  # --inductor-recycle-triples' default
+DIAGNOSE_BUDGET = 300.0  # --inductor-diagnose-budget's default, seconds
+DIAGNOSE_MAX = 20  # --inductor-diagnose-max's default
+REPRO_DIR = "inductor-repros"  # --inductor-repro-dir's default, under the invocation directory
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,30 @@ OPTIONS = (
         "cache of the mode's own: off holds float32 GEMMs and convolutions to float32 (a strict check on a GPU), on "
         "allows TF32 in both; default: torch's flags as they are (cuDNN convolutions in TF32, GEMMs not)",
         values=TF32_VALUES,
+    ),
+    Option(
+        "inductor_diagnose",
+        "diagnose every failing check (accuracy_fail, compile_fail, runtime_fail) after its verdict: the stage, the "
+        "setting and the operator at fault, numerics or miscompile, and a standalone repro.py",
+        ini_type="bool",
+        argparse={"action": "store_const", "const": True},
+    ),
+    Option(
+        "inductor_diagnose_budget",
+        f"seconds one diagnosis may take (default {DIAGNOSE_BUDGET:g}); one stopped there keeps what it found",
+        "SECONDS",
+    ),
+    Option(
+        "inductor_diagnose_max",
+        f"diagnose at most N failing items in a run (default {DIAGNOSE_MAX}), so that a corpus with many failures "
+        "stays bounded",
+        "N",
+    ),
+    Option(
+        "inductor_repro_dir",
+        "where each diagnosed item's repro.py goes, one folder per item (default: inductor-repros under the "
+        "directory pytest was started in)",
+        "DIR",
     ),
     Option(
         "inductor_require_effect",
@@ -289,6 +316,13 @@ class Settings:
         self.speedup_precision = _percent(self.get("inductor_speedup_precision"))
         self.fullgraph = bool(self.value("inductor_fullgraph"))
         self.require_effect = bool(self.value("inductor_require_effect"))
+        self.diagnose = bool(self.value("inductor_diagnose"))
+        budget = _positive(self.get("inductor_diagnose_budget"), float, "a number of seconds such as 120")
+        self.diagnose_budget = budget if budget is not None else DIAGNOSE_BUDGET
+        most = _positive(self.get("inductor_diagnose_max"), int, "a whole number of items such as 10")
+        self.diagnose_max = int(most) if most is not None else DIAGNOSE_MAX
+        repro = self.get("inductor_repro_dir")
+        self.repro_dir = repro.path() if repro is not None else config.invocation_params.dir / REPRO_DIR
         self.require_run = bool(self.value("inductor_require_run"))
         self.list_templates = bool(self.value("inductor_list_templates"))
         isolation = self.get("inductor_isolation")
