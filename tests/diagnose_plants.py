@@ -42,6 +42,20 @@ if _PLANTS:
         decompositions[aten.hardswish.default] = _hardswish
     if "tanh_aggressive_fusion" in _PLANTS:  # a lowering wrong only under aggressive_fusion=True
         _replace(aten.tanh, lambda good: _scaled(good, 1.001, lambda x: config.aggressive_fusion))
+    if "hang_bisecting_lowerings" in _PLANTS:  # sigmoid's lowering hangs while the bisector bisects lowerings
+        import time
+        from torch._inductor.compiler_bisector import CompilerBisector
+
+        def _hang(good):
+            def lower(x, *args, **kwargs):
+                if CompilerBisector.get_subsystem() == "lowerings":
+                    with open(os.environ["INDUCTOR_TEST_MARKER"], "w") as marker:
+                        marker.write(CompilerBisector.in_process_cache or "")
+                    time.sleep(3600)
+                return good(x, *args, **kwargs)
+            return lower
+
+        _replace(aten.sigmoid, _hang)
     if "cos_bf16" in _PLANTS:  # bf16 cos computed 3% off, unless Inductor emulates eager's precision casts
         _replace(aten.cos, lambda good: _scaled(
             good, 1.03, lambda x: x.get_dtype() == torch.bfloat16 and not config.emulate_precision_casts))

@@ -30,7 +30,7 @@ def warm_up() -> None:
 
 
 @contextlib.contextmanager
-def diagnosis_environment() -> Iterator[None]:
+def diagnosis_environment(work: Path) -> Iterator[None]:
     """A fresh Inductor cache for the whole diagnosis, and no FX graph or AOT autograd cache within it (their
     keys do not see a changed lowering, nor the bisector's switches), so every check compiles again."""
     from torch._inductor import config
@@ -40,7 +40,7 @@ def diagnosis_environment() -> Iterator[None]:
     patches = {
         key: False for key in ("fx_graph_cache", "autograd_cache", "bundled_autograd_cache") if hasattr(config, key)
     }
-    with fresh_cache(), config.patch(patches):
+    with fresh_cache(dir=str(work)), config.patch(patches):  # in the work folder: removed even after a kill
         yield
 
 
@@ -86,7 +86,7 @@ def run(work: Path) -> None:
         )
         return tried.outcome == request.outcome
 
-    with diagnosis_environment():
+    with diagnosis_environment(work):
         first = attempt(request)
         log.write(
             "reproduce",
@@ -118,20 +118,27 @@ def run(work: Path) -> None:
         if request.outcome == "accuracy_fail":
             with _step(log, "operator"):
                 named = found.debug_info if found and found.subsystem == "lowerings" else None
-                for entry in graphs:
+                if found and found.subsystem == "decomposition" and found.debug_info:
+                    op = found.debug_info.removesuffix(".default")  # its aten graph holds the decomposed ops
+                    log.write("operator", op=f"{op} (decomposed)", node=None, by_bisector=True)
+                    graphs_to_search: list[Any] = []
+                else:
+                    graphs_to_search = graphs
+                for entry in graphs_to_search:
                     if entry.aten is None:
                         continue
                     finding = localise.first_divergence(entry, patches, request.tolerance, named)
                     if finding is not None:
                         break
-                log.write(
-                    "operator",
-                    op=finding.describe() if finding else localise.NOT_LOCALISED,
-                    node=finding.name if finding else None,
-                    by_bisector=named is not None,
-                    compiled_rmse=finding.compiled_rmse if finding else None,
-                    eager_rmse=finding.eager_rmse if finding else None,
-                )
+                if not (found and found.subsystem == "decomposition" and found.debug_info):
+                    log.write(
+                        "operator",
+                        op=finding.describe() if finding else localise.NOT_LOCALISED,
+                        node=finding.name if finding else None,
+                        by_bisector=named is not None,
+                        compiled_rmse=finding.compiled_rmse if finding else None,
+                        eager_rmse=finding.eager_rmse if finding else None,
+                    )
             with _step(log, "kind"):
                 dtypes = numerics.floating_dtypes(request)
                 fixed = None

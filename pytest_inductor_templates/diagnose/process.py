@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .child import LOG, REQUEST, SYS_PATH
@@ -22,6 +23,7 @@ from .summary import assemble
 BOOT = "import sys; from pytest_inductor_templates.diagnose.child import main; main(sys.argv[1])"
 GRACE_SECONDS = 5.0  # on top of the budget, for the child's start (importing torch)
 OUTPUT_TAIL = 1500
+POLL_SECONDS = 0.5
 
 
 def _tail(path: Path) -> str:
@@ -43,6 +45,26 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
 def diagnose(request: DiagnosisRequest) -> Diagnosis:
     """Diagnose one failing item within ``request.budget_seconds``; never raises (a failure of the diagnosis
     itself is returned as ``failed``)."""
+    return run_in_child(request)
+
+
+def _wait(process: subprocess.Popen[bytes], seconds: float, stop_when: Callable[[], bool] | None) -> int | None:
+    """The child's exit code, or None when ``seconds`` passed or ``stop_when()`` said stop first."""
+    if stop_when is None:
+        try:
+            return process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stop_when():
+        if (code := process.poll()) is not None:
+            return code
+        time.sleep(POLL_SECONDS)
+    return process.poll()
+
+
+def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None = None) -> Diagnosis:
+    """``diagnose``, with ``stop_when`` polled to stop the child early as the budget would (for tests)."""
     start = time.monotonic()
     if request.outcome not in DIAGNOSED:
         return Diagnosis(
@@ -76,17 +98,16 @@ def diagnose(request: DiagnosisRequest) -> Diagnosis:
                 start_new_session=True,
             )
             try:
-                code = process.wait(timeout=request.budget_seconds + GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                _kill(process)
-                stopped = f"stopped at the budget of {request.budget_seconds:g}s"
+                code = _wait(process, request.budget_seconds + GRACE_SECONDS, stop_when)
             except BaseException:
                 _kill(process)
                 raise
-            else:
-                if code != 0:
-                    how = f"signal {-code}" if code < 0 else f"exit code {code}"
-                    crashed = f"the diagnosis process ended with {how}: {_tail(output)[-300:]}"
+            if code is None:
+                _kill(process)
+                stopped = f"stopped at the budget of {request.budget_seconds:g}s"
+            elif code != 0:
+                how = f"signal {-code}" if code < 0 else f"exit code {code}"
+                crashed = f"the diagnosis process ended with {how}: {_tail(output)[-300:]}"
         return assemble(read_log(work / LOG), time.monotonic() - start, stopped, crashed)
     except Exception as error:
         return Diagnosis(
