@@ -56,6 +56,13 @@ if _PLANTS:
             return lower
 
         _replace(aten.sigmoid, _hang)
+    if "relu_raises" in _PLANTS:  # Inductor's lowering of aten.relu raises: a compile failure
+        def _raises(good):
+            def lower(x, *args, **kwargs):
+                raise RuntimeError("planted: no lowering for relu")
+            return lower
+
+        _replace(aten.relu, _raises)
     if "cos_bf16" in _PLANTS:  # bf16 cos computed 3% off, unless Inductor emulates eager's precision casts
         _replace(aten.cos, lambda good: _scaled(
             good, 1.03, lambda x: x.get_dtype() == torch.bfloat16 and not config.emulate_precision_casts))

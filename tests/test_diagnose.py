@@ -151,7 +151,7 @@ def test_the_one_setting_of_a_three_setting_template_that_triggers_a_fault(tmp_p
     diagnosis, steps = diagnosed(tmp_path, "tanh_aggressive_fusion", build, no_grad=False)
     assert diagnosis["stage"] == "inductor / lowerings: tanh", steps
     assert diagnosis["setting"] == "aggressive_fusion=True", steps
-    assert diagnosis["op"] == "aten.tanh (usermodels.py:11)", steps
+    assert diagnosis["op"] == "aten.tanh (usermodels.py:12)", steps
     assert diagnosis["kind"] == "miscompile", steps
     assert_repro_tracks_the_plant(tmp_path, diagnosis, "tanh_aggressive_fusion")
     assert "'aggressive_fusion': True" in Path(diagnosis["repro"]).read_text()
@@ -238,3 +238,23 @@ print("RESULT " + json.dumps({{"partial": diagnosis.partial, "stage": diagnosis.
     assert "inductor-diagnose-" in result["state_dir"], result  # the bisector's state lived in the work folder,
     assert not result["state_dir_left"]  # which went with the child
     assert result["enabled"] is False
+
+
+@pytest.mark.slow
+def test_planted_compile_failure(tmp_path: Path) -> None:
+    """Plant: Inductor's lowering of aten.relu raises."""
+    build = """
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU())
+    build = PickledModel.of(model, [Inputs((torch.randn(4, 16),))])
+    selection = Selection(template=Template("default", "the defaults"))
+    """
+    diagnosis, steps = diagnosed(tmp_path, "relu_raises", build, outcome="compile_fail")
+    assert diagnosis["stage"] == "inductor / lowerings: relu", steps
+    assert diagnosis["op"] is None and diagnosis["kind"] is None  # those are for accuracy failures
+    repro = diagnosis["repro"]
+    with_plant = run_repro(tmp_path, repro, "relu_raises")
+    assert with_plant.returncode == 1, with_plant.stdout + with_plant.stderr
+    assert "compiled raised" in with_plant.stdout and "planted: no lowering for relu" in with_plant.stdout
+    assert run_repro(tmp_path, repro, "").returncode == 0

@@ -47,7 +47,11 @@ def capture(request: DiagnosisRequest, selection: Selection) -> list[CapturedGra
             entry.aten = aten_gm
             return make_boxed_func(aten_gm.forward)
 
-        return aot_autograd(fw_compiler=forward_compiler, decompositions=select_decomp_table())(gm, example_inputs)
+        try:
+            return aot_autograd(fw_compiler=forward_compiler, decompositions=select_decomp_table())(gm, example_inputs)
+        except Exception:  # AOT autograd's own failure: the Dynamo graph is still a repro
+            entry.aten = None
+            return gm.forward
 
     device = torch.device(request.device.name)
     model = request.build.make_model(device)

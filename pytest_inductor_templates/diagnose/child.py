@@ -75,7 +75,8 @@ def run(work: Path) -> None:
     settings = dict(selection.effective_settings)
     log.write("start", name=request.name, outcome=request.outcome, selection=selection.label, settings=settings)
 
-    def fails(**variant: Any) -> bool:
+    def fails(**variant: Any) -> bool | None:
+        """Whether the variant still fails as the item did; None when it could not even be built or run."""
         tried = attempt(request, **variant)
         log.write(
             "check",
@@ -84,7 +85,7 @@ def run(work: Path) -> None:
             seconds=tried.seconds,
             backend_calls=tried.backend_calls,
         )
-        return tried.outcome == request.outcome
+        return None if tried.outcome == "error" else tried.outcome == request.outcome
 
     with diagnosis_environment(work):
         first = attempt(request)
@@ -107,19 +108,21 @@ def run(work: Path) -> None:
                 temp,
             )
         with _step(log, "setting"):
-            text = setting.smallest_failing(settings, lambda s: fails(selection=with_settings(selection, s)), log)
+            text = setting.smallest_failing(settings, lambda s: bool(fails(selection=with_settings(selection, s))), log)
             log.write("setting", setting=text)
         graphs: list[Any] = []
-        with _step(log, "capture"):
-            graphs = capture(request, selection)
-            log.write("capture", graphs=len(graphs), aten=sum(g.aten is not None for g in graphs))
+        in_dynamo = found is not None and found.backend == "eager"  # Dynamo or the model's Python: no graph to read
+        if not in_dynamo:
+            with _step(log, "capture"):
+                graphs = capture(request, selection)
+                log.write("capture", graphs=len(graphs), aten=sum(g.aten is not None for g in graphs))
         patches = {**(selection.compile_options or {}), **selection.config_patches}
         finding = None
         if request.outcome == "accuracy_fail":
             with _step(log, "operator"):
                 named = found.debug_info if found and found.subsystem == "lowerings" else None
                 if found and found.subsystem == "decomposition" and found.debug_info:
-                    op = found.debug_info.removesuffix(".default")  # its aten graph holds the decomposed ops
+                    op = found.debug_info.rsplit(".", 1)[0]  # aten.hardswish; its aten graph holds what it became
                     log.write("operator", op=f"{op} (decomposed)", node=None, by_bisector=True)
                     graphs_to_search: list[Any] = []
                 else:
@@ -143,7 +146,8 @@ def run(work: Path) -> None:
                 dtypes = numerics.floating_dtypes(request)
                 fixed = None
                 if dtypes & set(numerics.LOW_PRECISION):
-                    fixed = not fails(patches={"emulate_precision_casts": True})
+                    still = fails(patches={"emulate_precision_casts": True})
+                    fixed = None if still is None else not still
                 if finding is not None and finding.compiled_rmse is not None and finding.eager_rmse is not None:
                     distances = numerics.Distances(
                         finding.compiled_rmse, finding.eager_rmse, f"at {finding.describe()}"

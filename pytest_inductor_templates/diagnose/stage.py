@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -21,6 +22,14 @@ from ..compile.failures import first_line
 from .steplog import StepLog
 
 KEEP_BACKEND = "bisect_keep_custom_backend_for_inductor"
+_OVERLOAD_REPR = re.compile(r"<OpOverload\(op='([^']+)', overload='([^']+)'\)>")
+
+
+def readable(debug_info: str | None) -> str | None:
+    """The bisector's debug info, an operator's ``repr`` written as its name: ``aten.hardswish.default``."""
+    if debug_info and (match := _OVERLOAD_REPR.fullmatch(debug_info.strip())):
+        return f"{match[1]}.{match[2]}"
+    return debug_info
 
 
 @dataclass
@@ -98,10 +107,12 @@ def current_step() -> dict[str, Any]:
     return {"backend": backend, "subsystem": subsystem, "run_state": run_state}
 
 
-def find_stage(fails: Callable[[bool], bool], log: StepLog, temp_root: str | None = None) -> StageResult:
+def find_stage(fails: Callable[[bool], bool | None], log: StepLog, temp_root: str | None = None) -> StageResult:
     """Bisect with ``fails(options_as_patches)`` as the check ("does it still fail?"; its argument is True at the
     inductor stage where the plugin's backend cannot be kept, so the template's options must be applied as a
-    scoped config patch). Each check is logged; never raises."""
+    scoped config patch). A check that cannot run (None, or a raise: the bisector's own change broke the build,
+    as its ``cse`` change does on torch 2.13) names no culprit: at a stage it counts as passing, under a
+    subsystem's change as still failing. Each check is logged; never raises."""
     from torch._inductor import config
     from torch._inductor.compiler_bisector import CompilerBisector
 
@@ -114,10 +125,13 @@ def find_stage(fails: Callable[[bool], bool], log: StepLog, temp_root: str | Non
         where = current_step()
         try:
             failing = fails(not keep and where["backend"] == "inductor")
-        except BaseException as error:
+        except BaseException as error:  # a raise would leave the bisector enabled
             log.write("bisect_check", **where, failing=None, error=first_line(error))
-            return True
-        log.write("bisect_check", **where, failing=failing)
+            failing = None
+        else:
+            log.write("bisect_check", **where, failing=failing)
+        if failing is None:  # could not run: a stage did not show the fault, a subsystem's change fixed nothing
+            return not where["subsystem"]
         return not failing
 
     state_dir = tempfile.mkdtemp(prefix="bisect-", dir=temp_root)
@@ -130,7 +144,7 @@ def find_stage(fails: Callable[[bool], bool], log: StepLog, temp_root: str | Non
         try:
             found = CompilerBisector.do_bisect(good)
             result = (
-                StageResult(found.backend, found.subsystem, found.debug_info)
+                StageResult(found.backend, found.subsystem, readable(found.debug_info))
                 if found is not None
                 else StageResult(None)
             )

@@ -150,8 +150,11 @@ def check(module, inputs, options=None, patches=None, no_grad=True, tolerance=No
                 *_clone(inputs)
             )
     except Exception as error:
-        first = next((line for line in str(error).splitlines() if line.strip()), "")
-        return 1, f"compiled raised {type(error).__name__}: {first}"
+        inner = error  # the backend's own error inside Dynamo's wrappers
+        while getattr(inner, "inner_exception", None) is not None or inner.__cause__ is not None:
+            inner = getattr(inner, "inner_exception", None) or inner.__cause__
+        first = next((line.strip() for line in str(inner).splitlines() if line.strip()), "")
+        return 1, f"compiled raised {type(inner).__name__}: {first}"
     finally:
         torch._dynamo.reset()
     problems = compare(compiled, eager, wide, tolerance)

@@ -35,6 +35,12 @@ def assemble(
                 "this torch cannot keep the plugin's backend while bisecting: the template's "
                 "options were applied as a scoped config patch at the inductor stage"
             )
+        broken = [r for r in records if r.get("step") == "bisect_check" and r.get("failing") is None]
+        if broken:
+            where = broken[0].get("subsystem") or broken[0].get("backend")
+            diagnosis.notes.append(
+                f"{len(broken)} of the bisector's checks could not run (first at {where}) and counted as still failing"
+            )
         if not found.get("clean"):
             diagnosis.notes.append("the bisector's state was not clean afterwards")
     else:
