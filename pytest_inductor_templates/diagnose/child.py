@@ -195,7 +195,8 @@ def write_repro(request: Any, graphs: list[Any], found: Any, log: StepLog, work:
             scratch,
             entry,
             name=request.name,
-            what=f"{request.outcome} under {selection.description}.",
+            what=f"{request.outcome} under {selection.description}"
+            + (f"; stage: {found.describe()}." if found is not None else "."),
             options=selection.compile_options,
             patches=selection.config_patches,
             no_grad=no_grad,
