@@ -1,0 +1,64 @@
+"""The graphs Dynamo hands the backend for the item's first call, with their real inputs and post-AOT (aten) forms."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+from ..templates.selection import Selection
+from .request import DiagnosisRequest
+
+
+@dataclass
+class CapturedGraph:
+    """One Dynamo graph: its FX module, the real tensors it was called with, and its aten forward graph."""
+
+    dynamo: Any  # torch.fx.GraphModule, torch-level calls (the repro rebuilds this)
+    inputs: list[Any]  # real example inputs, cloned (parameters included: Dynamo lifts them)
+    aten: Any = None  # the forward graph after AOT autograd with Inductor's decompositions
+
+
+def clone_input(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone().requires_grad_(value.requires_grad)
+    return value
+
+
+def capture(request: DiagnosisRequest, selection: Selection) -> list[CapturedGraph]:
+    """Trace the item's model on its first input set with a backend that keeps each graph and runs it in aten."""
+    import torch
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._inductor.compile_fx import select_decomp_table
+
+    from ..compile.isolation import isolated_compile_state
+    from .predicate import scoped_config
+
+    captured: list[CapturedGraph] = []
+
+    def backend(gm: Any, example_inputs: list[Any]) -> Any:
+        entry = CapturedGraph(gm, [clone_input(t) for t in example_inputs])
+        captured.append(entry)
+
+        def forward_compiler(aten_gm: Any, _: Any) -> Any:
+            entry.aten = aten_gm
+            return make_boxed_func(aten_gm.forward)
+
+        try:
+            return aot_autograd(fw_compiler=forward_compiler, decompositions=select_decomp_table())(gm, example_inputs)
+        except Exception:  # AOT autograd's own failure: the Dynamo graph is still a repro
+            entry.aten = None
+            return gm.forward
+
+    device = torch.device(request.device.name)
+    model = request.build.make_model(device)
+    inputs = request.build.make_inputs(device)[0]
+    no_grad = request.no_grad or selection.inference_only
+    with isolated_compile_state(), scoped_config(selection.config_patches):
+        with torch.no_grad() if no_grad else contextlib.nullcontext():
+            compiled = torch.compile(model, backend=backend, fullgraph=selection.fullgraph, dynamic=selection.dynamic)
+            compiled(*inputs.args, **inputs.kwargs)
+    return captured

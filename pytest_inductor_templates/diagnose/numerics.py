@@ -1,0 +1,84 @@
+"""Drift or miscompile: whether precision casts make the failure go away (bf16/fp16), and how far compiled and
+eager each are from float64 (at the diverging node when known, else at the outputs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..compile.outputs import leaves
+from ..templates.selection import Selection
+from .localise import rmse
+from .request import DiagnosisRequest
+
+LOW_PRECISION = ("float16", "bfloat16")
+MISCOMPILE_FACTOR = 3.0  # compiled this many times farther from float64 than eager (the check's own RMSE factor)
+
+
+@dataclass
+class Distances:
+    compiled_rmse: float
+    eager_rmse: float
+    where: str  # "at aten.sigmoid (model.py:12)", "at the outputs (out[0])"
+
+    @property
+    def ratio(self) -> float:
+        return self.compiled_rmse / self.eager_rmse if self.eager_rmse > 0 else float("inf")
+
+    def describe(self) -> str:
+        return f"RMSE against float64 {self.where}: compiled {self.compiled_rmse:.3g}, eager {self.eager_rmse:.3g}" + (
+            f" ({self.ratio:.3g}x)" if self.eager_rmse > 0 else ""
+        )
+
+
+def floating_dtypes(request: DiagnosisRequest) -> set[str]:
+    """The floating dtypes of the item's inputs, parameters and buffers."""
+    import torch
+
+    device = torch.device(request.device.name)
+    model = request.build.make_model(device)
+    tensors = [t for x in request.build.make_inputs(device)[:1] for _, t in leaves((x.args, x.kwargs))]
+    if isinstance(model, torch.nn.Module):
+        tensors += [*model.parameters(), *model.buffers()]
+    return {
+        str(t.dtype).removeprefix("torch.") for t in tensors if isinstance(t, torch.Tensor) and t.is_floating_point()
+    }
+
+
+def output_distances(request: DiagnosisRequest, selection: Selection) -> Distances | None:
+    """Compiled's and eager's RMSE against the float64 run at the first output where they differ most."""
+    import torch
+
+    from ..check.float64 import float64_run
+    from ..check.inputs import Inputs
+    from ..compile.compiled import CompiledModel
+    from ..compile.isolation import isolated_compile_state
+    from .predicate import call_of
+
+    device = torch.device(request.device.name)
+    inputs: list[Inputs] = request.build.make_inputs(device)[:1]
+    call = call_of(request)
+    with isolated_compile_state() as watcher:
+        compiled = CompiledModel(request.build.make_model(device), selection, watcher)
+        actual = call(compiled, inputs[0])
+    expected = call(request.build.make_model(device), inputs[0])
+    wide = float64_run(lambda: request.build.make_model(device), call, inputs).outputs()
+    if wide is None:
+        return None
+    best: Distances | None = None
+    for (path, a), (_, e), (_, f) in zip(leaves(actual), leaves(expected), leaves(wide[0]), strict=False):
+        if not (isinstance(e, torch.Tensor) and e.is_floating_point() and a.shape == e.shape == f.shape):
+            continue
+        found = Distances(rmse(a, f), rmse(e, f), f"at the outputs ({path})")
+        if best is None or found.ratio > best.ratio:
+            best = found
+    return best
+
+
+def kind_of(distances: Distances | None, fixed_by_casts: bool | None) -> str:
+    """ "numerics" when precision casts fix it or compiled is about as close to float64 as eager; else
+    "miscompile" (compiled clearly farther)."""
+    if fixed_by_casts:
+        return "numerics"
+    if distances is None:
+        return "not judged (no float64 figures)"
+    return "miscompile" if distances.ratio > MISCOMPILE_FACTOR else "numerics"

@@ -1,0 +1,119 @@
+"""``diagnose``: the work runs in a spawned child (never forked: CUDA) that is killed at the budget; its step
+log says what it had found."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .child import LOG, REQUEST, SYS_PATH
+from .request import DIAGNOSED, Diagnosis, DiagnosisRequest
+from .steplog import read_log
+from .summary import assemble
+
+BOOT = "import sys; from pytest_inductor_templates.diagnose.child import main; main(sys.argv[1])"
+GRACE_SECONDS = 5.0  # on top of the budget, for the child's start (importing torch)
+OUTPUT_TAIL = 1500
+POLL_SECONDS = 0.5
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-OUTPUT_TAIL:].strip()
+    except OSError:
+        return ""
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """The child and what it started (its own process group)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
+    process.wait()
+
+
+def diagnose(request: DiagnosisRequest) -> Diagnosis:
+    """Diagnose one failing item within ``request.budget_seconds``; never raises (a failure of the diagnosis
+    itself is returned as ``failed``)."""
+    return run_in_child(request)
+
+
+def _wait(process: subprocess.Popen[bytes], seconds: float, stop_when: Callable[[], bool] | None) -> int | None:
+    """The child's exit code, or None when ``seconds`` passed or ``stop_when()`` said stop first."""
+    if stop_when is None:
+        try:
+            return process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return None
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not stop_when():
+        if (code := process.poll()) is not None:
+            return code
+        time.sleep(POLL_SECONDS)
+    return process.poll()
+
+
+def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None = None) -> Diagnosis:
+    """``diagnose``, with ``stop_when`` polled to stop the child early as the budget would (for tests)."""
+    start = time.monotonic()
+    if request.outcome not in DIAGNOSED:
+        return Diagnosis(
+            summary=f"not diagnosed: {request.outcome} is not a compiler failure",
+            failed=f"diagnosis failed: outcome {request.outcome!r} is not one of {', '.join(DIAGNOSED)}",
+        )
+    work = Path(tempfile.mkdtemp(prefix="inductor-diagnose-"))
+    try:
+        try:
+            (work / REQUEST).write_bytes(pickle.dumps(request))
+        except Exception as error:
+            return Diagnosis(
+                summary="diagnosis failed",
+                failed=f"diagnosis failed: the request cannot be pickled: {type(error).__name__}: {error}",
+                seconds=round(time.monotonic() - start, 1),
+            )
+        package_root = str(Path(__file__).resolve().parents[2])
+        (work / SYS_PATH).write_text(json.dumps([package_root, *request.sys_path]))
+        env = dict(os.environ)
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no compile-worker pool to start, or to kill
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        output = work / "output.txt"
+        stopped = crashed = None
+        with open(output, "wb") as sink:
+            process = subprocess.Popen(
+                [sys.executable, "-c", BOOT, str(work)],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+            try:
+                code = _wait(process, request.budget_seconds + GRACE_SECONDS, stop_when)
+            except BaseException:
+                _kill(process)
+                raise
+            if code is None:
+                _kill(process)
+                stopped = f"stopped at the budget of {request.budget_seconds:g}s"
+            elif code != 0:
+                how = f"signal {-code}" if code < 0 else f"exit code {code}"
+                crashed = f"the diagnosis process ended with {how}: {_tail(output)[-300:]}"
+        return assemble(read_log(work / LOG), time.monotonic() - start, stopped, crashed)
+    except Exception as error:
+        return Diagnosis(
+            summary="diagnosis failed",
+            failed=f"diagnosis failed: {type(error).__name__}: {error}",
+            seconds=round(time.monotonic() - start, 1),
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

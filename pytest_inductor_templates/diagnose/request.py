@@ -1,0 +1,85 @@
+"""What a diagnosis is asked (picklable: it goes to a child process) and what it answers (plain data)."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..check.inputs import Inputs
+from ..check.tolerances import Tolerance
+from ..machine import Device
+from ..templates.selection import Selection
+
+DIAGNOSED = ("accuracy_fail", "compile_fail", "runtime_fail")
+
+
+class ModelBuilder(Protocol):
+    """Builds the item's subject afresh: a ``Sample`` has this shape, and so has ``PickledModel``."""
+
+    def make_model(self, device: Any) -> Any: ...
+
+    def make_inputs(self, device: Any) -> list[Inputs]: ...
+
+
+@dataclass
+class PickledModel:
+    """A user's model (``inductor_check``) and its call's inputs, as pickled copies of the pristine objects."""
+
+    model: bytes
+    inputs: bytes
+
+    @classmethod
+    def of(cls, model: Any, inputs: list[Inputs]) -> PickledModel:
+        """Copies of ``model`` (before it was compiled or called) and ``inputs``; pickle errors propagate."""
+        return cls(pickle.dumps(model), pickle.dumps(inputs))
+
+    def make_model(self, device: Any) -> Any:
+        model = pickle.loads(self.model)
+        return model.to(device) if hasattr(model, "to") else model
+
+    def make_inputs(self, device: Any) -> list[Inputs]:
+        from ..compile.outputs import map_tensors
+
+        inputs: list[Inputs] = pickle.loads(self.inputs)
+        return [
+            Inputs(map_tensors(lambda t: t.to(device), x.args), map_tensors(lambda t: t.to(device), x.kwargs))
+            for x in inputs
+        ]
+
+
+@dataclass
+class DiagnosisRequest:
+    """One failing item to diagnose."""
+
+    build: ModelBuilder
+    selection: Selection
+    device: Device
+    outcome: str  # the item's outcome: accuracy_fail, compile_fail or runtime_fail
+    repro_dir: Path  # repro.py (and inputs.pt) are written here
+    tolerance: Tolerance | None = None  # the item's tolerance (None: the per-dtype default)
+    budget_seconds: float = 300.0
+    no_grad: bool = True  # the item's calls run under torch.no_grad() (samples do; inductor_check calls do not)
+    sys_path: list[str] = field(default_factory=lambda: list(sys.path))  # for the child, to unpickle user classes
+    name: str = "item"  # the item, for messages
+
+
+@dataclass
+class Diagnosis:
+    """Where and why one item fails. Every field is plain data; None where that part found nothing."""
+
+    summary: str  # one line, e.g. "inductor / lowerings: sigmoid; setting: none needed; first diverging op: ..."
+    stage: str | None = None  # "inductor / lowerings: sigmoid", "aot_eager_decomp_partition / decomposition: ..."
+    setting: str | None = None  # "max_autotune=True", "none needed", "fails under default too", "no settings"
+    op: str | None = None  # "aten.sigmoid (model.py:12)", "not localised"
+    kind: str | None = None  # "numerics" or "miscompile"
+    figures: str | None = None  # how far compiled and eager are from float64, where
+    repro: str | None = None  # the path of repro.py
+    no_repro: str | None = None  # why there is no repro
+    partial: str | None = None  # what the budget cut short, e.g. "stage only"
+    failed: str | None = None  # "diagnosis failed: ..." when the diagnosis itself crashed, hung or raised
+    notes: list[str] = field(default_factory=list)  # e.g. "does not fail with a fresh cache"
+    steps: list[dict[str, Any]] = field(default_factory=list)  # the child's step log, record by record
+    seconds: float = 0.0

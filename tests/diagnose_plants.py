@@ -1,0 +1,108 @@
+"""Planted compiler faults for the diagnosis tests, installed as a broken torch would be: a ``sitecustomize.py``
+on ``PYTHONPATH`` that changes torch at start-up, chosen by ``INDUCTOR_TEST_PLANT`` (a comma list), so the test's
+process, the diagnosis child and the standalone repro all see it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PLANT_ENV = "INDUCTOR_TEST_PLANT"
+
+SITECUSTOMIZE = """
+import os
+
+_PLANTS = set(filter(None, os.environ.get("INDUCTOR_TEST_PLANT", "").split(",")))
+if _PLANTS:
+    import torch
+    from torch._inductor import config, lowering
+    from torch._inductor.decomposition import decompositions
+
+    aten = torch.ops.aten
+
+    def _replace(op, make):
+        good = lowering.lowerings[op.default]
+        bad = make(good)
+        for key in (op, op.default):
+            lowering.lowerings[key] = bad
+
+    def _scaled(good, factor, when=lambda x: True):
+        def lower(x, *args, **kwargs):
+            out = good(x, *args, **kwargs)
+            return lowering.lowerings[aten.mul.Tensor](out, factor) if when(x) else out
+        return lower
+
+    if "sigmoid" in _PLANTS:  # a wrong Inductor lowering: sigmoid x 1.001
+        _replace(aten.sigmoid, lambda good: _scaled(good, 1.001))
+    if "hardswish_decomp" in _PLANTS:  # a wrong decomposition (used from aot_eager_decomp_partition on)
+        def _hardswish(x):
+            return x * torch.clamp(x + 3, 0, 6) / 6 * 1.001
+        decompositions[aten.hardswish.default] = _hardswish
+    if "tanh_aggressive_fusion" in _PLANTS:  # a lowering wrong only under aggressive_fusion=True
+        _replace(aten.tanh, lambda good: _scaled(good, 1.001, lambda x: config.aggressive_fusion))
+    if "hang_bisecting_lowerings" in _PLANTS:  # sigmoid's lowering hangs while the bisector bisects lowerings
+        import time
+        from torch._inductor.compiler_bisector import CompilerBisector
+
+        def _hang(good):
+            def lower(x, *args, **kwargs):
+                if CompilerBisector.get_subsystem() == "lowerings":
+                    with open(os.environ["INDUCTOR_TEST_MARKER"], "w") as marker:
+                        marker.write(CompilerBisector.in_process_cache or "")
+                    time.sleep(3600)
+                return good(x, *args, **kwargs)
+            return lower
+
+        _replace(aten.sigmoid, _hang)
+    if "relu_raises" in _PLANTS:  # Inductor's lowering of aten.relu raises: a compile failure
+        def _raises(good):
+            def lower(x, *args, **kwargs):
+                raise RuntimeError("planted: no lowering for relu")
+            return lower
+
+        _replace(aten.relu, _raises)
+    if "cos_bf16" in _PLANTS:  # bf16 cos computed 3% off, unless Inductor emulates eager's precision casts
+        _replace(aten.cos, lambda good: _scaled(
+            good, 1.03, lambda x: x.get_dtype() == torch.bfloat16 and not config.emulate_precision_casts))
+"""
+
+
+def plant_dir(tmp_path: Path) -> Path:
+    """A directory holding the planting sitecustomize.py."""
+    directory = tmp_path / "plant"
+    directory.mkdir(exist_ok=True)
+    (directory / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    return directory
+
+
+def planted_env(tmp_path: Path, plants: str) -> dict[str, str]:
+    """The environment of a process that sees ``plants`` (empty: none)."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(plant_dir(tmp_path)), root])
+    env[PLANT_ENV] = plants
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    return env
+
+
+def run_python(tmp_path: Path, plants: str, code: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``python -c code`` with ``plants`` planted."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=planted_env(tmp_path, plants),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tmp_path,
+    )
+
+
+def run_repro(tmp_path: Path, repro: str, plants: str) -> subprocess.CompletedProcess[str]:
+    """``python repro.py`` with ``plants`` planted and without the plugin on the path (torch alone)."""
+    env = planted_env(tmp_path, plants)
+    env["PYTHONPATH"] = str(plant_dir(tmp_path))
+    return subprocess.run(
+        [sys.executable, repro], env=env, capture_output=True, text=True, timeout=600, cwd=Path(repro).parent
+    )

@@ -1,0 +1,153 @@
+"""The diagnosis's own limits, cheaply: a budget stops it with what it found, a crash or a raise is reported as
+``failed`` and never raised into the caller."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_inductor_templates.diagnose import Diagnosis, DiagnosisRequest, diagnose
+from pytest_inductor_templates.diagnose.summary import assemble
+from pytest_inductor_templates.machine import CPU
+from pytest_inductor_templates.templates.registry import Template
+from pytest_inductor_templates.templates.selection import Selection
+
+BUILDERS = """
+import os
+import time
+
+
+class Hangs:
+    def make_model(self, device):
+        time.sleep(3600)
+
+    def make_inputs(self, device):
+        return []
+
+
+class Exits:
+    def make_model(self, device):
+        os._exit(3)
+
+    def make_inputs(self, device):
+        return []
+"""
+
+
+def request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, builder: str, budget: float) -> DiagnosisRequest:
+    """A request whose builder (a class of a module only ``sys_path`` finds) hangs or exits in the child."""
+    (tmp_path / "diagnose_builders.py").write_text(BUILDERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("diagnose_builders")
+    sys.modules.pop("diagnose_builders")
+    monkeypatch.setitem(sys.modules, "diagnose_builders", module)  # removed at teardown: it lives in tmp_path
+    selection = Selection(template=Template("default", ""))
+    build = getattr(module, builder)()
+    return DiagnosisRequest(
+        build, selection, CPU, "accuracy_fail", tmp_path / "repro", budget_seconds=budget, sys_path=[str(tmp_path)]
+    )
+
+
+def test_a_budget_of_seconds_stops_a_hung_diagnosis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    start = time.monotonic()
+    diagnosis = diagnose(request(tmp_path, monkeypatch, "Hangs", budget=2))
+    assert time.monotonic() - start < 60
+    assert diagnosis.partial == "nothing found (stopped at the budget of 2s)", diagnosis
+    assert diagnosis.failed is None
+    assert diagnosis.summary == "partial: nothing found (stopped at the budget of 2s)"
+
+
+def test_a_diagnosis_that_crashes_is_failed_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    diagnosis = diagnose(request(tmp_path, monkeypatch, "Exits", budget=120))
+    assert diagnosis.failed is not None and diagnosis.failed.startswith(
+        "diagnosis failed: the diagnosis process ended with exit code 3"
+    ), diagnosis
+    assert diagnosis.partial is None
+
+
+def test_what_is_not_a_compiler_failure_is_not_diagnosed(tmp_path: Path) -> None:
+    diagnosis = diagnose(DiagnosisRequest(object(), Selection(), CPU, "eager_fail", tmp_path))  # type: ignore[arg-type]
+    assert diagnosis.failed == (
+        "diagnosis failed: outcome 'eager_fail' is not one of accuracy_fail, compile_fail, runtime_fail"
+    )
+
+
+@pytest.mark.parametrize(
+    ("records", "stopped", "expected"),
+    [
+        (
+            [
+                {"step": "reproduce", "failing": True, "outcome": "accuracy_fail", "reason": ""},
+                {"step": "bisect_check", "backend": "eager", "subsystem": None, "failing": False},
+                {"step": "bisect_check", "backend": "inductor", "subsystem": None, "failing": True},
+                {
+                    "step": "bisect_check",
+                    "backend": "inductor",
+                    "subsystem": "pre_grad_passes",
+                    "run_state": "test_disable",
+                    "failing": True,
+                },
+            ],
+            "stopped at the budget of 9s",
+            Diagnosis(
+                summary="inductor; partial: stage only, from the bisection's checks so far "
+                "(stopped at the budget of 9s)",
+                stage="inductor",
+                partial="stage only, from the bisection's checks so far (stopped at the budget of 9s)",
+            ),
+        ),
+        (
+            [
+                {"step": "reproduce", "failing": True, "outcome": "accuracy_fail", "reason": ""},
+                {"step": "stage", "describe": "inductor / lowerings: relu", "kept_backend": True, "clean": True},
+                {"step": "error", "name": "setting", "error": "RuntimeError: boom"},
+            ],
+            "stopped at the budget of 9s",
+            Diagnosis(
+                summary="inductor / lowerings: relu; partial: stage only (stopped at the budget of 9s)",
+                stage="inductor / lowerings: relu",
+                partial="stage only (stopped at the budget of 9s)",
+                failed="diagnosis failed: setting: RuntimeError: boom",
+            ),
+        ),
+    ],
+)
+def test_a_stopped_diagnosis_keeps_what_its_log_found(records: list, stopped: str, expected: Diagnosis) -> None:
+    diagnosis = assemble(records, 9.0, stopped)
+    diagnosis.steps = []
+    expected.seconds = 9.0
+    assert diagnosis == expected
+
+
+def fake_fault(subsystem: str, raise_at: str | None = None):
+    """A check for torch's real bisector that compiles nothing: it "fails" from the inductor stage on, until
+    ``subsystem`` is switched off; it raises under ``raise_at``."""
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    def fails(options_as_patches: bool) -> bool:
+        backend, current = CompilerBisector.get_backend(), CompilerBisector.get_subsystem()
+        if raise_at is not None and current == raise_at:
+            raise RuntimeError("the check itself broke")
+        return backend == "inductor" and current != subsystem
+
+    return fails
+
+
+@pytest.mark.parametrize("raise_at", [None, "pre_grad_passes"])
+def test_the_bisector_runs_in_process_and_leaves_its_state_clean(tmp_path: Path, raise_at: str | None) -> None:
+    """Trap: the bisector cleans up in a __del__, so a check that raises would leave it on; here it is caught,
+    the stage is still found, and every piece of the bisector's state is as before."""
+    from pytest_inductor_templates.diagnose.stage import bisector_state, find_stage
+    from pytest_inductor_templates.diagnose.steplog import StepLog, read_log
+
+    log = StepLog(tmp_path / "steps.jsonl")
+    found = find_stage(fake_fault("inductor_layout_optimization", raise_at), log, str(tmp_path))
+    assert found.describe() == "inductor / inductor_layout_optimization"
+    assert found.clean and not any(bisector_state().values())
+    assert list(tmp_path.iterdir()) == [tmp_path / "steps.jsonl"]  # its state folder went with it
+    checks = [r for r in read_log(tmp_path / "steps.jsonl") if r["step"] == "bisect_check"]
+    assert [r["failing"] for r in checks if r["subsystem"] == "pre_grad_passes"] == [None if raise_at else True]
