@@ -16,6 +16,7 @@ LAYERS = (  # top to bottom, as docs/design.md draws them; a module may import i
     ("report",),
     ("worker",),
     ("engine",),
+    ("diagnose",),
     ("samples",),
     ("check",),
     ("compile",),
@@ -107,6 +108,8 @@ def called_names(module: Path) -> set[str]:
 def test_only_the_engine_checks_judges_and_times() -> None:
     callers = {m.relative_to(PACKAGE).as_posix(): called_names(m) & ENGINE_ONLY for m in modules()}
     callers = {module: names for module, names in callers.items() if names}
-    inside = {"engine/cell.py", "timing/measure.py"}  # the engine, and measure calling the two kinds of rounds
+    # the engine; measure calling the two kinds of rounds; the diagnosis's predicate, which checks again under the
+    # compiler bisector (in the diagnosis's own process)
+    inside = {"engine/cell.py", "timing/measure.py", "diagnose/predicate.py"}
     assert set(callers) <= inside, {m: n for m, n in callers.items() if m not in inside}
     assert callers["engine/cell.py"] >= {"run_check", "effects_of", "measure"}

@@ -15,6 +15,7 @@ from ..check.inputs import Inputs
 from ..check.result import CheckResult
 from ..compile.compiled import CompiledModel, EagerModel
 from ..compile.isolation import CompileWatcher, isolated_compile_state
+from ..diagnose import Diagnosis
 from ..machine import device_scope
 from ..memory import MiB, cuda_allocated, format_size, rss_bytes
 from ..outcomes import Outcome
@@ -23,6 +24,7 @@ from ..templates.matrix import Case
 from ..timing.measure import TimingPlan
 from ..tolerance import Tolerance
 from .cell import CellResult, CheckPolicy, Footprint, Subject, Verdict, run_cell
+from .diagnosis import DiagnosisPlan, diagnose_cell
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,7 @@ class PreparedTriple:
     inputs: list[Inputs] = field(default_factory=list)
     watcher: CompileWatcher | None = None
     verdict: Verdict | None = None  # the check's verdict, once it ran
+    diagnosis: Diagnosis | None = None  # where and why its check failed, once asked
     footprint: Footprint | None = None
     tensors: list[weakref.ref[Any]] = field(default_factory=list)  # the built model's and inputs' tensors
 
@@ -93,6 +96,15 @@ class PreparedTriple:
         self.verdict = self.verdict or cell.verdict
         cell.footprint = self.footprint
         return cell
+
+    def diagnose(self, plan: DiagnosisPlan, limit: object = None) -> Diagnosis:
+        """Where and why the triple's check failed (asked once; the same for its later items)."""
+        if self.diagnosis is None:
+            assert self.verdict is not None
+            tolerance = self.sample.tolerance or self.tolerance
+            self.diagnosis = diagnose_cell(self.sample, self.case.selection, self.case.device, tolerance, self.verdict,
+                                           plan, no_grad=True)  # fmt: skip
+        return self.diagnosis
 
     def fresh_eager(self) -> Any:
         """A fresh eager model of the sample on the triple's device: the check's reference, paired timing's baseline."""

@@ -41,8 +41,9 @@ def dist_chosen(config: pytest.Config) -> bool:
 def group_triples(config: pytest.Config, samples_requested: bool, isolated: bool) -> None:
     """With ``-n`` and samples in the worker process, default to ``--dist loadgroup``: a sample's items stay on
     one xdist worker, which builds and compiles each of its triples once (under ``load`` the bench item may compile
-    it again elsewhere) and, for a sample that cannot be built, fails it once. Not without isolation: pytest-xdist 3.8 hangs under ``loadgroup`` once it has replaced a
-    crashed worker (its issues 1323, 1327, 1378), and there a sample's crash takes the xdist worker down."""
+    it again elsewhere) and, for a sample that cannot be built, fails it once. Not without isolation: pytest-xdist
+    3.8 hangs under ``loadgroup`` once it has replaced a crashed worker (its issues 1323, 1327, 1378), and there a
+    sample's crash takes the xdist worker down."""
     if samples_requested and isolated and config.getoption("numprocesses", None) and not dist_chosen(config):
         config.option.dist = "loadgroup"
 

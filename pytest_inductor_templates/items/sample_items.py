@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
+from ..diagnose import Diagnosis
 from ..engine.cell import CellResult
 from ..engine.triples import SampleCase
 from ..integrations.benchmark import feed, mark_timing, mark_untimed, name_benchmark, timing_plan
 from ..integrations.timeout import item_limit
+from ..limits import Limit
 from ..machine import Device
 from ..outcomes import ENDED_EARLY
 from ..report.records import ROOT_NODEID, conclude, new_record, sample_item_name, start
@@ -19,6 +21,7 @@ from ..templates.matrix import Case
 from .session import plugin_state
 
 CASE_KEY = pytest.StashKey[SampleCase]()
+DIAGNOSIS_MARGIN = 60.0  # seconds past a diagnosis's budget before its worker counts as stuck
 SAMPLE_MARKER = "inductor_sample"
 
 
@@ -33,18 +36,26 @@ def skip_if_broken(item: pytest.Item, sample: Sample) -> None:
         pytest.skip(f"sample {sample.id} cannot be built: see {found}")
 
 
-def conclude_sample(item: pytest.Item, cell: CellResult) -> None:
-    """End a sample item; a sample found broken is noted, so that its later items skip."""
+def conclude_sample(item: pytest.Item, triple: Any, cell: CellResult) -> None:
+    """End a sample item, its failed check diagnosed where the triple lives (once for the triple's items); a sample
+    found broken is noted, so that its later items skip."""
     if cell.unbuilt:
-        item.config.stash.setdefault(BROKEN_KEY, {})[item.stash[CASE_KEY].sample.id] = item.nodeid
-    conclude(item, cell)
+        item.config.stash.setdefault(BROKEN_KEY, {})[triple.sample.id] = item.nodeid
+
+    def diagnosis() -> Diagnosis | None:
+        if triple.diagnosis is not None or cell.ended:
+            return triple.diagnosis
+        plan = plugin_state(item.config).diagnosis_plan(item, cell.verdict)
+        return triple.diagnose(plan, Limit(plan.budget_seconds + DIAGNOSIS_MARGIN)) if plan is not None else None
+
+    conclude(item, cell, diagnosis)
 
 
 def check(inductor_sample: Any, request: pytest.FixtureRequest) -> None:
     """The sample's model under test matches eager on each of its input sets (and its template took effect)."""
     skip_if_broken(request.node, inductor_sample.sample)
     limit = item_limit(request.node, plugin_state(request.config).session.timeout)
-    conclude_sample(request.node, inductor_sample.result(None, limit))
+    conclude_sample(request.node, inductor_sample, inductor_sample.result(None, limit))
 
 
 def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) -> None:
@@ -64,7 +75,7 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
         mark_untimed(item)
     else:
         feed(benchmark, cell.timing, triple.runs_in)
-    conclude_sample(item, cell)
+    conclude_sample(item, triple, cell)
 
 
 KINDS = (("check", check), ("bench", bench))

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from ..engine.cell import CheckPolicy
+from ..engine.cell import CheckPolicy, Verdict
+from ..engine.diagnosis import DiagnosisPlan, needs_diagnosis, repro_folder
 from ..engine.triples import TripleCache
 from ..integrations.benchmark import timing_switched_off_by
 from ..integrations.xdist import XdistHooks, host_lock_folder, pinned_gpu, pinned_gpus
@@ -269,6 +270,7 @@ class PluginState:
     timing: TimingPolicy
     threads: ThreadScope
     resolved: InductorSession | None = None
+    diagnosed: int = 0  # diagnoses asked for so far (at most --inductor-diagnose-max)
 
     @property
     def session(self) -> InductorSession:
@@ -276,6 +278,15 @@ class PluginState:
         if self.resolved is None:
             self.resolved = InductorSession.from_settings(self.config, self.options)
         return self.resolved
+
+    def diagnosis_plan(self, item: pytest.Item, verdict: Verdict) -> DiagnosisPlan | None:
+        """The plan of a diagnosis of ``item``'s failed check, counted against the run's cap; None when the check
+        did not fail, diagnoses are off, or the cap is reached."""
+        if not (self.options.diagnose and needs_diagnosis(verdict)) or self.diagnosed >= self.options.diagnose_max:
+            return None
+        self.diagnosed += 1
+        folder = repro_folder(self.options.repro_dir, item.nodeid)
+        return DiagnosisPlan(self.options.diagnose_budget, folder, item.nodeid)
 
 
 STATE_KEY = pytest.StashKey[PluginState]()

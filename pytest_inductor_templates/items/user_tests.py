@@ -15,7 +15,9 @@ from ..check.result import CheckResult
 from ..compile.compiled import CompiledModel, EagerModel
 from ..compile.isolation import CompileWatcher, isolated_compile_state
 from ..compile.precision import tf32_scope
-from ..engine.cell import Subject, run_cell
+from ..diagnose import Diagnosis, PickledModel
+from ..engine.cell import Subject, Verdict, run_cell
+from ..engine.diagnosis import diagnose_cell
 from ..integrations.benchmark import feed, mark_timing, mark_untimed, name_benchmark, timing_plan
 from ..machine import device_scope
 from ..report.records import conclude, new_record, record_of, start, user_test_id
@@ -113,8 +115,9 @@ def compiled_models(state: InductorSession, request: pytest.FixtureRequest) -> I
 
 def subject_of(
     state: InductorSession, node: pytest.Item, watcher: CompileWatcher, fixture: str, model: Any, inputs: Inputs
-) -> Subject:
-    """A copy of the test's ``model`` compiled with its selection, checked against fresh eager copies."""
+) -> tuple[Subject, Callable[[Verdict], Callable[[], Diagnosis | None]]]:
+    """A copy of the test's ``model`` compiled with its selection, checked against fresh eager copies; and, for its
+    verdict, the diagnosis of a failed check (of a pickled pristine copy, in a process of its own)."""
     require_callable(model, fixture)
     case = case_of(state, node)
     pristine = copy.deepcopy(model)
@@ -124,7 +127,23 @@ def subject_of(
 
     compiled = CompiledModelFactory(case.selection, watcher)(make_eager())
     tolerance = marker_tolerance(node) or state.tolerance
-    return Subject(make_eager, compiled, [inputs], case.selection, case.device, watcher, tolerance)
+    subject = Subject(make_eager, compiled, [inputs], case.selection, case.device, watcher, tolerance)
+
+    def diagnosis_of(verdict: Verdict) -> Callable[[], Diagnosis | None]:
+        def diagnosis() -> Diagnosis | None:
+            plan = plugin_state(node.config).diagnosis_plan(node, verdict)
+            if plan is None:
+                return None
+            try:
+                build = PickledModel.of(pristine, [inputs])
+            except Exception as error:  # a lambda, a local class: no copy can reach another process
+                why = f"the model cannot be pickled for the diagnosis's process: {type(error).__name__}: {error}"
+                return Diagnosis(f"diagnosis failed: {why}", failed=why)
+            return diagnose_cell(build, case.selection, case.device, tolerance, verdict, plan, no_grad=False)
+
+        return diagnosis
+
+    return subject, diagnosis_of
 
 
 def checks(state: InductorSession, request: pytest.FixtureRequest) -> Iterator[Callable[..., CheckResult]]:
@@ -133,9 +152,9 @@ def checks(state: InductorSession, request: pytest.FixtureRequest) -> Iterator[C
 
         def inductor_check(model: Any, *args: Any, **kwargs: Any) -> CheckResult:
             """Compile ``model`` with the test's template, run it and eager, compare, explain any mismatch."""
-            subject = subject_of(state, node, watcher, "inductor_check", model, Inputs(args, kwargs))
+            subject, diagnosis = subject_of(state, node, watcher, "inductor_check", model, Inputs(args, kwargs))
             cell = run_cell(subject, state.policy)
-            conclude(node, cell)
+            conclude(node, cell, diagnosis(cell.verdict))
             return cell.verdict.result
 
         yield inductor_check
@@ -154,7 +173,7 @@ def benchmarks(
             calls += 1
             if calls > 1:
                 pytest.fail("inductor_benchmark times one model per test, as pytest-benchmark does", pytrace=False)
-            subject = subject_of(state, node, watcher, "inductor_benchmark", model, Inputs(args, kwargs))
+            subject, diagnosis = subject_of(state, node, watcher, "inductor_benchmark", model, Inputs(args, kwargs))
             record = record_of(node)
             assert record is not None
             name_benchmark(benchmark, f"{record.sample}[{record.device}]", getattr(node, "callspec", None))
@@ -164,7 +183,7 @@ def benchmarks(
                 mark_untimed(node)
             else:
                 feed(benchmark, cell.timing, "in this process")
-            conclude(node, cell)
+            conclude(node, cell, diagnosis(cell.verdict))
             return cell.verdict.result
 
         yield inductor_benchmark

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable
 
 import pytest
 
+from ..diagnose import Diagnosis
 from ..engine.cell import CellResult, Verdict
 from ..outcomes import FAILURES, Outcome
 from ..record import ItemRecord
@@ -131,6 +133,15 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
     record.eager_device_time_ms = timing.eager_device_time_ms
 
 
+def write_diagnosis(record: ItemRecord, diagnosis: Diagnosis) -> None:
+    """Write where and why the item's check failed into ``record`` (its verdict stays as it was)."""
+    record.diagnosis = diagnosis.summary
+    record.diagnosis_stage, record.diagnosis_setting, record.diagnosis_op = (
+        diagnosis.stage, diagnosis.setting, diagnosis.op
+    )  # fmt: skip
+    record.diagnosis_kind, record.diagnosis_figures, record.repro = diagnosis.kind, diagnosis.figures, diagnosis.repro
+
+
 def start(item: pytest.Item, record: ItemRecord) -> None:
     """Give ``item`` its record (identity filled in; outcome still unknown)."""
     record.nodeid = item.nodeid
@@ -141,10 +152,13 @@ def record_of(item: pytest.Item) -> ItemRecord | None:
     return item.stash.get(RECORD_KEY, None)
 
 
-def conclude(item: pytest.Item, cell: CellResult) -> None:
-    """Write ``cell`` into the item's record and end the item: pass, fail with the explanation, or skip."""
+def conclude(item: pytest.Item, cell: CellResult, diagnose: Callable[[], Diagnosis | None] = lambda: None) -> None:
+    """Write ``cell`` into the item's record, then (for a failed check) its diagnosis, and end the item: pass, fail
+    with the explanation, or skip."""
     record = item.stash[RECORD_KEY]
     write_cell(record, cell)
+    if (diagnosis := diagnose()) is not None:
+        write_diagnosis(record, diagnosis)
     end(item, record, cell.verdict)
 
 
@@ -162,7 +176,9 @@ def end(item: pytest.Item, record: ItemRecord, verdict: Verdict) -> None:
         raise pytest.skip.Exception(result.reason, _use_item_location=True)
     if item.config.option.tbstyle == "long" and result.error is not None:
         raise result.error
-    pytest.fail(f"{result.outcome.value}: {result.details or result.reason}", pytrace=False)
+    diagnosed = f"\ndiagnosis: {record.diagnosis}" + (f"\nrepro: python {record.repro}" if record.repro else "")
+    pytest.fail(f"{result.outcome.value}: {result.details or result.reason}" + (diagnosed if record.diagnosis else ""),
+                pytrace=False)  # fmt: skip
 
 
 def counted(report: pytest.TestReport) -> bool:

@@ -108,6 +108,12 @@ class TerminalSummary:
             section("-", "failing items")
             for r in failing:
                 terminalreporter.write_line(f"{r.outcome.value if r.outcome else '?'} {r.nodeid}: {r.reason}")
+        diagnosed = [r for r in checked if r.diagnosis]
+        if diagnosed:
+            section("-", "diagnoses (where and why; --inductor-diagnose)")
+            for r in diagnosed:
+                repro = f"; repro: python {r.repro}" if r.repro else ""
+                terminalreporter.write_line(f"{r.nodeid}: {r.diagnosis}{repro}")
         uncompared = [r for r in checked if r.uncompared]
         if uncompared:
             section("-", "passed with nothing compared in some output")

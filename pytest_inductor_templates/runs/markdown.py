@@ -79,6 +79,12 @@ def as_markdown(run: Run) -> str:
     if failures:
         lines += ["", "Failed items:", ""]
         lines += [f"- {'/'.join(key)}: {_outcome(r)}: {r.reason}" for key, r in failures]
+    diagnosed = [(key, c.verdict) for key, c in run.cells.items() if c.verdict.diagnosis]
+    if diagnosed:
+        lines += ["", "Diagnoses (where and why each failing check fails):", ""]
+        lines += [
+            f"- {'/'.join(key)}: {r.diagnosis}" + (f" (repro: `{r.repro}`)" if r.repro else "") for key, r in diagnosed
+        ]
     uncompared = [(key, c.verdict.uncompared) for key, c in run.cells.items() if c.verdict.uncompared]
     if uncompared:
         why = "eager is NaN or Inf everywhere there: only that compiled matches it was checked"

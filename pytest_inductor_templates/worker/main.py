@@ -72,10 +72,12 @@ class Server:
         self.triples = TripleCache(hello.tolerance, hello.policy, hello.memory_budget)
 
     def handle(self, request: object) -> object:
-        device = request.case.case.device if isinstance(request, p.Run) else self._device()
+        device = request.case.case.device if isinstance(request, (p.Run, p.Diagnose)) else self._device()
         try:
             if isinstance(request, p.Run):
                 return self._run(request)
+            if isinstance(request, p.Diagnose):
+                return p.Diagnosed(self.triples.get(request.case).diagnose(request.plan))
             if isinstance(request, p.Release):
                 retained = self.triples.release()
                 fault = cuda_fault(device) if device is not None else None

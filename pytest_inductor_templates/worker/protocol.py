@@ -101,6 +101,14 @@ class Run:
 
 
 @dataclass
+class Diagnose:
+    """Diagnose the current triple's failed check (``engine.diagnosis.DiagnosisPlan``)."""
+
+    case: Any
+    plan: Any
+
+
+@dataclass
 class Release:
     """Release the current triple."""
 
@@ -127,6 +135,11 @@ class Phase:
 @dataclass
 class Ran:
     cell: Any  # engine.cell.CellResult, its exceptions replaced by RemoteErrors
+
+
+@dataclass
+class Diagnosed:
+    diagnosis: Any  # diagnose.Diagnosis
 
 
 @dataclass

@@ -14,7 +14,9 @@ import warnings
 from dataclasses import dataclass
 
 from ..check.result import CheckResult
+from ..diagnose import Diagnosis
 from ..engine.cell import CellResult, Verdict
+from ..engine.diagnosis import DiagnosisPlan
 from ..engine.triples import SampleCase, TripleEnded
 from ..limits import Limit
 from ..memory import format_size
@@ -41,6 +43,7 @@ class RemoteTriple:
     owner: RemoteTriples
     item_case: SampleCase
     verdict: Verdict | None = None
+    diagnosis: Diagnosis | None = None
     runs_in = "in the sample worker"
 
     @property
@@ -63,6 +66,19 @@ class RemoteTriple:
             cell = reply.cell
         self.verdict = self.verdict or cell.verdict
         return cell
+
+    def diagnose(self, plan: DiagnosisPlan, limit: Limit | None = None) -> Diagnosis:
+        """Where and why the triple's check failed, diagnosed in the worker (asked once); a lost worker is a failed
+        diagnosis, the verdict stays."""
+        if self.diagnosis is None:
+            try:
+                reply = self.owner.request(p.Diagnose(self.item_case, plan), limit)
+            except TripleEnded as lost:
+                self.diagnosis = Diagnosis(f"diagnosis failed: {lost.result.reason}", failed=lost.result.reason)
+            else:
+                assert isinstance(reply, p.Diagnosed)
+                self.diagnosis = reply.diagnosis
+        return self.diagnosis
 
 
 class RemoteTriples:
