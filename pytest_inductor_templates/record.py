@@ -60,6 +60,7 @@ class ItemRecord:
     diagnosis_kind: str | None = None  # ``numerics`` or ``miscompile``, with ``diagnosis_figures``
     diagnosis_figures: str | None = None  # how far compiled and eager are from float64
     repro: str | None = None  # the standalone repro.py of this item
+    diagnosis_seconds: float | None = None  # what the diagnosis took
     # what compiling cost
     compile_seconds: float | None = None
     graphs: int | None = None

@@ -140,6 +140,7 @@ def write_diagnosis(record: ItemRecord, diagnosis: Diagnosis) -> None:
         diagnosis.stage, diagnosis.setting, diagnosis.op
     )  # fmt: skip
     record.diagnosis_kind, record.diagnosis_figures, record.repro = diagnosis.kind, diagnosis.figures, diagnosis.repro
+    record.diagnosis_seconds = round(diagnosis.seconds, 1)
 
 
 def start(item: pytest.Item, record: ItemRecord) -> None:

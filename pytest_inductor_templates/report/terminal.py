@@ -113,7 +113,8 @@ class TerminalSummary:
             section("-", "diagnoses (where and why; --inductor-diagnose)")
             for r in diagnosed:
                 repro = f"; repro: python {r.repro}" if r.repro else ""
-                terminalreporter.write_line(f"{r.nodeid}: {r.diagnosis}{repro}")
+                took = f" ({r.diagnosis_seconds:g} s)" if r.diagnosis_seconds is not None else ""
+                terminalreporter.write_line(f"{r.nodeid}: {r.diagnosis}{took}{repro}")
         uncompared = [r for r in checked if r.uncompared]
         if uncompared:
             section("-", "passed with nothing compared in some output")
