@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from graphnet_tree import FAULTS, write_fault_sample, write_sample
+from graphnet_tree import FAULTS, fault_model, write_fault_sample, write_sample
 
 from conftest import junit_properties, run_pytest, standalone_environment
 from pytest_inductor_templates.machine import CPU
@@ -198,6 +198,22 @@ def test_hangs_end_in_timeout_naming_the_phase(tmp_path: Path) -> None:
         "no result within --inductor-timeout=3 s while compiling; the worker process was stopped",
     )
     assert found[("hang_forward", "bench")][0] == "skipped"
+
+
+def test_a_timeout_prints_the_worker_stack_once(tmp_path: Path) -> None:
+    """faulthandler's stack of a hung worker is in the item's reason once, not again as its captured stderr;
+    what the sample printed before it hung is shown once too."""
+    hang = fault_model(forward="print('about to hang', file=sys.stderr, flush=True); time.sleep(600)")
+    write_fault_sample(tmp_path / "corpus" / "faults" / "hang_forward", hang)
+    result = run_pytest(
+        tmp_path, "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-devices=cpu",
+        "-k", "check", "--inductor-timeout=3", *FAST,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "no result within --inductor-timeout=3 s" in result.stdout, result.stdout[-3000:]
+    assert result.stdout.count("Stack (most recent call first)") == 1, result.stdout
+    assert result.stdout.count('hang_forward/model.py", line') == 1, result.stdout
+    assert result.stdout.count("about to hang") == 1, result.stdout
 
 
 @pytest.mark.slow  # ~30 s: the hang must outlast the worker's start on a loaded machine (limits: test_worker_parts)
