@@ -21,7 +21,7 @@ from typing import Any
 
 from ..check.inputs import rolled
 from .base import Inputs, Sample, SampleError, stable_seed
-from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, tensor_bytes, torch_dtype
+from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, shown, tensor_bytes, torch_dtype
 
 META_FILES = ("weight_meta.py", "input_meta.py")
 _DEVICE_STRING = re.compile(r"(cuda|cpu|xpu|mps)(:\d+)?")
@@ -115,11 +115,23 @@ def load_graph_module(path: Path, device: str) -> type:
     try:
         exec(compile(tree, str(path), "exec"), namespace)
     except Exception as error:
-        raise SampleError(f"model.py failed to import: {type(error).__name__}: {error}") from None
+        raise SampleError(f"{where(error, path)}model.py failed to import: {type(error).__name__}: {error}") from None
     module_class = namespace.get("GraphModule")
     if not isinstance(module_class, type):
         raise SampleError("model.py defines no class GraphModule")
     return module_class
+
+
+def where(error: BaseException, path: Path) -> str:
+    """``PATH:LINE: ``, the innermost line of ``path`` that ``error`` passed through (as compilers name a place,
+    so that an editor can go there), or nothing when it did not pass through ``path``."""
+    line = None
+    frame = error.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_filename == str(path):
+            line = frame.tb_lineno
+        frame = frame.tb_next
+    return f"{shown(path)}:{line}: " if line is not None else ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,7 +203,11 @@ class GraphNetSample(Sample):
             if extra:
                 parts.append(f"metadata names {', '.join(extra[:3])}, which forward does not take")
             raise SampleError("metadata does not match forward: " + "; ".join(parts))
-        return module_class().eval()
+        try:
+            return module_class().eval()
+        except Exception as error:  # named where model.py raised, in one line
+            path = self.directory / "model.py"
+            raise SampleError(f"{where(error, path)}GraphModule() raised {type(error).__name__}: {error}") from error
 
     @cached_property
     def symint_parameters(self) -> frozenset[str]:
