@@ -93,6 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
     xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
     summary = TerminalSummary(book, xdist_active, options.require_run)
     config.pluginmanager.register(summary, "inductor-templates-summary")
+    config.pluginmanager.import_plugin("pytest_inductor_templates.report.progress")  # per-sample progress lines
     if controller and (options.any_set or SESSION_KEY in config.stash):  # only where the plugin is used
         config.add_cleanup(stop_on_sigterm())
     if config.pluginmanager.hasplugin("xdist") and controller:
