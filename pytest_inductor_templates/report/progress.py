@@ -116,7 +116,7 @@ class SampleProgress:
         if reporter is None:
             return
         reporter.ensure_newline()
-        writer = getattr(reporter, "_tw", None)  # under pytest-xdist the dots' line is not marked as ensure_newline reads
+        writer = getattr(reporter, "_tw", None)  # under pytest-xdist, ensure_newline misses the line of dots
         if getattr(writer, "width_of_current_line", 0):
             reporter.write("\n")
         reporter.write(line, flush=True)
