@@ -103,13 +103,19 @@ def runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, 
     """Real runs: a base, a rerun, a run with a planted miscompile, one with a planted slowdown, and two shards
     split by template (each with its eager row, as one CI job per template runs them). Made once a session:
     under pytest-xdist the first worker to need them makes them and the others wait and read them (the recipe
-    pytest-xdist documents for fixtures that should run once)."""
-    from filelock import FileLock
+    pytest-xdist documents for fixtures that should run once, with a plain flock: no lock object is left for a
+    finalizer to release at the worker's exit)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock, and no pytest-xdist run of this module to keep apart
+        fcntl = None
 
     shared = tmp_path_factory.getbasetemp()
     shared = shared.parent if worker_id != "master" else shared
     root = shared / "compare-runs"
-    with FileLock(str(shared / "compare-runs.lock")):
+    with open(shared / "compare-runs.lock", "a") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not (root / "made").exists():
             root.mkdir(exist_ok=True)
             _make_runs(root)
