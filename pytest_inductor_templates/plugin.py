@@ -82,6 +82,7 @@ def _register_reporting(config: pytest.Config, state: PluginState) -> None:
     xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
     summary = TerminalSummary(book, xdist_active, options.require_run)
     config.pluginmanager.register(summary, "inductor-templates-summary")
+    config.pluginmanager.import_plugin("pytest_inductor_templates.report.progress")  # per-sample progress lines
     if controller and (options.any_set or state.resolved is not None):  # only where the plugin is used
         config.add_cleanup(stop_on_sigterm())
     if config.pluginmanager.hasplugin("xdist") and controller:

@@ -24,8 +24,6 @@ PROPERTY_PREFIX = "inductor_"  # a record field ``outcome`` is the report proper
 EAGER = "eager"  # the uncompiled reference row's template
 
 
-
-
 @dataclass
 class ItemRecord:
     """Everything known about one item of the sample x template x device matrix, or of a user test."""

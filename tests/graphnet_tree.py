@@ -83,7 +83,7 @@ class Program_weight_tensor_meta_L_mask_:
 BROKEN = {
     "broken/syntax_error": (
         {"model.py": "class GraphModule(torch.nn.Module)\n    pass\n"},
-        "model.py: syntax error at line 1",
+        "corpus/broken/syntax_error/model.py:1: syntax error: expected ':'",
     ),
     "broken/no_weight_meta": ({"weight_meta.py": None}, "missing weight_meta.py"),
     "broken/unknown_dtype": (

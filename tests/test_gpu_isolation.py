@@ -72,5 +72,5 @@ def test_a_cuda_fault_ends_its_own_item_and_the_next_items_pass(tmp_path: Path) 
     others = {k: v for k, v in found.items() if k[0] != "corpus/oob" and k[3] == "check"}
     assert len(others) == 4 and set(others.values()) == {"pass"}, result.stdout[-4000:]
     run = load(str(tmp_path / "run.jsonl"))
-    assert "CUDA fault while eager call" in run.cells[("corpus/oob", "eager", device)].verdict.reason
+    assert "CUDA fault during the eager call" in run.cells[("corpus/oob", "eager", device)].verdict.reason
     assert result.returncode == 1

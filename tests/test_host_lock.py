@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -10,8 +11,10 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -26,33 +29,91 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX"
 HOLDER = textwrap.dedent(
     """
     import json, sys, time
+    from pathlib import Path
     from pytest_inductor_templates.timing.host_lock import HostLock
 
-    folder, group, hold, log = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+    folder, group, name, log = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
     lock = HostLock(folder)
     asked = time.time()
     with lock.compiling() if group == "compiling" else lock.timing():
         began = time.time()
-        time.sleep(hold)
+        (log.parent / f"{name}.began").touch()
+        while not (log.parent / f"{name}.release").exists():  # held until the test lets go
+            time.sleep(0.01)
         ended = time.time()
     with open(log, "a") as out:
-        out.write(json.dumps({"group": group, "asked": asked, "began": began, "ended": ended}) + "\\n")
+        out.write(json.dumps({"name": name, "group": group, "asked": asked, "began": began, "ended": ended}) + "\\n")
     """
 )
+WAIT_SECONDS = 60  # for a holder to reach a state: generous for a loaded machine; no test waits for it to pass
 
 
-def spans(tmp_path: Path, plan: list[tuple[float, str, float]]) -> list[dict[str, float]]:
-    """Start one process per (delay, group, seconds held), each after its delay; their spans, by start."""
-    script, log = tmp_path / "holder.py", tmp_path / "spans.jsonl"
-    script.write_text(HOLDER)
-    processes, start = [], time.monotonic()
-    for delay, group, hold in plan:
-        time.sleep(max(0.0, start + delay - time.monotonic()))
-        args = [sys.executable, str(script), str(tmp_path), group, str(hold), str(log)]
-        processes.append(subprocess.Popen(args))
-    for process in processes:
-        assert process.wait(timeout=60) == 0
-    return sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda s: s["began"])
+class Holders:
+    """Holder processes, each held in its group until the test releases it: what happens is decided by events
+    (one holds, one waits), not by delays that a loaded machine can stretch."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.script, self.log = folder, folder / "holder.py", folder / "spans.jsonl"
+        self.script.write_text(HOLDER)
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, group: str) -> None:
+        args = [sys.executable, str(self.script), str(self.folder), group, name, str(self.log)]
+        self.processes[name] = subprocess.Popen(args)
+
+    def wait(self, what: Callable[[], bool], why: str) -> None:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not what():
+            assert time.monotonic() < deadline, f"no {why} within {WAIT_SECONDS} s"
+            assert all(p.poll() in (None, 0) for p in self.processes.values()), "a holder failed"
+            time.sleep(0.01)
+
+    def holding(self, name: str) -> None:
+        self.wait((self.folder / f"{name}.began").exists, f"{name} holding")
+
+    def release(self, name: str) -> None:
+        (self.folder / f"{name}.release").touch()
+        assert self.processes[name].wait(timeout=WAIT_SECONDS) == 0
+
+    def spans(self) -> list[dict[str, Any]]:
+        return sorted((json.loads(line) for line in self.log.read_text().splitlines()), key=lambda s: s["began"])
+
+
+def held_by_another(path: Path) -> bool:
+    """Whether another process holds an exclusive flock on ``path`` (a holder inside the turnstile)."""
+    import fcntl
+
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the probe's lock, if it got one
+    return False
+
+
+def blocked_on_a_lock(pid: int) -> bool:
+    """Whether process ``pid`` waits for a flock (Linux: /proc/locks lists a blocked request with ``->``)."""
+    locks = Path("/proc/locks")
+    if not locks.exists():  # elsewhere: give it time to reach the lock
+        time.sleep(1.0)
+        return True
+    return any(line.split()[1] == "->" and line.split()[5] == str(pid) for line in locks.read_text().splitlines()
+               if len(line.split()) > 5)  # fmt: skip
+
+
+def waited_on(path: Path) -> bool:
+    """Whether some process waits for a flock on ``path`` (Linux: a blocked request in /proc/locks names its
+    inode); elsewhere, after a while."""
+    locks = Path("/proc/locks")
+    if not locks.exists():
+        time.sleep(5.0)
+        return True
+    inode = f":{os.stat(path).st_ino} "
+    return any("->" in line and inode in line for line in locks.read_text().splitlines())
 
 
 def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
@@ -60,32 +121,51 @@ def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
 
 
 def test_a_timing_waits_for_a_compile_in_progress_and_a_compile_for_a_timing(tmp_path: Path) -> None:
-    # a compile holds for 2 s; a timing asks meanwhile; a compile asks while the timing waits or runs
-    found = spans(tmp_path, [(0.0, "compiling", 2.0), (1.0, "timing", 1.0), (1.5, "compiling", 0.5)])
-    assert [s["group"] for s in found] == ["compiling", "timing", "compiling"]  # the waiting timing goes first
+    """A compile holds; a timing asks meanwhile and waits (in the turnstile); a compile that asks while the timing
+    waits goes after the timing: the waiting group goes first."""
+    holders = Holders(tmp_path)
+    holders.start("compile1", "compiling")
+    holders.holding("compile1")
+    holders.start("timing", "timing")
+    holders.wait(lambda: held_by_another(tmp_path / host_lock.TURNSTILE), "timing waiting in the turnstile")
+    holders.start("compile2", "compiling")
+    holders.wait(lambda: blocked_on_a_lock(holders.processes["compile2"].pid), "compile2 waiting")
+    holders.release("compile1")
+    holders.holding("timing")
+    assert not (tmp_path / "compile2.began").exists()  # it asked while the timing waited: it waits for it
+    holders.release("timing")
+    holders.holding("compile2")
+    holders.release("compile2")
+    found = holders.spans()
+    assert [s["name"] for s in found] == ["compile1", "timing", "compile2"]
     first, timed, second = found
     assert timed["began"] >= first["ended"] and second["began"] >= timed["ended"]
 
 
 def test_compiles_run_together_and_so_do_timings(tmp_path: Path) -> None:
-    compiles, timings = tmp_path / "compiles", tmp_path / "timings"
-    compiles.mkdir(), timings.mkdir()
-    assert overlap(*spans(compiles, [(0.0, "compiling", 1.5), (0.5, "compiling", 1.5)]))
-    assert overlap(*spans(timings, [(0.0, "timing", 1.5), (0.5, "timing", 1.5)]))
+    """A second of the same group begins while the first still holds (waiting for it would hang: WAIT_SECONDS)."""
+    for group in ("compiling", "timing"):
+        folder = tmp_path / group
+        folder.mkdir()
+        holders = Holders(folder)
+        holders.start("first", group)
+        holders.holding("first")
+        holders.start("second", group)
+        holders.holding("second")
+        holders.release("first")
+        holders.release("second")
+        assert overlap(*holders.spans())
 
 
-@pytest.mark.timeout(60)  # a request waiting for its own hold would hang here
+@pytest.mark.timeout(120)  # a request waiting for its own hold would hang here
 def test_a_request_within_this_process_own_group_does_not_wait_for_itself(tmp_path: Path) -> None:
     lock = HostLock(tmp_path)
-    script, log = tmp_path / "holder.py", tmp_path / "spans.jsonl"
-    script.write_text(HOLDER)
+    holders = Holders(tmp_path)
     with lock.timing(), lock.compiling(), lock.timing():  # e.g. a recompile during its own timing
-        other = subprocess.Popen([sys.executable, str(script), str(tmp_path), "compiling", "0", str(log)])
-        time.sleep(1.0)
-        assert other.poll() is None  # the timing is still held: another process's compile waits for it
-        released = time.time()
-    assert other.wait(timeout=60) == 0
-    assert json.loads(log.read_text())["began"] >= released
+        holders.start("other", "compiling")  # and the timing is still held: another process's compile waits
+        holders.wait(lambda: blocked_on_a_lock(holders.processes["other"].pid), "other compile waiting")
+    holders.holding("other")
+    holders.release("other")
     with lock.compiling(), lock.compiling():  # the backend's compile within the first call's
         assert (tmp_path / "compiling").exists()
 
@@ -142,53 +222,34 @@ def test_the_user_switching_timing_off_is_told_apart(
     assert timing_switched_off_by(pytester.parseconfig(*args)) == switched_off_by
 
 
-HOLD_UNTIL_ASKED = textwrap.dedent(
-    """
-    import json, pathlib, sys, time
-    from pytest_inductor_templates.timing.host_lock import HostLock
-
-    folder, asked, log = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
-    with HostLock(folder).timing():
-        pathlib.Path(log + ".held").touch()
-        while not asked.exists():  # until the other side is about to compile, however long its start takes
-            time.sleep(0.05)
-        time.sleep(2.0)
-        ended = time.time()
-    pathlib.Path(log).write_text(json.dumps({"ended": ended}))
-    """
-)
-
-
 def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    # a process of the same session (another xdist worker) times until this run is about to compile (plus 2 s); the
-    # compile must wait for it. Handshakes, not fixed delays: the inner run's start takes long on a loaded machine.
-    folder, asked, log = tmp_path / "lock", tmp_path / "asked", tmp_path / "timer.json"
+    # a process of the same session (another xdist worker) times until the run's compile waits for it
+    folder = tmp_path / "lock"
     folder.mkdir()
     pytester.makeconftest(f"from pytest_inductor_templates.timing import host_lock\nhost_lock.use({str(folder)!r})\n")
     pytester.makepyfile(
-        f"""
-        import json, pathlib, time
+        """
+        import json, time
         import torch
 
         def test_first_call(compiled_model):
             model = compiled_model(lambda x: x.sin() + 1)
             began = time.time()
-            pathlib.Path({str(asked)!r}).touch()
             model(torch.ones(4))
-            print("SPAN", json.dumps({{"began": began, "ended": time.time()}}))
+            print("SPAN", json.dumps({"began": began, "ended": time.time()}))
         """
     )
-    script = tmp_path / "holder.py"
-    script.write_text(HOLD_UNTIL_ASKED)
-    timer = subprocess.Popen([sys.executable, str(script), str(folder), str(asked), str(log)])
-    deadline = time.monotonic() + 60
-    while not Path(f"{log}.held").exists() and time.monotonic() < deadline:  # the timer holds its lock first
-        time.sleep(0.05)
-    result = pytester.runpytest_subprocess("--inductor-backend=eager", "-s", "-p", "no:randomly")
-    assert timer.wait(timeout=60) == 0
+    holders = Holders(folder)
+    holders.start("timer", "timing")
+    holders.holding("timer")  # the timer holds its lock before the run starts
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(pytester.runpytest_subprocess, "--inductor-backend=eager", "-s", "-p", "no:randomly")
+        holders.wait(lambda: waited_on(folder / host_lock.TIMING) or running.done(), "the run's compile waiting")
+        holders.release("timer")
+        result = running.result(timeout=600)
     result.assert_outcomes(passed=1)
     line = next(line for line in result.outlines if "SPAN " in line)
-    compiled, timed = json.loads(line.split("SPAN ", 1)[1]), json.loads(log.read_text())
+    compiled, timed = json.loads(line.split("SPAN ", 1)[1]), holders.spans()[0]
     assert compiled["began"] < timed["ended"]  # the call came while the other process timed ...
     assert compiled["ended"] >= timed["ended"]  # ... and (trace, compile, run) waited for the timing to end
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from graphnet_tree import FAULTS, tensor_meta, write_fault_sample, write_sample
+from graphnet_tree import FAULTS, fault_model, tensor_meta, write_fault_sample, write_sample
 
 from conftest import FAST, QUIET, junit_properties, outcomes, run_pytest, standalone_environment
 from pytest_inductor_templates.engine.triples import SampleCase, TripleCache
@@ -71,15 +71,16 @@ def test_every_fault_ends_its_own_item_and_the_good_ones_pass(tmp_path: Path) ->
 def each_crash_says_how_and_where(stdout: str, records: list[dict]) -> None:
     reasons = {r["sample"].rsplit("/", 1)[1]: r.get("reason") for r in records if r["kind"] == "check"}
     assert re.match(
-        r"the worker process was killed by SIGABRT while eager call; stderr: Fatal Python error", reasons["abort"]
+        r"the worker process was killed by SIGABRT during the eager call; stderr: Fatal Python error", reasons["abort"]
     )
     assert re.match(
-        r"the worker process was killed by SIGSEGV while eager call; stderr: Fatal Python error: Segmentation fault "
+        r"the worker process was killed by SIGSEGV during the eager call; stderr: "
+        r"Fatal Python error: Segmentation fault "
         r"\(File \".+\", line \d+ in \w+\)",
         reasons["segfault"],
     )
-    assert reasons["os_exit"] == "the worker process exited with code 0 while eager call"
-    assert reasons["sys_exit_init"] == "the sample called sys.exit(3) while building"
+    assert reasons["os_exit"] == "the worker process exited with code 0 during the eager call"
+    assert reasons["sys_exit_init"] == "the sample called sys.exit(3) while building the sample"
     assert reasons["two_mib"] == "its tensors take 2.0 MiB, more than --inductor-memory-budget (1.0 MiB): not built"
     bench = next(r for r in records if r["sample"].endswith("segfault") and r["kind"] == "bench")
     assert bench["reason"].startswith(
@@ -170,13 +171,29 @@ def test_hangs_end_in_timeout_naming_the_phase(tmp_path: Path) -> None:
     }
     assert found[("hang_forward", "check")] == (
         "timeout",
-        "no result within --inductor-timeout=3 s while eager call; the worker process was stopped",
+        "no result within --inductor-timeout=3 s during the eager call; the worker process was stopped",
     )
     assert found[("hang_compile", "check")] == (
         "timeout",
         "no result within --inductor-timeout=3 s while compiling; the worker process was stopped",
     )
     assert found[("hang_forward", "bench")][0] == "skipped"
+
+
+def test_a_timeout_prints_the_worker_stack_once(tmp_path: Path) -> None:
+    """faulthandler's stack of a hung worker is in the item's reason once, not again as its captured stderr;
+    what the sample printed before it hung is shown once too."""
+    hang = fault_model(forward="print('about to hang', file=sys.stderr, flush=True); time.sleep(600)")
+    write_fault_sample(tmp_path / "corpus" / "faults" / "hang_forward", hang)
+    result = run_pytest(
+        tmp_path, "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-devices=cpu",
+        "-k", "check", "--inductor-timeout=3", *FAST,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "no result within --inductor-timeout=3 s" in result.stdout, result.stdout[-3000:]
+    assert result.stdout.count("Stack (most recent call first)") == 1, result.stdout
+    assert result.stdout.count('hang_forward/model.py", line') == 1, result.stdout
+    assert result.stdout.count("about to hang") == 1, result.stdout
 
 
 @pytest.mark.slow  # ~30 s: the hang must outlast the worker's start on a loaded machine (limits: test_worker_parts)
@@ -192,7 +209,7 @@ def test_under_pytest_timeout_the_plugin_stops_the_hang_first(tmp_path: Path) ->
     assert result.returncode == 1, result.stdout[-3000:]
     found = {(r.sample.rsplit("/", 1)[1], r.kind): r for r in load(str(tmp_path / "run.jsonl")).records}
     assert found[("hang_forward", "check")].reason == (
-        "no result within 12 s (before pytest-timeout's 15 s) while eager call; the worker process was stopped"
+        "no result within 12 s (before pytest-timeout's 15 s) during the eager call; the worker process was stopped"
     )
     assert found[("two_mib", "check")].outcome.value == "pass"  # runs first
     assert "Timeout" not in result.stdout

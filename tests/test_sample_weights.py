@@ -252,8 +252,6 @@ def _run(path: Path, *records: list[ItemRecord]) -> Path:
     return path
 
 
-
-
 def test_compare_refuses_speedups_across_weight_modes(tmp_path: Path) -> None:
     """A GraphNet sample's speedup with its weights as inputs against one with them as parameters is not compared,
     nor gated, nor in the geomean; a sample whose mode is the same in both runs (or a built-in) is."""

@@ -93,6 +93,35 @@ def test_graphnet_root_runs_and_broken_samples_fail_alone(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["corpus/broken/syntax_error *EAGER *skip", "corpus/vision/tiny *pass *pass"])
 
 
+def test_a_broken_model_py_is_named_by_file_and_line_in_the_one_line_reason(pytester: pytest.Pytester) -> None:
+    """A syntax error, an exception at import and one in ``__init__``: each item's reason names ``model.py``'s
+    file and line, in the failing items list and the short summary, without ``--tb=long``."""
+    from graphnet_tree import fault_model, write_fault_sample
+
+    models = {
+        "syntax": "import torch\n\nclass GraphModule(torch.nn.Module)\n    pass\n",
+        "at_import": "import torch\n\nSCALE = undefined_name * 2\n",
+        "in_init": fault_model(init="self.w = torch.ones(2, 3) @ torch.ones(4, 5)"),
+    }
+    for name, model in models.items():
+        write_fault_sample(pytester.path / "corpus" / name, model)
+    init_line = 1 + models["in_init"].splitlines().index("        self.w = torch.ones(2, 3) @ torch.ones(4, 5)")
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-devices=cpu", "-k", "check",
+        "--benchmark-disable", "-rf", *QUIET,
+    )  # fmt: skip
+    result.assert_outcomes(failed=3)
+    output = result.stdout.str()
+    for name, where in [
+        ("syntax", "corpus/syntax/model.py:3: syntax error: expected ':'"),
+        ("at_import", "corpus/at_import/model.py:3: model.py failed to import: NameError: name 'undefined_name'"),
+        ("in_init", f"corpus/in_init/model.py:{init_line}: GraphModule() raised RuntimeError: mat1 and mat2"),
+    ]:
+        failing = f"eager_fail inductor-samples::corpus/{name}::check[[]eager-cpu[]]: sample corpus/{name} is broken: "
+        result.stdout.fnmatch_lines([failing + where.replace("[", "[[]") + "*"])
+        assert output.count(where) >= 2, output  # the item's failure text too, not only the plugin's list
+
+
 def test_an_output_eager_leaves_all_nan_passes_with_a_warning(pytester: pytest.Pytester) -> None:
     """As torchvision's fcn_resnet101 graph does with the weights the plugin draws: eager's output is NaN
     everywhere, so compiled matching its NaNs is all there is to check; the pass says so everywhere."""

@@ -172,7 +172,11 @@ def float64_run(
             Inputs(map_tensors(lambda t: widen(t, tf32), x.args), map_tensors(lambda t: widen(t, tf32), x.kwargs))
             for x in inputs
         ]
-        with widened(ops):
-            return [call(model, x) for x in wide]
+        outputs = []
+        for x in wide:  # each output copied as returned: a model may return its own state, which the next call changes
+            with widened(ops):
+                out = call(model, x)
+            outputs.append(map_tensors(lambda t: t.detach().clone(), out))
+        return outputs
 
     return Float64Run(run, ops, dtypes)

@@ -6,6 +6,7 @@ benchmark judge one set of calls many ways (``benchmarks/planted_faults.py``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,12 +44,15 @@ class CheckSubject:
 class Observed:
     """What one check's calls returned."""
 
-    expected: list[Any]  # eager's outputs, one per input set, from one model called in order
+    expected: list[Any]  # eager's outputs, one per input set, from one model called in order, each as returned
     actual: list[Any]  # the model under test's outputs; the first as it was right after its call
     first_after: Any  # the first call's output object as it is after the later calls
     float64: Float64Run  # the float64 run of every input set, on demand
     tf32: Float64Run | None = None  # the same from TF32-rounded inputs and weights, where fp32 may run as TF32
     # (used only when the model runs a GEMM or convolution whose TF32 flag is on)
+    eager_first_after: Any = None  # eager's first output object after its later calls, where it changed
+    # (its output is state the model changes in place): what the model under test's must then match
+    state: str = ""  # how eager changes its own state, where it does (``StateUse.note``)
 
     def reference(self, index: int) -> Reference:
         """The float64 outputs of call ``index`` (0-based) by path, or why there are none."""
@@ -94,9 +98,85 @@ def _failure(subject: CheckSubject, error: Exception, call_number: int) -> Check
     return CheckResult(Outcome.RUNTIME_FAIL, reason, reason, error=error)
 
 
-def _eager_calls(subject: CheckSubject) -> tuple[list[Inputs], list[Any]]:
-    """The input sets and eager's outputs on them. Where the caller gave one set, the second is derived
-    (``later_inputs``): the first candidate eager accepts."""
+def _copy(outputs: Any) -> Any:
+    """``outputs`` with every tensor copied: the values as they are now."""
+    return map_tensors(lambda t: t.detach().clone(), outputs)
+
+
+def _state_of(model: Any) -> dict[str, Any]:
+    """A module's parameters and buffers by name (nothing for a plain function)."""
+    import torch
+
+    if isinstance(getattr(model, "target", None), torch.nn.Module):  # a CompiledModel or EagerModel
+        model = model.target
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    return {**dict(model.named_parameters()), **dict(model.named_buffers())}
+
+
+def _same(a: Any, b: Any) -> bool:
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if torch.equal(a, b):
+        return True
+    return a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+@dataclass
+class StateUse:
+    """How eager's first call changed the model's own parameters and buffers, and which outputs are them."""
+
+    before: dict[str, Any]  # a copy of the state each compared call starts from
+    changed: list[str]  # the names of the state tensors the call changed in place
+    returned: list[str]  # ``out[1] is buffer acc``: outputs that are (views of) the model's state
+
+    @classmethod
+    def around(cls, model: Any, call: Callable[[], Any]) -> tuple[StateUse, Any]:
+        state = _state_of(model)
+        before = {name: t.detach().clone() for name, t in state.items()}
+        outputs = call()
+        changed = [name for name, t in state.items() if not _same(t, before[name])]
+        storages = {}
+        for name, t in state.items():
+            with contextlib.suppress(RuntimeError, NotImplementedError):  # no single storage: sparse and the like
+                storages.setdefault((t.device, t.untyped_storage().data_ptr()), name)
+        returned = []
+        for path, leaf in leaves(outputs):
+            with contextlib.suppress(AttributeError, RuntimeError, NotImplementedError):
+                if (name := storages.get((leaf.device, leaf.untyped_storage().data_ptr()))) is not None:
+                    returned.append(f"{path} is {name}")
+        return cls(before, changed, returned), outputs
+
+    @property
+    def note(self) -> str:
+        """What the record says of a model that changes its own state, or nothing."""
+        if not self.changed:
+            return ""
+        shown = ", ".join(self.changed[:MAX_LEAVES_SHOWN]) + (", ..." if len(self.changed) > MAX_LEAVES_SHOWN else "")
+        returned = "; " + ", ".join(self.returned[:MAX_LEAVES_SHOWN]) if self.returned else ""
+        return (
+            f"state restored: the model changes its own state in place ({shown}{returned}); eager's repeat call "
+            "and the compiled model started from the state eager's first call did, each output compared as returned"
+        )
+
+    def restore(self, model: Any) -> None:
+        """Put ``model``'s changed state back to what the compared calls started from."""
+        import torch
+
+        state = _state_of(model)
+        if not self.changed or set(state) != set(self.before):
+            return
+        with torch.no_grad():
+            for name in self.changed:
+                state[name].copy_(self.before[name])
+
+
+def _eager_calls(subject: CheckSubject) -> tuple[list[Inputs], list[Any], Any, StateUse]:
+    """The input sets, eager's outputs on them (each copied as it was returned), eager's first output object
+    after the later calls, and how the first call changed the model's own state. Where the caller gave one
+    set, the second is derived (``later_inputs``): the first candidate eager accepts."""
     plans = (
         [subject.inputs]
         if len(subject.inputs) > 1
@@ -105,7 +185,11 @@ def _eager_calls(subject: CheckSubject) -> tuple[list[Inputs], list[Any]]:
     for number, inputs in enumerate(plans, start=1):
         try:
             eager = subject.make_eager()
-            return inputs, [subject.call(eager, x) for x in inputs]
+            state, first = StateUse.around(eager, lambda: subject.call(eager, inputs[0]))  # noqa: B023
+            expected = [_copy(first)]
+            for x in inputs[1:]:
+                expected.append(_copy(subject.call(eager, x)))
+            return inputs, expected, first, state
         except Exception:
             if number == len(plans):
                 raise
@@ -116,15 +200,20 @@ def observe(subject: CheckSubject) -> Observed | CheckResult:
     """Call eager (twice on the first input set: a model that disagrees with itself goes no further) and the
     model under test on every input set, in order. A failure to run is returned as its result."""
     try:
-        inputs, expected = _eager_calls(subject)
-        repeat = subject.call(subject.make_eager(), inputs[0])
+        inputs, expected, eager_first, state = _eager_calls(subject)
+        again = subject.make_eager()
+        state.restore(again)  # the same object again, or a model whose fresh copies share its state
+        repeat = subject.call(again, inputs[0])
     except Exception as error:
         reason = f"eager raised: {first_line(error)}"
         return CheckResult(Outcome.EAGER_FAIL, reason, reason, error=error)
     self_check = compare_outputs(repeat, expected[0], subject.tolerance, names=("eager run 2", "eager run 1"))
     if not self_check.ok:
-        reason = f"eager disagrees with itself on the same input: {self_check.mismatches[0].message}"
+        same_state = ", from the same state (its changed state restored first)" if state.changed else ""
+        reason = f"eager disagrees with itself on the same input{same_state}: {self_check.mismatches[0].message}"
         return CheckResult(Outcome.EAGER_NONDETERMINISTIC, reason, _explain(reason, self_check.mismatches))
+    eager_changed = not compare_outputs(eager_first, expected[0], EXACT).ok  # its own state, changed since
+    state.restore(subject.model)  # the model under test starts from the state eager started from
     actual = []
     for number, x in enumerate(inputs, start=1):
         try:
@@ -134,7 +223,7 @@ def observe(subject: CheckSubject) -> Observed | CheckResult:
         if (backend_error := _backend_failure(subject)) is not None:  # the call returned: eager ran instead
             return _compile_fail(subject, backend_error, backend_error, SUPPRESSED)
         if number == 1:
-            first_copy = map_tensors(lambda t: t.detach().clone(), actual[0])
+            first_copy = _copy(actual[0])
     on_cuda = any(getattr(leaf, "is_cuda", False) for _, leaf in leaves(expected[0]))
     return Observed(
         expected,
@@ -144,6 +233,8 @@ def observe(subject: CheckSubject) -> Observed | CheckResult:
         float64_run(subject.make_eager, subject.call, inputs, tf32=True)
         if on_cuda and tf32_enabled() and subject.second_opinion
         else None,
+        eager_first if eager_changed else None,
+        state.note,
     )
 
 
@@ -191,10 +282,16 @@ def judge(observed: Observed, tolerance: Tolerance | None = None, second_opinion
         reason = f"{what}: {comparison.mismatches[0].message}"
         details = _explain(f"compiled output differs from eager on {what}:", comparison.mismatches)
         return CheckResult(Outcome.ACCURACY_FAIL, reason, details, level, comparison.rule, second_opinions=cleared)
-    overwritten = compare_outputs(observed.first_after, observed.actual[0], EXACT)
+    if observed.eager_first_after is None:  # eager's first output kept its values: so must the compiled one's
+        overwritten = compare_outputs(observed.first_after, observed.actual[0], EXACT)
+        what = "the first call's output changed after a later call (overwritten in place)"
+    else:  # eager's first output is its state, changed by the later call: the compiled one's must change alike
+        overwritten = compare_outputs(observed.first_after, observed.eager_first_after, tolerance)
+        what = (
+            "the first call's output after a later call differs from eager's (the model's own state, changed in place)"
+        )
     if not overwritten.ok:
         mismatches = [Mismatch(m.path, "overwritten", m.message) for m in overwritten.mismatches]
-        what = "the first call's output changed after a later call (overwritten in place)"
         return CheckResult(
             Outcome.ACCURACY_FAIL,
             f"{what}: {mismatches[0].message}",
@@ -205,7 +302,9 @@ def judge(observed: Observed, tolerance: Tolerance | None = None, second_opinion
         )
     rule = SECOND_OPINION if cleared else FIRST_COMPARISON
     uncompared = list(dict.fromkeys(path for c in comparisons for path in c.uncompared))
-    return CheckResult(Outcome.PASS, level=level, rule=rule, second_opinions=cleared, uncompared=uncompared)
+    return CheckResult(
+        Outcome.PASS, observed.state, level=level, rule=rule, second_opinions=cleared, uncompared=uncompared
+    )
 
 
 def run_check(subject: CheckSubject) -> CheckResult:

@@ -31,7 +31,6 @@ def default_tolerance(dtype: Any) -> Tolerance:
     return Tolerance(rtol, atol, scaled=True)
 
 
-
 def machine_epsilon(dtype: Any) -> float:
     """The spacing of the dtype's numbers at 1.0."""
     import torch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 
 import pytest
 
@@ -93,7 +94,18 @@ class TerminalSummary:
         self.xdist_active = xdist_active
         self.require_run = require_run
 
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
+    @pytest.hookimpl(wrapper=True, trylast=True)  # inside pytest's own summary wrapper, outside the plain hooks
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, exitstatus: int) -> Iterator[None]:
+        """After every other plugin's summary (pytest-benchmark's wide tables among them: the user sees this
+        last, just above pytest's short test summary), and also when one of them raised (a performance
+        regression under ``--benchmark-compare-fail``)."""
+        try:
+            return (yield)
+        finally:
+            self.write(terminalreporter, exitstatus)
+
+    def write(self, terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
+        """The plugin's tables and lists."""
         records = self.book.records
         checked = [r for r in records if r.counts_as_check]
         section = terminalreporter.write_sep

@@ -26,7 +26,7 @@ from ..check.inputs import rolled
 from ..compile.effects import WEIGHTS_AS_INPUTS
 from ..settings import SAMPLE_WEIGHTS
 from .base import Inputs, Sample, SampleError, stable_seed
-from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, skip_draws, tensor_bytes, torch_dtype
+from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, shown, skip_draws, tensor_bytes, torch_dtype
 
 META_FILES = ("weight_meta.py", "input_meta.py")
 _DEVICE_STRING = re.compile(r"(cuda|cpu|xpu|mps)(:\d+)?")
@@ -183,7 +183,9 @@ def load_graph_module(path: Path, device: str, weights: frozenset[str] = frozens
         try:
             exec(compile(ast.fix_missing_locations(tree), str(path), "exec"), module.__dict__)
         except Exception as error:
-            raise SampleError(f"model.py failed to import: {type(error).__name__}: {error}") from None
+            raise SampleError(
+                f"{where(error, path)}model.py failed to import: {type(error).__name__}: {error}"
+            ) from None
         sys.modules[name] = module
         _LOADED[name] = (stamp, module)
     module_class = getattr(module, "GraphModule", None)
@@ -197,6 +199,18 @@ def is_parameter(meta: TensorMeta) -> bool:
     ``..._parameters_...``; a parameter is floating (or complex). Every other weight (``_buffers_``, and plain tensor
     attributes such as a batch norm's 0-dim float64 momentum, read with ``.item()``) is a buffer."""
     return "_parameters_" in meta.name and ("float" in meta.dtype or "complex" in meta.dtype)
+
+
+def where(error: BaseException, path: Path) -> str:
+    """``PATH:LINE: ``, the innermost line of ``path`` that ``error`` passed through (as compilers name a place,
+    so that an editor can go there), or nothing when it did not pass through ``path``."""
+    line = None
+    frame = error.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_filename == str(path):
+            line = frame.tb_lineno
+        frame = frame.tb_next
+    return f"{shown(path)}:{line}: " if line is not None else ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -282,11 +296,14 @@ class GraphNetSample(Sample):
             if extra:
                 parts.append(f"metadata names {', '.join(extra[:3])}, which forward does not take")
             raise SampleError("metadata does not match forward: " + "; ".join(parts))
+        bound = frozenset() if self.weights == "inputs" else frozenset(filter(is_weight, names))
+        module_class = load_graph_module(path, str(device), bound)
+        try:
+            graph = module_class()
+        except Exception as error:  # named where model.py raised, in one line
+            raise SampleError(f"{where(error, path)}GraphModule() raised {type(error).__name__}: {error}") from error
         if self.weights == "inputs":
-            graph = load_graph_module(path, str(device))()
             setattr(graph, WEIGHTS_AS_INPUTS, sum(is_weight(name) for name in names))
-        else:
-            graph = load_graph_module(path, str(device), frozenset(filter(is_weight, names)))()
         return graph.eval()
 
     def make_model(self, device: Any) -> Any:

@@ -29,12 +29,20 @@ class TensorMeta:
     max_val: float | None = None
 
 
+def shown(path: Path) -> str:
+    """``path`` as a message names it: relative to the current directory when it lies below it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def parse_file(path: Path) -> ast.Module:
     """The syntax tree of a sample file; a SampleError names a file that cannot be read or parsed."""
     try:
         return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except SyntaxError as error:
-        raise SampleError(f"{path.name}: syntax error at line {error.lineno}: {error.msg}") from None
+        raise SampleError(f"{shown(path)}:{error.lineno}: syntax error: {error.msg}") from None
     except OSError as error:
         raise SampleError(f"cannot read {path.name}: {error.strerror}") from None
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import phases
 from ..limits import Limit
 from ..memory import rss_bytes
 from ..outcomes import Outcome
@@ -73,6 +74,7 @@ class WorkerProcess:
     _reader: p.MessageReader | None = None
     _stderr: Path | None = None
     _stderr_offset: int = 0
+    _unquoted: str | None = None  # after a loss: the new stderr that its details do not quote
     _ready: bool = False
 
     @property
@@ -107,7 +109,7 @@ class WorkerProcess:
         assert self.process is not None and self.process.stdin is not None
         self._wait_ready(limit)
         self.phase = None
-        self._stderr_offset = self._stderr_size()
+        self._stderr_offset, self._unquoted = self._stderr_size(), None
         try:
             p.write_message(self.process.stdin, message)
         except (BrokenPipeError, OSError):
@@ -141,7 +143,7 @@ class WorkerProcess:
             return message
 
     def _where(self, starting: bool = False) -> str:
-        return "starting" if starting else f"while {self.phase}" if self.phase else "before it began"
+        return "starting" if starting else phases.describe(self.phase)
 
     def _lost(self, starting: bool = False, fault: str | None = None) -> None:
         assert self.process is not None
@@ -150,8 +152,8 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self._kill()
             returncode = self.process.returncode
-        tail = self.stderr_tail()
         said = self.new_stderr().splitlines()
+        tail = self._quote()
         if fault is not None:
             reason = f"CUDA fault {self._where()}: {fault} (its worker process was replaced)"
         else:
@@ -171,7 +173,19 @@ class WorkerProcess:
                 pass
         self._kill()
         reason = f"no result within {why} {where}; the worker process was stopped"
-        raise WorkerLost(Outcome.TIMEOUT, reason, self._details(reason, self.stderr_tail()))
+        raise WorkerLost(Outcome.TIMEOUT, reason, self._details(reason, self._quote()))
+
+    def _quote(self) -> list[str]:
+        """The last lines of the new stderr, for a loss's details; the rest is what ``new_stderr`` gives from now
+        on, so that a caller forwarding it prints every line once (faulthandler's stack in the details only)."""
+        text = self.new_stderr()
+        lines = text.splitlines(keepends=True)
+        kept, start = 0, len(lines)
+        while start > 0 and kept < TAIL_LINES:
+            start -= 1
+            kept += bool(lines[start].strip())
+        self._unquoted = "".join(lines[:start])
+        return [line.rstrip() for line in lines[start:] if line.strip()]
 
     @staticmethod
     def _details(reason: str, tail: list[str]) -> str:
@@ -186,7 +200,10 @@ class WorkerProcess:
             return 0
 
     def new_stderr(self) -> str:
-        """What the worker wrote to stderr since the last request began (what the samples printed)."""
+        """What the worker wrote to stderr since the last request began (what the samples printed); after the
+        worker was lost, only what the loss's details do not quote."""
+        if self._unquoted is not None:
+            return self._unquoted
         if self._stderr is None:
             return ""
         try:
@@ -195,10 +212,6 @@ class WorkerProcess:
                 return stream.read().decode(errors="replace")
         except OSError:
             return ""
-
-    def stderr_tail(self) -> list[str]:
-        """The last non-empty lines the worker wrote to stderr during the last request."""
-        return [line.rstrip() for line in self.new_stderr().splitlines() if line.strip()][-TAIL_LINES:]
 
     def rss(self) -> int | None:
         """The worker's resident memory (None when not running, or not on Linux)."""
@@ -231,4 +244,4 @@ class WorkerProcess:
         if self._stderr is not None:
             self._stderr.unlink(missing_ok=True)
             self._stderr = None
-        self.process, self._reader, self._ready = None, None, False
+        self.process, self._reader, self._ready, self._unquoted = None, None, False, None
