@@ -241,7 +241,7 @@ def test_second_opinion_off_makes_a_strict_tolerance_strict(planted: bool) -> No
     """At --inductor-tolerance=0,0 the float64 second opinion clears outputs as close to float64 as eager's;
     switched off, what is beyond the tolerance fails, and the rule says the second opinion was off."""
     from pytest_inductor_templates.check.runner import run_check
-    from pytest_inductor_templates.check.tolerances import explicit_tolerance
+    from pytest_inductor_templates.tolerance import explicit_tolerance
 
     torch.manual_seed(0)
     inputs = [Inputs((torch.randn(16, 4096),)), Inputs((torch.randn(16, 4096),))]

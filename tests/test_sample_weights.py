@@ -265,7 +265,7 @@ def test_compare_refuses_speedups_across_weight_modes(tmp_path: Path) -> None:
     ) in result.stdout
     row = next(line for line in result.stdout.splitlines() if line.startswith("corpus/a [cpu]"))
     assert "not compared: weights inputs -> parameters" in row
-    assert "over 1 sample(s)" in result.stdout  # the geomean: builtin/b alone
+    assert "over 1 sample timed in both runs (of the 2 rows below)" in result.stdout  # the geomean: builtin/b alone
     same = _run(tmp_path / "same.json", _records("corpus/a", 1.0, "inputs"), _records("builtin/b", 2.0, None))
     assert cli("compare", str(base), str(same), "--fail-on", "speedup:5%").returncode == 1  # same mode: gated
     rows = json.loads(cli("compare", str(base), str(fell), "--format", "json").stdout)["templates"]["default"]["rows"]
