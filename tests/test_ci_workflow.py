@@ -27,13 +27,24 @@ CI_DOC = Path(__file__).parent.parent / "docs" / "ci.md"
 SHAS = {"BASE_SHA": "github.event.pull_request.base.sha", "HEAD_SHA": "github.event.pull_request.head.sha"}
 
 # The project: a compiler pass on top of Inductor (registered as the backend ``project``), and a model whose
-# time is dominated by a fixed 50 ms wait in eager and compiled alike. A wait that long keeps the speedup
-# within 0.5% from run to run even on a 2-core machine shared with other test runs (with a 3 ms wait, one
-# unchanged run under a load average of 8 read 41% slower: scheduling delays are milliseconds), while a
-# slowdown planted in the compiled program shows in full.
-COMPILER = """
-import time
+# time is a fixed 50 ms of work in eager and compiled alike, on a planted clock (``--benchmark-timer``): each call
+# advances it, so the speedups are exact on any machine however loaded (real 50 ms sleeps read a planted slowdown
+# of -18% as inside its interval on a loaded 2-core machine), while a slowdown planted in the compiled program
+# shows in full.
+PLANTED_CLOCK = """
+NOW = [0.0]
 
+
+def now():
+    NOW[0] += 1e-9
+    return NOW[0]
+
+
+def advance(seconds):
+    NOW[0] += seconds
+"""
+COMPILER = """
+import planted_clock
 import torch
 
 SLOWDOWN = 0.0  # seconds added to every compiled call
@@ -47,7 +58,7 @@ def project(gm, example_inputs):
 
     def run(*args):
         if SLOWDOWN:
-            time.sleep(SLOWDOWN)
+            planted_clock.advance(SLOWDOWN)
         return [out + MISCOMPILE for out in compiled(*args)]
 
     return run
@@ -56,14 +67,13 @@ CONFTEST = (
     'import torch\n\nfrom project_compiler import project\n\ntorch._dynamo.register_backend(name="project")(project)\n'
 )
 TESTS = """
-import time
-
+import planted_clock
 import torch
 
 
 @torch.compiler.disable
 def fixed_work():
-    time.sleep(0.05)
+    planted_clock.advance(0.05)
 
 
 class Block(torch.nn.Module):
@@ -91,8 +101,10 @@ inductor_backend = project
 inductor_template = default
 inductor_devices = cpu
 addopts = -p no:cacheprovider -W ignore::DeprecationWarning --benchmark-max-time=0.1 --benchmark-min-rounds=7
+    --benchmark-timer=planted_clock.now
 """
 BASE_FILES = {
+    "planted_clock.py": PLANTED_CLOCK,
     "project_compiler.py": COMPILER,
     "conftest.py": CONFTEST,
     "test_block.py": TESTS,
