@@ -344,15 +344,15 @@ def test_a_tf32_run_that_overflows_allows_eager_nothing_there() -> None:
 
 
 def test_the_second_opinion_never_clears_nan_where_eager_has_a_value() -> None:
-    from pytest_inductor_templates.check.second_opinion import Reference, judge
+    from pytest_inductor_templates.check.second_opinion import Reference, opinion_on
 
     eager, wide = torch.ones(4, 8), torch.ones(4, 8, dtype=torch.float64)
     eager[0] = float("nan")
     compiled = torch.ones(4, 8)
-    opinion = judge("out", compiled, eager, Reference({"out": wide}))
+    opinion = opinion_on("out", compiled, eager, Reference({"out": wide}))
     assert not opinion.cleared and opinion.rule == "nonfinite"
     compiled[0] = float("nan")
-    assert judge("out", compiled, eager, Reference({"out": wide})).cleared
+    assert opinion_on("out", compiled, eager, Reference({"out": wide})).cleared
 
 
 def test_a_derived_second_input_varies_every_tensor_unless_eager_rejects_it() -> None:

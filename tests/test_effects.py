@@ -9,7 +9,7 @@ import pytest
 
 from conftest import QUIET, junit_properties
 from pytest_inductor_templates.compile.compiled import CompileStats
-from pytest_inductor_templates.compile.effects import judge, normalized, overall_effect
+from pytest_inductor_templates.compile.effects import effects_from, normalized, overall_effect
 from pytest_inductor_templates.compile.evidence import CompileEvidence
 from pytest_inductor_templates.templates.registry import TemplateRegistry
 from pytest_inductor_templates.templates.selection import Selection
@@ -119,7 +119,8 @@ def test_user_templates_are_judged_against_default(pytester: pytest.Pytester, fr
 
 def _judge(name: str, code: str, capability=(9, 0), device="cuda", **kwargs) -> str:
     selection = Selection(template=TemplateRegistry()[name])
-    effects = judge(selection, CompileStats(graphs=1), CompileEvidence(codes=[code]), device, capability, **kwargs)
+    evidence = CompileEvidence(codes=[code])
+    effects = effects_from(selection, CompileStats(graphs=1), evidence, device, capability, **kwargs)
     return f"{overall_effect(effects)} | " + "; ".join(map(str, effects))
 
 
@@ -163,20 +164,21 @@ def test_rules_for_what_cannot_be_compiled_here(name: str, code: str, kwargs: di
 
 def test_cuda_graph_rule_and_the_not_observed_verdicts() -> None:
     cudagraphs = Selection(template=TemplateRegistry()["cudagraphs"])
-    recorded = judge(cudagraphs, CompileStats(graphs=2), CompileEvidence(codes=["x"]), "cuda", (9, 0), 2)
+    recorded = effects_from(cudagraphs, CompileStats(graphs=2), CompileEvidence(codes=["x"]), "cuda", (9, 0), 2)
     assert str(recorded[0]) == "cudagraphs: 2 CUDA graph(s) recorded, no skip reported for 2 graph(s)"
     skipped = CompileStats(graphs=1, cudagraph_skips=1, cudagraph_skip_reasons=["mutated inputs (1 instances)"])
-    assert str(judge(cudagraphs, skipped, CompileEvidence(), "cuda", (9, 0))[0]) == (
+    assert str(effects_from(cudagraphs, skipped, CompileEvidence(), "cuda", (9, 0))[0]) == (
         "cudagraphs: CUDA graphs skipped: mutated inputs (1 instances)"
     )
     cached = CompileEvidence(codes=["extern_kernels.mm("], cache_hits=1)
     max_autotune = Selection(template=TemplateRegistry()["max_autotune"])
-    assert overall_effect(judge(max_autotune, CompileStats(graphs=1), cached, "cuda", (9, 0))) == "not observed"
+    assert overall_effect(effects_from(max_autotune, CompileStats(graphs=1), cached, "cuda", (9, 0))) == "not observed"
     from_autotune_cache = CompileEvidence(codes=["extern_kernels.mm("], choices=12)
-    assert str(judge(max_autotune, CompileStats(graphs=1), from_autotune_cache, "cuda", (9, 0))[0]) == (
+    assert str(effects_from(max_autotune, CompileStats(graphs=1), from_autotune_cache, "cuda", (9, 0))[0]) == (
         "max_autotune: autotuning chose among 12 choice(s) timed earlier (cache)"
     )
-    assert judge(Selection(template=TemplateRegistry()["default"]), CompileStats(), CompileEvidence(), "cpu") == []
+    default = Selection(template=TemplateRegistry()["default"])
+    assert effects_from(default, CompileStats(), CompileEvidence(), "cpu") == []
 
 
 def test_normalized_code_ignores_paths_hashes_and_comments() -> None:

@@ -2,7 +2,7 @@
 
 Integer and bool leaves compare exactly. A floating leaf passes the first comparison when every element is
 within ``atol + rtol * |eager|`` (by default torch.testing's tolerances for its dtype, atol scaled to the
-leaf's largest |eager|); one that does not gets the float64 second opinion (``second_opinion.judge``).
+leaf's largest |eager|); one that does not gets the float64 second opinion (``second_opinion.opinion_on``).
 """
 
 from __future__ import annotations
@@ -279,7 +279,7 @@ def compare_outputs(
                 result.mismatches.append(Mismatch(path, "values", message, FIRST_COMPARISON, **counts))
                 continue
             ref = ref or reference()
-            opinion = second_opinion.judge(path, a_cpu, e_cpu, ref)
+            opinion = second_opinion.opinion_on(path, a_cpu, e_cpu, ref)
             if opinion.cleared:
                 result.second_opinions.append(opinion.evidence)
             else:

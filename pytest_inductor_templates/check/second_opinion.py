@@ -146,7 +146,7 @@ def _worst_slice(err_c: Any, err_e: Any, e: Any, roundoff: float) -> tuple[str, 
     return worst[1], worst[2], worst[3]
 
 
-def judge(path: str, actual: Any, expected: Any, reference: Reference) -> Opinion:
+def opinion_on(path: str, actual: Any, expected: Any, reference: Reference) -> Opinion:
     """Whether the compiled ``actual`` is about as close to the float64 reference as eager ``expected`` is
     (CPU tensors of one floating dtype and shape, with NaN and Inf in the same places)."""
     ref = (reference.leaves or {}).get(path)

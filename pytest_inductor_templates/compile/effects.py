@@ -1,6 +1,6 @@
 """Did the template take effect? Verdicts from the compile evidence and stats, one per aspect.
 
-``judge`` turns what ``evidence.gather`` collected while a model compiled, with its compile stats, into
+``effects_from`` turns what ``evidence.gather`` collected while a model compiled, with its compile stats, into
 one verdict per aspect the selection turns on (CUDA graphs, freezing, the C++ wrapper, autotuning, TMA,
 CUTLASS, ATen GEMMs), and, for settings outside those, whether the code differs from ``default``'s.
 """
@@ -146,7 +146,7 @@ def normalized(code: str) -> str:
     return re.sub(r"\b[a-z0-9]{20,}\b", "HASH", code)
 
 
-def judge(
+def effects_from(
     selection: Selection,
     stats: CompileStats,
     evidence: CompileEvidence,
@@ -282,7 +282,7 @@ def effects_of(
     if device.type == "cuda" and selection.cudagraphs:
         recorded = _cuda_graphs_recorded(model, index, call_again)
     backends = str(selection.effective_settings.get("max_autotune_gemm_backends", "")).upper()
-    return judge(
+    return effects_from(
         selection,
         model.stats,
         model.evidence,
