@@ -69,6 +69,14 @@ def sentinel_test(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+CI_VARIABLES = ("CI", "BUILD_NUMBER")  # pytest prints whole failure messages in its short summary where one is set
+
+
+@pytest.fixture(autouse=True)
+def as_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner pytest runs print as on a developer's terminal, on CI too."""
+    for name in CI_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 def standalone_environment() -> dict[str, str]:
