@@ -78,8 +78,10 @@ def speedup_table(records: list[ItemRecord]) -> list[str]:
         return []
     templates = list(dict.fromkeys(r.template for r in compiled))
     cells = {(f"{r.sample} [{r.device}]", r.template): r for r in compiled}
+    eager = {f"{r.sample} [{r.device}]": r for r in records if r.kind == "bench" and r.template == EAGER}
     rows = [
-        [row, *(speedup_cell(cells.get((row, t))) for t in templates)] for row in dict.fromkeys(k for k, _ in cells)
+        [row, *(speedup_cell(cells.get((row, t)), eager.get(row)) for t in templates)]
+        for row in dict.fromkeys(k for k, _ in cells)
     ]
     means = [geomean(r.speedup for r in compiled if r.template == t and r.speedup is not None) for t in templates]
     rows.append(["geomean", *(times(m) if m is not None else "n/a" for m in means)])

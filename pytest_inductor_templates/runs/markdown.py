@@ -21,7 +21,7 @@ def _outcome(record: ItemRecord) -> str:
     return f"{outcome}, **NaN output**" if record.uncompared else outcome
 
 
-def _cell(cell: Cell | None) -> str:
+def _cell(cell: Cell | None, eager: Cell | None = None) -> str:
     if cell is None:
         return "-"
     verdict = cell.verdict
@@ -29,7 +29,7 @@ def _cell(cell: Cell | None) -> str:
     if verdict.effect:
         parts.append(MARK.get(verdict.effect, verdict.effect))
     if cell.bench is not None and cell.speedup is not None:
-        parts.append(speedup_text(cell.bench))
+        parts.append(speedup_text(cell.bench, eager.bench if eager else None))
     return " / ".join(parts)
 
 
@@ -53,7 +53,10 @@ def as_markdown(run: Run) -> str:
     """The run's samples x templates table (outcome / effect / speedup over eager), geomeans, evidence."""
     templates = list(dict.fromkeys(t for _, t, _ in run.cells if t != EAGER))
     rows = list(dict.fromkeys((s, d) for s, _, d in run.cells))
-    body = [[f"{s} [{d}]", *(_cell(run.cells.get((s, t, d))) for t in templates)] for s, d in rows]
+    body = [
+        [f"{s} [{d}]", *(_cell(run.cells.get((s, t, d)), run.cells.get((s, EAGER, d))) for t in templates)]
+        for s, d in rows
+    ]
     means = []
     for template in templates:
         speedups = [c.speedup for (_, t, _), c in run.cells.items() if t == template and c.speedup is not None]
