@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cpu_speed import unsteady_note
 from ..outcomes import FAILURES, Outcome
 from ..record import EAGER, ItemRecord, geomean
 from ..tables import render, speedup_text, times
@@ -358,6 +359,8 @@ def _notes(comparison: RunComparison) -> list[str]:
             "may change with the mode alone (TF32 off sees faults below TF32's rounding)"
         )
     for which, run in (("base", comparison.base), ("new", comparison.new)):
+        if moved := unsteady_note(run.data.get("machine_info", {})):
+            notes.append(f"note: in the {which} run, {moved}")
         if run.partial:
             notes.append(f"note: the {which} run is partial ({run.partial}): items it lacks show as only in the other")
     if comparison.weights_differ:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..cpu_speed import unsteady_note
 from ..outcomes import FAILURES, FIRST_COMPARISON
 from ..record import EAGER, ItemRecord, geomean
 from ..tables import render, speedup_text, times
@@ -66,6 +67,8 @@ def as_markdown(run: Run) -> str:
     lines = render(["sample [device]", *(f"`{t}`" for t in templates)], body, markdown=True)
     if (weights := weights_line(run)) is not None:
         lines = [weights, "", *lines]
+    if (moved := unsteady_note(run.data.get("machine_info", {}))) is not None:
+        lines = [f"Note: {moved}.", "", *lines]
     if run.partial:
         lines = [f"**Partial run** ({run.partial}): the items that had not ended are missing.", "", *lines]
     evidence: dict[tuple[str, str], list[str]] = {}  # (template, evidence) -> the samples it was seen on
