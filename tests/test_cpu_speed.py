@@ -16,11 +16,17 @@ from pathlib import Path
 
 import pytest
 
+from conftest import cli, standalone_environment, usage_error_line
 from pytest_inductor_templates.cpu_speed import SLOW, UNSTEADY_SHARE, probe
 
-from conftest import cli, standalone_environment, usage_error_line
-
-HOG = "import time\nwhile True:\n    end = time.time() + 0.15\n    while time.time() < end: pass\n    time.sleep(0.15)\n"
+HOG = """
+import time
+while True:
+    end = time.time() + 0.15
+    while time.time() < end:
+        pass
+    time.sleep(0.15)
+"""
 pinnable = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins processes to a CPU (Linux)")
 
 
@@ -57,7 +63,8 @@ def test_a_run_on_an_unsteady_cpu_says_so_in_its_header_its_json_and_its_report(
     tmp_path: Path, two_speed_cpu: int
 ) -> None:
     command = [
-        sys.executable, "-m", "pytest", "--inductor-samples", "--inductor-template=default", "--inductor-backend=eager", "--inductor-devices=cpu",
+        sys.executable, "-m", "pytest", "--inductor-samples", "--inductor-template=default", "--inductor-backend=eager",
+        "--inductor-devices=cpu",
         "-k", "embedding and bench", "--inductor-cpu-probe=1.5", "--benchmark-max-time=0.05",
         "--benchmark-min-rounds=3", "--benchmark-json=run.json", "-p", "no:cacheprovider", "-W", "ignore",
     ]  # fmt: skip
@@ -86,4 +93,6 @@ def test_no_probe_under_zero_or_without_timing_and_a_bad_value_is_one_line(pytes
         result = pytester.runpytest_inprocess("--inductor-samples", "--co", "-p", "no:cacheprovider", switch)
         assert "CPU speed" not in result.stdout.str(), switch
     line = usage_error_line(pytester.runpytest_inprocess("--inductor-cpu-probe=-1"))
-    assert line == "ERROR: --inductor-cpu-probe (command line): expected a number of seconds such as 1, or 0 for none, got '-1'"
+    assert line == (
+        "ERROR: --inductor-cpu-probe (command line): expected a number of seconds such as 1, or 0 for none, got '-1'"
+    )
