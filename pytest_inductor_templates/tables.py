@@ -75,3 +75,8 @@ def speedup_cell(record: ItemRecord | None, eager: ItemRecord | None = None) -> 
     if record.failed and record.outcome is not None:
         return SHORT_NAMES[record.outcome]
     return speedup_text(record, eager)
+
+
+def memory_cell(record: ItemRecord | None) -> str:
+    """The memory ratio (eager peak / compiled peak) in a table: ``1.25x``; ``-`` where none was measured."""
+    return times(record.memory_ratio) if record is not None and record.memory_ratio is not None else "-"

@@ -384,7 +384,7 @@ def test_plot_writes_a_png(runs, tmp_path: Path) -> None:
         ),
         (
             ["compare", "a.json", "b.json", "--fail-on", "speed:5"],
-            "expected speedup:N% (e.g. speedup:5%) or correctness",
+            "expected speedup:N% (e.g. speedup:5%), memory:N% (e.g. memory:10%) or correctness",
         ),
         (["compare", "plain.json", "plain.json"], "plain.json: no 'inductor_templates' section: not a run saved by"),
         (["compare", "notjson.json", "notjson.json"], "notjson.json: not JSON"),

@@ -17,20 +17,25 @@ from .files import RunError, load, merge, write_text
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 
 
+LIMITED = ("speedup", "memory")  # the conditions with a limit, KIND:N%
+
+
 def fail_on(text: str) -> tuple[str, float]:
-    """``speedup:5%`` (a fraction, 0.05) or ``correctness``."""
+    """``speedup:5%`` or ``memory:10%`` (a fraction, 0.05) or ``correctness``."""
     if text == "correctness":
         return ("correctness", 0.0)
     kind, _, limit = text.partition(":")
-    if kind == "speedup" and limit:
+    if kind in LIMITED and limit:
         try:
             value = float(limit.removesuffix("%"))
         except ValueError:
             pass
         else:
             if value >= 0:
-                return ("speedup", value / 100)
-    raise argparse.ArgumentTypeError(f"{text!r}: expected speedup:N% (e.g. speedup:5%) or correctness")
+                return (kind, value / 100)
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: expected speedup:N% (e.g. speedup:5%), memory:N% (e.g. memory:10%) or correctness"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 a --fail-on condition met, 2 bad usage, an unusable file or nothing to compare.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    compare = commands.add_parser("compare", help="speedup, time and correctness changes from BASE to NEW")
+    compare = commands.add_parser("compare", help="speedup, time, memory and correctness changes from BASE to NEW")
     compare.add_argument("base", metavar="BASE.json")
     compare.add_argument("new", metavar="NEW.json")
     compare.add_argument(
@@ -51,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="CONDITION",
         help="exit 1 when a template's speedup fell significantly further than N%% on any sample or in its "
         "geomean: the change's whole 95%% interval, from both runs' intervals, lies below -N%% (speedup:N%%); "
+        "when an item's memory ratio (eager peak / compiled peak, CUDA) fell by more than N%% (memory:N%%); "
         "or when an item newly fails "
         "(correctness); repeatable",
     )
@@ -80,6 +86,7 @@ def _compare(args: argparse.Namespace) -> int:
         waived += within_noise
     if why:
         print(f"speedups not compared: {why}", file=sys.stderr)
+    failures += _memory_failures(comparison, [limit for kind, limit in args.fail_on if kind == "memory"], failures)
     if args.format == "json":
         print(comparing.as_json(comparison, failures))
         return EXIT_REGRESSION if failures else EXIT_OK
@@ -92,6 +99,19 @@ def _compare(args: argparse.Namespace) -> int:
         print("\n" + ("**FAILED**" if markdown else "FAILED") + ":")
         print("\n".join(f"- {line}" for line in failures))
     return EXIT_REGRESSION if failures else EXIT_OK
+
+
+def _memory_failures(comparison: comparing.RunComparison, limits: list[float], failures: list[str]) -> list[str]:
+    """The memory ratios that fell by more than each limit. No ratio in both runs is nothing to compare (a RunError),
+    unless ``failures`` already fail the run: then it is said on stderr."""
+    if not limits:
+        return []
+    if (why := comparison.memory_incomparable()) is not None:
+        if not failures:
+            raise RunError(f"nothing to compare: {why}")
+        print(f"memory ratios not compared: {why}", file=sys.stderr)
+        return []
+    return [line for limit in limits for line in comparison.memory_drops(limit)]
 
 
 def _merge(args: argparse.Namespace) -> int:
