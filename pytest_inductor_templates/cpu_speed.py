@@ -9,6 +9,7 @@ short probe saw. ``benchmarks/cpu_steadiness.py`` probes for longer, per CPU.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 LOOP = 200_000  # iterations of the fixed loop: 6 to 28 ms on the H200 machines' vCPUs (two speeds on each)
@@ -16,13 +17,13 @@ SLOW = 1.3  # a loop this many times the fastest counts as slow
 UNSTEADY_SHARE = 0.1  # a machine with more slow loops than this moves
 
 
-def loop_ms(iterations: int = LOOP) -> float:
-    """Milliseconds one run of the fixed loop takes."""
-    start = time.perf_counter()
+def loop_ms(iterations: int = LOOP, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Milliseconds one run of the fixed loop takes, by ``clock``."""
+    start = clock()
     total = 0
     for i in range(iterations):
         total += i
-    return 1e3 * (time.perf_counter() - start)
+    return 1e3 * (clock() - start)
 
 
 def slow_share(times: list[float]) -> float:

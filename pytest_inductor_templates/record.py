@@ -81,6 +81,9 @@ class ItemRecord:
     speedup_high: float | None = None
     unstable: bool | None = None  # the interval stayed wider than --inductor-speedup-precision
     device_speedup: float | None = None  # median of the per-round ratios of CUDA device time
+    paired_seconds: float | None = None  # the wall time the paired rounds spanned
+    cpu_slow_rounds: float | None = None  # share of paired rounds whose CPU-speed probe ran over 1.3x its fastest
+    full_speed_speedup: float | None = None  # median ratio over the full-speed rounds (at least 10 of them)
     # peak CUDA memory of a steady call (compiled bench items that passed, timed on CUDA; None on the CPU, which has
     # no allocator peak): torch.cuda.max_memory_allocated over the call, so everything resident counts (weights,
     # inputs, a frozen model's copies of its weights, CUDA-graph pools), the same for both calls
@@ -106,6 +109,7 @@ class ItemRecord:
         nor peaks of memory."""
         self.speedup = self.speedup_low = self.speedup_high = self.unstable = self.device_speedup = None
         self.eager_median = self.compiled_median = self.eager_device_time_ms = self.paired_rounds = None
+        self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = None
         self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None
 
     @property

@@ -215,6 +215,12 @@ OPTIONS = (
         "PCT",
     ),
     Option(
+        "inductor_timing_min_seconds",
+        "paired timing of a compiled item spans at least SECONDS, beyond its --benchmark-max-time if need be, so "
+        "that its rounds meet each speed a CPU switches between (default 0: the max time alone)",
+        "SECONDS",
+    ),
+    Option(
         "inductor_cpu_probe",
         "before timing, probe for SECONDS whether the CPU's speed holds still, and say so in the header and the "
         f"results (default {CPU_PROBE_SECONDS:g}; 0: no probe)",
@@ -321,6 +327,8 @@ class Settings:
         threads = _positive(self.get("inductor_timing_threads"), int, "a whole number of threads such as 4")
         self.timing_threads = int(threads) if threads is not None else None
         self.speedup_precision = _percent(self.get("inductor_speedup_precision"))
+        span = self.get("inductor_timing_min_seconds")
+        self.timing_min_seconds = _seconds_or_zero(span) if span is not None else 0.0
         probe = self.get("inductor_cpu_probe")
         self.cpu_probe = _seconds_or_zero(probe) if probe is not None else CPU_PROBE_SECONDS
         self.fullgraph = bool(self.value("inductor_fullgraph"))

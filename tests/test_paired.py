@@ -216,3 +216,39 @@ def test_a_wildly_drifting_interval_stays_above_zero() -> None:
     values = [0.1, 0.1, 5.0, 5.0, 0.05, 0.05, 8.0, 8.0, 0.2, 0.2]  # segments' medians far apart: a wide factor
     interval = speedup_interval(values)
     assert 0 < interval.low <= interval.median <= interval.high
+
+
+class TwoSpeedMachine(Machine):
+    """A CPU switching between two speeds every ``period`` simulated seconds: in the slow state eager (waiting on
+    the CPU) costs ``slow`` times more and the compiled side (bound by the device) nothing more; reading the clock
+    costs 0.1 ms at full speed, ``slow`` times that in the slow state, so the probe before each round sees it."""
+
+    def __init__(self, period: float, slow: float) -> None:
+        super().__init__(0.003, 0.001)
+        self.period, self.slow = period, slow
+        self.cost_factor = lambda _: self.factor()
+
+    def factor(self) -> float:
+        return self.slow if int(self.now / self.period) % 2 else 1.0
+
+    def clock(self) -> float:
+        self.now += 1e-4 * self.factor()
+        return self.now
+
+    def time(self, plan: PairedPlan) -> Any:
+        return time_paired(self.side("eager"), self.side("compiled"), self.time_block, plan, clock=self.clock)
+
+
+def test_a_minimum_span_times_over_both_cpu_speeds_and_the_probe_tells_the_full_speed_rounds() -> None:
+    """The stop rule alone sees a narrow interval inside the first speed state and ends there; with a minimum span
+    the rounds meet both states, the probe before each round marks the slow ones, and the median over the
+    full-speed rounds is the full-speed speedup."""
+    alone = TwoSpeedMachine(period=2.0, slow=1.5).time(PLAN)
+    assert alone.seconds < 2.0 and alone.slow_share == 0.0 and alone.speedup.median == pytest.approx(3.0)
+    spanned = TwoSpeedMachine(period=2.0, slow=1.5).time(
+        PairedPlan(block_seconds=0.001, min_rounds=10, max_seconds=1.0, target=0.02, min_seconds=8.0)
+    )
+    assert spanned.seconds >= 8.0 and len(spanned.probes) == spanned.rounds
+    assert spanned.slow_share is not None and 0.3 < spanned.slow_share < 0.7
+    assert spanned.full_speed_speedup == pytest.approx(3.0)
+    assert set(map(round, ratios(spanned.eager, spanned.compiled), [1] * spanned.rounds)) == {3.0, 4.5}

@@ -50,6 +50,7 @@ def timed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
         "-k",
         "launch_bound or norm_softmax or block_speed",
         "--benchmark-json=run.json",
+        "--inductor-timing-min-seconds=0.3",
         *FAST,
         *QUIET,
     )
@@ -64,6 +65,8 @@ def _paired(info: dict[str, Any]) -> None:
     """A compiled entry's paired figures: at least 10 rounds, the speedup inside its interval, unstable exactly
     when the interval is wider than the default target (+-2%)."""
     assert info["paired_rounds"] >= 10 and info["eager_median"] > 0 and info["threads"] >= 1
+    assert info["paired_seconds"] >= 0.3 and 0 <= info["cpu_slow_rounds"] < 1  # --inductor-timing-min-seconds
+    assert info.get("full_speed_speedup", 1.0) > 0  # from 10 full-speed rounds, where there were
     assert 0 < info["speedup_low"] <= info["speedup"] <= info["speedup_high"]
     half_width = (info["speedup_high"] - info["speedup_low"]) / 2 / info["speedup"]
     assert info["unstable"] is (half_width > 0.02)

@@ -15,6 +15,7 @@ import pytest
 from ..report.book import RecordBook
 from ..runs.files import write_records
 from ..timing.measure import Timing, TimingPlan
+from ..timing.policy import TimingPolicy
 from ..timing.rounds import RoundsPlan
 from ..timing.timers import CUDA_MIN_ROUND_SECONDS, cuda_synchronized_perf_counter
 
@@ -88,11 +89,12 @@ def timing_switched_off_by(config: pytest.Config) -> str | None:
     return None
 
 
-def timing_plan(benchmark: Any, precision: float, time_anyway: bool = False) -> TimingPlan:
-    """The item's timing as its ``benchmark`` fixture was built (its session's options, then the item's marker);
-    nothing timed where benchmarks are off, unless ``time_anyway`` (a pytest-xdist worker that owns its GPU)."""
+def timing_plan(benchmark: Any, policy: TimingPolicy, time_anyway: bool = False) -> TimingPlan:
+    """The item's timing as its ``benchmark`` fixture was built (its session's options, then the item's marker)
+    under the session's timing ``policy``; nothing timed where benchmarks are off, unless ``time_anyway`` (a
+    pytest-xdist worker that owns its GPU)."""
     if benchmark.disabled and not time_anyway:
-        return TimingPlan(None, precision)
+        return TimingPlan(None, policy.precision)
     rounds = RoundsPlan(
         timer=benchmark._timer,
         min_time=benchmark._min_time,
@@ -101,7 +103,7 @@ def timing_plan(benchmark: Any, precision: float, time_anyway: bool = False) -> 
         calibration_precision=benchmark._calibration_precision,
         disable_gc=benchmark._disable_gc,
     )
-    return TimingPlan(rounds, precision)
+    return TimingPlan(rounds, policy.precision, policy.min_seconds)
 
 
 def feed(benchmark: Any, timing: Timing | None, where: str) -> None:

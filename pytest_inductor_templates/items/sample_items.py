@@ -69,7 +69,7 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
         mark_untimed(item)
         pytest.skip(f"the triple's check ended {earlier.result.outcome.value}: {earlier.result.reason}")
     name_benchmark(benchmark, f"{triple.sample.id}[{triple.case.device.name}]")
-    plan = timing_plan(benchmark, state.timing.precision, session.times_without_benchmark(triple.case))
+    plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case))
     cell = triple.result(plan, item_limit(item, session.timeout))
     if cell.timing is None:
         mark_untimed(item)

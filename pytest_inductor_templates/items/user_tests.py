@@ -177,7 +177,7 @@ def benchmarks(
             record = record_of(node)
             assert record is not None
             name_benchmark(benchmark, f"{record.sample}[{record.device}]", getattr(node, "callspec", None))
-            plan = timing_plan(benchmark, plugin_state(node.config).timing.precision)
+            plan = timing_plan(benchmark, plugin_state(node.config).timing)
             cell = run_cell(subject, state.policy, plan)
             if cell.timing is None:
                 mark_untimed(node)

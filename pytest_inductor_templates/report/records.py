@@ -135,6 +135,10 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
         paired.speedup.high,
     )
     record.eager_device_time_ms = timing.eager_device_time_ms
+    record.paired_seconds = round(paired.seconds, 3)
+    slow = paired.slow_share
+    record.cpu_slow_rounds = round(slow, 3) if slow is not None else None
+    record.full_speed_speedup = paired.full_speed_speedup
 
 
 def write_diagnosis(record: ItemRecord, diagnosis: Diagnosis) -> None:

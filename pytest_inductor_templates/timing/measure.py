@@ -27,6 +27,7 @@ class TimingPlan:
 
     rounds: RoundsPlan | None
     precision: float = DEFAULT_PRECISION
+    min_seconds: float = 0.0  # paired rounds span at least this long (--inductor-timing-min-seconds)
 
     def paired(self, cuda: bool) -> PairedPlan:
         """The paired rounds' plan: blocks at least as long as a round (5 ms on CUDA, 1 ms on the CPU)."""
@@ -37,6 +38,7 @@ class TimingPlan:
             min_rounds=max(self.rounds.min_rounds, PAIRED_MIN_ROUNDS),
             max_seconds=self.rounds.max_time,
             target=self.precision,
+            min_seconds=self.min_seconds,
         )
 
 

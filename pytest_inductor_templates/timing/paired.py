@@ -17,6 +17,7 @@ any runner (a pytest item, a worker process) can call them unchanged.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import itertools
 import math
@@ -25,6 +26,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from ..cpu_speed import SLOW, loop_ms
 
 BlockTimer = Callable[[Callable[[], Any], int], tuple[float, float | None]]
 """Times ``iterations`` back-to-back calls of a callable: (wall seconds, device seconds or None)."""
@@ -36,18 +39,22 @@ MAX_ROUNDS = 2_000  # the bootstrap costs O(rounds x resamples)
 MAX_ITERATIONS = 1_000_000
 DEFAULT_PRECISION = 0.02  # the stop rule's default target half-width (--inductor-speedup-precision)
 SEGMENTS = 8  # at most this many contiguous segments of the rounds for the batch-means interval
+PROBE_LOOP = 3_000  # iterations of the CPU-speed probe timed before each round (about 0.1-0.3 ms)
+FULL_SPEED_MIN_ROUNDS = 10  # fewer full-speed rounds than this give no full-speed speedup
 T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365)  # Student's t, 97.5th percentile, 1 to 7 degrees of freedom
 
 
 @dataclass(frozen=True)
 class PairedPlan:
-    """How long to time: blocks of at least ``block_seconds``; at least ``min_rounds`` rounds; then until the
-    interval's relative half-width is at most ``target`` or ``max_seconds`` have passed."""
+    """How long to time: blocks of at least ``block_seconds``; at least ``min_rounds`` rounds over at least
+    ``min_seconds``; then until the interval's relative half-width is at most ``target`` or ``max_seconds`` (at
+    least ``min_seconds``) have passed."""
 
     block_seconds: float
     min_rounds: int
     max_seconds: float
     target: float
+    min_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,7 @@ class PairedTiming:
     speedup: Interval
     target: float
     seconds: float  # wall time spent, calibration included
+    probes: list[float] = dataclasses.field(default_factory=list)  # ms of the CPU-speed probe before each round
 
     @property
     def rounds(self) -> int:
@@ -93,6 +101,29 @@ class PairedTiming:
     @property
     def compiled_median(self) -> float:
         return statistics.median(self.compiled)
+
+    @property
+    def full_speed(self) -> list[bool]:
+        """Per round: whether the CPU-speed probe before it ran within ``SLOW`` of the fastest probe."""
+        fastest = min(self.probes, default=0.0)
+        return [probe <= SLOW * fastest for probe in self.probes]
+
+    @property
+    def slow_share(self) -> float | None:
+        """The share of rounds whose probe ran slow (None without probes)."""
+        return 1 - sum(self.full_speed) / len(self.probes) if self.probes else None
+
+    @property
+    def full_speed_speedup(self) -> float | None:
+        """The median of the per-round ratios over the full-speed rounds, where at least
+        ``FULL_SPEED_MIN_ROUNDS`` of them ran (None otherwise)."""
+        if len(self.probes) != len(self.eager):
+            return None
+        rounds = zip(self.eager, self.compiled, self.full_speed, strict=True)
+        kept = [(e, c) for e, c, fast in rounds if fast]
+        if len(kept) < FULL_SPEED_MIN_ROUNDS:
+            return None
+        return statistics.median(ratios([e for e, _ in kept], [c for _, c in kept]))
 
     @property
     def device_speedup(self) -> float | None:
@@ -186,8 +217,9 @@ def time_paired(
     """Time ``eager`` and ``compiled`` (both warmed up already) in alternating blocks, round by round, with the
     garbage collector held off (its collection first counts towards ``plan.max_seconds``).
 
-    Stop rule: after ``plan.min_rounds`` rounds, stop once the speedup's interval is within ``plan.target``
-    (looked at each time the rounds have grown by half) or once ``plan.max_seconds`` have passed.
+    Stop rule: after ``plan.min_rounds`` rounds and ``plan.min_seconds``, stop once the speedup's interval is
+    within ``plan.target`` (looked at each time the rounds have grown by half) or once ``plan.max_seconds`` have
+    passed. Before each round a short CPU-speed probe is timed with ``clock``, to tell full-speed rounds after.
     """
     start = clock()
     with without_gc():
@@ -208,7 +240,10 @@ def _time_paired(
     devices: tuple[list[float], list[float]] = ([], [])
     next_check = plan.min_rounds
     interval: Interval | None = None
+    probes: list[float] = []
+    max_seconds = max(plan.max_seconds, plan.min_seconds)
     while True:
+        probes.append(loop_ms(PROBE_LOOP, clock))
         order = (0, 1) if len(walls[0]) % 2 == 0 else (1, 0)
         for side in order:
             sides[side]()  # untimed: the block is timed warm (the other side's block left the caches cold)
@@ -217,9 +252,9 @@ def _time_paired(
             if device is not None:
                 devices[side].append(device / iterations[side])
         rounds = len(walls[0])
-        if rounds >= MAX_ROUNDS or (rounds >= plan.min_rounds and clock() - start >= plan.max_seconds):
+        if rounds >= MAX_ROUNDS or (rounds >= plan.min_rounds and clock() - start >= max_seconds):
             break
-        if rounds >= next_check:
+        if rounds >= next_check and clock() - start >= plan.min_seconds:
             interval = speedup_interval(ratios(*walls))
             if interval.half_width <= plan.target:
                 break
@@ -234,4 +269,5 @@ def _time_paired(
         speedup=interval or speedup_interval(ratios(*walls)),
         target=plan.target,
         seconds=clock() - start,
+        probes=probes,
     )

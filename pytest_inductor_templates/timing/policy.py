@@ -21,12 +21,14 @@ class TimingPolicy:
     precision: float = DEFAULT_PRECISION
     load_at_start: float | None = None
     probe_seconds: float = 0.0  # the CPU-speed probe before timing (0: none)
+    min_seconds: float = 0.0  # each compiled item's paired rounds span at least this long
 
     @classmethod
     def from_settings(cls, chosen: Settings) -> TimingPolicy:
         """The options' values, else the defaults: every usable CPU (shared among xdist workers), +-2%."""
         threads = chosen.timing_threads or default_threads()
-        return cls(threads, chosen.speedup_precision or DEFAULT_PRECISION, load_average(), chosen.cpu_probe)
+        precision = chosen.speedup_precision or DEFAULT_PRECISION
+        return cls(threads, precision, load_average(), chosen.cpu_probe, chosen.timing_min_seconds)
 
     @cached_property
     def steadiness(self) -> Steadiness | None:
@@ -46,6 +48,7 @@ class TimingPolicy:
             f"inductor-templates: timing: {self.threads} intra-op thread(s); speedups paired with eager, "
             f"until their 95% interval is within ±{self.precision:.1%} (within half of each compiled item's max time; "
             "pytest-benchmark's rounds take the other half)"
+            + (f"; paired rounds span at least {self.min_seconds:g} s" if self.min_seconds else "")
         ]
         if warning := load_warning(self.threads, self.load_at_start, usable_cpus()):
             lines.append(f"inductor-templates: warning: {warning}")
