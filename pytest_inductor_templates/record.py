@@ -61,6 +61,8 @@ class ItemRecord:
     diagnosis_seconds: float | None = None  # what the diagnosis took
     # what compiling cost
     compile_seconds: float | None = None
+    compile_cache: str | None = None  # ``cold``, ``warm`` or ``mixed``: the compile caches' state; None: none consulted
+    compile_cache_lookups: dict[str, int] = field(default_factory=dict)  # the lookups behind it, by torch's counter
     graphs: int | None = None
     graph_breaks: int | None = None
     recompiles: int | None = None
