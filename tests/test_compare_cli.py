@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FAST, QUIET, cli, run_pytest
+from conftest import FAST, QUIET, cli, made_once, run_pytest
 from pytest_inductor_templates.record import FORMAT, ItemRecord
 from pytest_inductor_templates.tables import speedup_text
 
@@ -92,25 +92,8 @@ RUN_NAMES = ("base", "rerun", "failing", "slowed", "shard1", "shard2")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Path]:
     """Real runs: a base, a rerun, a run with a planted miscompile, one with a planted slowdown, and two shards
-    split by template (each with its eager row, as one CI job per template runs them). Made once a session:
-    under pytest-xdist the first worker to need them makes them and the others wait and read them (the recipe
-    pytest-xdist documents for fixtures that should run once, with a plain flock: no lock object is left for a
-    finalizer to release at the worker's exit)."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: no flock, and no pytest-xdist run of this module to keep apart
-        fcntl = None
-
-    shared = tmp_path_factory.getbasetemp()
-    shared = shared.parent if worker_id != "master" else shared
-    root = shared / "compare-runs"
-    with open(shared / "compare-runs.lock", "a") as lock:
-        if fcntl is not None:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not (root / "made").exists():
-            root.mkdir(exist_ok=True)
-            _make_runs(root)
-            (root / "made").write_text("")
+    split by template (each with its eager row, as one CI job per template runs them). Made once a session."""
+    root = made_once(tmp_path_factory, worker_id, "compare-runs", _make_runs)
     return {name: root / f"{name}.json" for name in RUN_NAMES}
 
 
