@@ -35,6 +35,14 @@ def percent(fraction: float) -> str:
     return f"{fraction * 100:.0f}%" if fraction >= 1 else f"{fraction * 100:.2g}%"
 
 
+def seconds(value: float) -> str:
+    """A duration with three significant digits in a fitting unit: ``2.31 s``, ``412 ms``, ``3.1 us``, ``80 ns``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
+
+
 def speedup_text(record: ItemRecord) -> str:
     """``1.23x ±2.1%``: the speedup and the half-width of its 95% interval; ``unstable`` when the interval
     stayed wider than the target; ``n/a`` without a speedup."""

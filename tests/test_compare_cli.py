@@ -358,6 +358,11 @@ def test_plot_writes_a_png(runs, tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
 
 
+GATES_EXPECTED = (
+    "expected speedup:N% (e.g. speedup:5%), compile-time:N% (e.g. compile-time:20%), graph-breaks or correctness"
+)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -365,9 +370,9 @@ def test_plot_writes_a_png(runs, tmp_path: Path) -> None:
             ["compare", "missing.json", "missing.json"],
             "pytest-inductor-templates compare: error: missing.json: cannot read",
         ),
-        (
-            ["compare", "a.json", "b.json", "--fail-on", "speed:5"],
-            "expected speedup:N% (e.g. speedup:5%) or correctness",
+        *(
+            (["compare", "a.json", "b.json", "--fail-on", gate], f"'{gate}': {GATES_EXPECTED}")
+            for gate in ("speed:5", "compile-time", "compile-time:fast", "compile-time:-5%", "graph-breaks:1")
         ),
         (["compare", "plain.json", "plain.json"], "plain.json: no 'inductor_templates' section: not a run saved by"),
         (["compare", "notjson.json", "notjson.json"], "notjson.json: not JSON"),
