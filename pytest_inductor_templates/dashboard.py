@@ -61,7 +61,7 @@ def mean_seconds(values: list[float]) -> str:
 
 def cache_states(template: Template) -> str:
     """``cold 2, warm 1``: the compile caches' state of the compiles behind the mean compile time."""
-    states = Counter(r.compile_cache or "uncached" for r in template.verdicts if r.compile_seconds is not None)
+    states = Counter(r.cache_state for r in template.verdicts if r.cache_state is not None)
     return ", ".join(f"{state} {n}" for state, n in sorted(states.items())) or "-"
 
 

@@ -22,6 +22,7 @@ FORMAT = 3  # ``inductor_templates.format`` of the saved JSON; readers refuse ot
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
 PROPERTY_PREFIX = "inductor_"  # a record field ``outcome`` is the report property ``inductor_outcome``
 EAGER = "eager"  # the uncompiled reference row's template
+UNCACHED = "uncached"  # the cache state of a compile that consulted no compile cache (a backend other than Inductor)
 
 
 @dataclass
@@ -92,6 +93,12 @@ class ItemRecord:
     def key(self) -> tuple[str, str, str]:
         """The matrix cell: (sample, template, device)."""
         return (self.sample, self.template, self.device)
+
+    @property
+    def cache_state(self) -> str | None:
+        """The compile caches' state of a compiled item: ``compile_cache``, or ``uncached`` where it consulted none;
+        None where nothing was compiled (the eager row, a compile that failed)."""
+        return None if self.compile_seconds is None else self.compile_cache or UNCACHED
 
     @property
     def failed(self) -> bool:

@@ -12,16 +12,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..record import EAGER, ItemRecord
+from ..record import EAGER
 from ..tables import render, seconds
 from .files import Key, Run
 
 NOISE_SECONDS = 1.0  # a compile time flagged must also have grown by this much: load moves small compiles as much
-UNCACHED = "uncached"  # the state of a compile that consulted no cache (a backend other than Inductor)
-
-
-def _state(record: ItemRecord) -> str:
-    return record.compile_cache or UNCACHED
 
 
 def _label(key: Key) -> str:
@@ -172,10 +167,10 @@ def compare_compiles(base: Run, new: Run) -> CompileComparison:
             continue
         b, n = base_cell.verdict, new_cell.verdict
         if b.compile_seconds is not None and n.compile_seconds is not None:
-            if _state(b) == _state(n):
-                times.append(CompileTime(key, _state(b), b.compile_seconds, n.compile_seconds))
+            if b.cache_state == n.cache_state:
+                times.append(CompileTime(key, str(b.cache_state), b.compile_seconds, n.compile_seconds))
             else:
-                states_differ[f"{_state(b)} -> {_state(n)}"] += 1
+                states_differ[f"{b.cache_state} -> {n.cache_state}"] += 1
         counts = (b.graph_breaks, n.graph_breaks, b.recompiles, n.recompiles)
         if None not in counts and (counts[0] != counts[1] or counts[2] != counts[3]):
             structure.append(StructureChange(key, *counts))  # type: ignore[arg-type]
