@@ -28,17 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-LOOP = 200_000  # iterations of the fixed loop: 6 to 28 ms on the H200 machines' vCPUs (two speeds on each)
-SLOW = 1.3  # a sample this many times the fastest counts as slow
-
-
-def loop_ms() -> float:
-    """Milliseconds one run of the fixed loop takes."""
-    start = time.perf_counter()
-    total = 0
-    for i in range(LOOP):
-        total += i
-    return 1e3 * (time.perf_counter() - start)
+from pytest_inductor_templates.cpu_speed import LOOP, SLOW, loop_ms, slow_share
 
 
 def current_cpu() -> int:
@@ -81,7 +71,7 @@ def summary(times: list[float]) -> str:
         return f"{len(times)} sample(s): too few"
     ordered = sorted(times)
     deciles = statistics.quantiles(ordered, n=10, method="inclusive")
-    slow = sum(t > SLOW * ordered[0] for t in ordered) / len(ordered)
+    slow = slow_share(ordered)
     return (
         f"{len(ordered)} samples: fastest {ordered[0]:.1f} ms, p10 {deciles[0]:.1f}, median "
         f"{statistics.median(ordered):.1f}, p90 {deciles[-1]:.1f}, slowest {ordered[-1]:.1f}; "

@@ -26,7 +26,7 @@ for step in $what; do
   case $step in
     env) { nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
            python3 -c "import torch, triton, pytest; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'pytest', pytest.__version__)"; } | tee "$OUT/env.txt" ;;
-    tests) limit python3 -m pytest tests -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning 2>&1 | tee "$OUT/gpu_tests.txt" | grep -E "RAW|compiled_model:|median wall|passed|failed|Error" ;;
+    tests) limit python3 -m pytest tests -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning 2>&1 | tee "$OUT/gpu_tests.txt" | grep -E "RAW|compiled_model:|median wall|peak memory|passed|failed|Error" ;;
     suite) limit python3 -m pytest tests -q -n 8 -p no:cacheprovider 2>&1 | tee "$OUT/suite.txt" | tail -15 ;;
     fidelity) limit python3 benchmarks/timing_fidelity.py 2>&1 | grep -v Warning | tee "$OUT/fidelity.txt" | tail -8 ;;
     tf32) python3 benchmarks/probes/tf32_probe.py 2>&1 | grep -v Warning | tee "$OUT/tf32.txt" ;;

@@ -14,6 +14,7 @@ EAGER_CALL = "eager call"
 COMPILING = "compiling"  # Dynamo tracing and the backend's compile
 COMPILED_CALL = "compiled call"
 TIMING = "timing"
+PEAK_MEMORY = "measuring peak memory"  # eager's and compiled's steady calls, after timing (CUDA)
 WAITING = "waiting for another worker"  # to compile while it times, or to time while it compiles
 RELEASING = "releasing"
 
@@ -23,6 +24,7 @@ _WORDED = {
     COMPILING: "while compiling",
     COMPILED_CALL: "during the compiled call",
     TIMING: "while timing",
+    PEAK_MEMORY: "while measuring peak memory",
     WAITING: "while waiting for another worker",
     RELEASING: "while releasing the sample",
 }

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from . import hookspec, settings
-from .integrations.benchmark import BenchmarkJson, quiet_unused_fixture
+from .integrations.benchmark import BenchmarkJson, quiet_unused_fixture, timing_switched_off_by
 from .integrations.timeout import TimeoutWatch
 from .integrations.xdist import XdistHooks, group_triples, pin_this_worker, worker_count
 from .items import user_tests
@@ -182,6 +182,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     xdist: XdistHooks | None = config.pluginmanager.get_plugin(XDIST_NAME)
     return (
         state.resolved.header_lines()
-        + state.timing.header_lines()
+        + state.timing.header_lines(timed=timing_switched_off_by(config) is None)
         + (xdist.header_lines() if xdist is not None else [])
     )

@@ -84,6 +84,12 @@ class ItemRecord:
     speedup_high: float | None = None
     unstable: bool | None = None  # the interval stayed wider than --inductor-speedup-precision
     device_speedup: float | None = None  # median of the per-round ratios of CUDA device time
+    # peak CUDA memory of a steady call (compiled bench items that passed, timed on CUDA; None on the CPU, which has
+    # no allocator peak): torch.cuda.max_memory_allocated over the call, so everything resident counts (weights,
+    # inputs, a frozen model's copies of its weights, CUDA-graph pools), the same for both calls
+    eager_peak_mib: float | None = None  # the model's own module called uncompiled
+    compiled_peak_mib: float | None = None
+    memory_ratio: float | None = None  # eager peak / compiled peak: above 1, compiled needs less memory
     # memory when a sample's triple began, after the previous triple was released: flat over a run when nothing leaks
     pid: int | None = None  # the process that ran it: a new worker after a crash, a timeout or recycling
     rss_mib: float | None = None  # resident memory of the process that ran it
@@ -105,9 +111,11 @@ class ItemRecord:
         return self.outcome in FAILURES
 
     def drop_speedup(self) -> None:
-        """A failed item has no speedup (a wrong program's speed is no speedup), nor the paired figures behind it."""
+        """A failed item has no speedup (a wrong program's speed is no speedup), nor the paired figures behind it,
+        nor peaks of memory."""
         self.speedup = self.speedup_low = self.speedup_high = self.unstable = self.device_speedup = None
         self.eager_median = self.compiled_median = self.eager_device_time_ms = self.paired_rounds = None
+        self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None
 
     @property
     def counts_as_check(self) -> bool:

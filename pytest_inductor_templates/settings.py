@@ -32,6 +32,7 @@ ON_OFF = ("on", "off")
 TF32_VALUES = ON_OFF  # --inductor-tf32; absent: torch's own flags
 RECYCLE_TRIPLES = 100  # --inductor-recycle-triples' default
 DIAGNOSE_BUDGET = 300.0  # --inductor-diagnose-budget's default, seconds
+CPU_PROBE_SECONDS = 1.0  # --inductor-cpu-probe's default
 DIAGNOSE_MAX = 20  # --inductor-diagnose-max's default
 REPRO_DIR = "inductor-repros"  # --inductor-repro-dir's default, under the invocation directory
 
@@ -222,6 +223,12 @@ OPTIONS = (
         "PCT",
     ),
     Option(
+        "inductor_cpu_probe",
+        "before timing, probe for SECONDS whether the CPU's speed holds still, and say so in the header and the "
+        f"results (default {CPU_PROBE_SECONDS:g}; 0: no probe)",
+        "SECONDS",
+    ),
+    Option(
         "inductor_list_templates",
         "list every template, its settings and availability, then exit",
         ini_type=None,
@@ -322,6 +329,8 @@ class Settings:
         threads = _positive(self.get("inductor_timing_threads"), int, "a whole number of threads such as 4")
         self.timing_threads = int(threads) if threads is not None else None
         self.speedup_precision = _percent(self.get("inductor_speedup_precision"))
+        probe = self.get("inductor_cpu_probe")
+        self.cpu_probe = _seconds_or_zero(probe) if probe is not None else CPU_PROBE_SECONDS
         self.fullgraph = bool(self.value("inductor_fullgraph"))
         self.require_effect = bool(self.value("inductor_require_effect"))
         self.fresh_cache = bool(self.value("inductor_fresh_cache"))
@@ -447,6 +456,17 @@ def _on_off(raw: Sourced[Any] | None, default: bool) -> bool:
     if value not in ON_OFF:
         raise raw.usage_error(f"expected on or off, got {raw.value!r}")
     return value == "on"
+
+
+def _seconds_or_zero(raw: Sourced[Any]) -> float:
+    """A finite number of seconds, 0 or more."""
+    try:
+        value = float(str(raw.value).strip())
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise raw.usage_error(f"expected a number of seconds such as 1, or 0 for none, got {raw.value!r}")
+    return value
 
 
 def _percent(raw: Sourced[Any] | None) -> float | None:

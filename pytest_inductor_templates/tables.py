@@ -43,21 +43,48 @@ def seconds(value: float) -> str:
     return f"{value / 1e-9:.3g} ns"
 
 
-def speedup_text(record: ItemRecord) -> str:
+NOISE_SPAN = 2.0  # an interval whose high end is more than this times its low end is noise, not a figure
+MEDIANS_MARGIN = 1.25  # pytest-benchmark's medians (unpaired) may sit this far outside the interval
+
+
+def medians_ratio(record: ItemRecord, eager: ItemRecord | None) -> float | None:
+    """Eager's pytest-benchmark median over the compiled item's, where both items have one."""
+    if eager is None or not eager.median or not record.median:
+        return None
+    return eager.median / record.median
+
+
+def speedup_text(record: ItemRecord, eager: ItemRecord | None = None) -> str:
     """``1.23x ±2.1%``: the speedup and the half-width of its 95% interval; ``unstable`` when the interval
-    stayed wider than the target; ``n/a`` without a speedup."""
+    stayed wider than the target; ``noise [0.31x, 4.2x]`` when the interval spans more than 2x (no point
+    figure then); ``n/a`` without a speedup. With the cell's ``eager`` item, a note where pytest-benchmark's
+    medians of the two items contradict the interval (beyond ``MEDIANS_MARGIN`` outside it)."""
     if record.speedup is None:
         return "n/a"
-    text = times(record.speedup)
-    if record.speedup_low is not None and record.speedup_high is not None and record.speedup > 0:
-        text += f" ±{percent((record.speedup_high - record.speedup_low) / 2 / record.speedup)}"
-    return text + (" unstable" if record.unstable else "")
+    low, high = record.speedup_low, record.speedup_high
+    if low is not None and high is not None and (low <= 0 or high / low > NOISE_SPAN):
+        text = f"noise [{times(max(low, 0.0))}, {times(high)}]"
+    else:
+        text = times(record.speedup)
+        if low is not None and high is not None:
+            text += f" ±{percent((high - low) / 2 / record.speedup)}"
+        text += " unstable" if record.unstable else ""
+    ratio = medians_ratio(record, eager)
+    if ratio is not None and low is not None and high is not None:
+        if ratio > high * MEDIANS_MARGIN or ratio < low / MEDIANS_MARGIN:
+            text += f" (benchmark medians disagree: {times(ratio)})"
+    return text
 
 
-def speedup_cell(record: ItemRecord | None) -> str:
+def speedup_cell(record: ItemRecord | None, eager: ItemRecord | None = None) -> str:
     """A speedup in a table (``speedup_text``); a failed item's outcome instead; ``-`` where nothing ran."""
     if record is None:
         return "-"
     if record.failed and record.outcome is not None:
         return SHORT_NAMES[record.outcome]
-    return speedup_text(record)
+    return speedup_text(record, eager)
+
+
+def memory_cell(record: ItemRecord | None) -> str:
+    """The memory ratio (eager peak / compiled peak) in a table: ``1.25x``; ``-`` where none was measured."""
+    return times(record.memory_ratio) if record is not None and record.memory_ratio is not None else "-"

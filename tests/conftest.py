@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="slow: left out of CI; run with --run-slow"))
 
 
-FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3")  # inner runs: short timing
+FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "--inductor-cpu-probe=0")  # inner runs: short timing
 QUIET = ("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")  # inner runs: no cache, no torch warning
 
 

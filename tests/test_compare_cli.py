@@ -359,7 +359,8 @@ def test_plot_writes_a_png(runs, tmp_path: Path) -> None:
 
 
 GATES_EXPECTED = (
-    "expected speedup:N% (e.g. speedup:5%), compile-time:N% (e.g. compile-time:20%), graph-breaks or correctness"
+    "expected speedup:N% (e.g. speedup:5%), compile-time:N% (e.g. compile-time:20%), memory:N% (e.g. memory:10%), "
+    "graph-breaks or correctness"
 )
 
 

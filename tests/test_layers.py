@@ -26,7 +26,7 @@ LAYERS = (  # top to bottom, as docs/design.md draws them; a module may import i
     ("settings",),
     ("tables", "dashboard"),
     ("record",),
-    ("outcomes", "tolerance", "machine", "memory", "phases", "limits"),
+    ("outcomes", "tolerance", "machine", "memory", "phases", "limits", "cpu_speed"),
 )
 ENGINE_ONLY = {"run_check", "effects_of", "default_code_of", "measure", "time_paired", "time_rounds"}
 

@@ -52,6 +52,27 @@ def test_the_rule_that_decided_reaches_the_record_and_the_report() -> None:
     assert "- corpus/opt/default/cpu: accuracy_fail: call 1 of 2: out[0]: ..." in report  # the first comparison
 
 
+def test_a_speedup_whose_interval_means_nothing_prints_as_noise_and_contradicting_medians_are_named() -> None:
+    """A loaded 2-core machine once printed ``attention 3.75x ±268%`` while pytest-benchmark's medians were eager
+    64 us and compiled 60 ms: no ``±N%`` past 100%, no point figure for a span over 2x, the medians named."""
+    from pytest_inductor_templates.report.terminal import speedup_table
+
+    attention = ItemRecord("builtin/attention", "default", "cpu", "bench", outcome=Outcome.PASS, speedup=3.75)
+    attention.speedup_low, attention.speedup_high, attention.unstable, attention.median = -6.3, 13.8, True, 0.060
+    eager = ItemRecord("builtin/attention", "eager", "cpu", "bench", outcome=Outcome.PASS, median=64e-6)
+    assert speedup_text(attention) == "noise [0x, 13.8x]"
+    assert speedup_text(attention, eager) == "noise [0x, 13.8x]"  # such an interval holds even 0.00107x
+    attention.speedup_low, attention.speedup_high = 1.9, 4.1  # a span of 2.2x: still no point figure
+    assert speedup_text(attention, eager) == "noise [1.9x, 4.1x] (benchmark medians disagree: 0.00107x)"
+    attention.speedup_low, attention.speedup_high, attention.unstable = 3.6, 3.9, False
+    eager.median = 3.7 * attention.median  # unpaired medians near the interval agree with it
+    assert speedup_text(attention, eager) == "3.75x ±4%"
+    eager.median = 3.9 * 1.3 * attention.median
+    assert speedup_text(attention, eager) == "3.75x ±4% (benchmark medians disagree: 5.07x)"
+    row = next(line for line in speedup_table([eager, attention]) if line.startswith("builtin/attention"))
+    assert row.endswith("3.75x ±4% (benchmark medians disagree: 5.07x)")
+
+
 def test_a_speedup_reads_with_significant_digits_and_its_interval_and_is_dropped_on_failure() -> None:
     record = ItemRecord("s", "default", "cpu", "bench", outcome=Outcome.PASS, speedup=0.00123)
     assert speedup_text(record) == "0.00123x"  # never 0.00x

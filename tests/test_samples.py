@@ -307,19 +307,23 @@ def test_xdist_runs_every_item_once(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=3 * 2 * 2, failed=len(BROKEN), skipped=len(BROKEN) * (2 * 2 - 1))
 
 
+BF16_ON_CI = ("attention", "gemm_fp16", "conv_bn", "norm_softmax")  # the others too under --run-slow
+
+
 @no_cuda_machine
-def test_builtins_pass_in_bfloat16_under_every_template_available_on_cpu(pytester: pytest.Pytester) -> None:
+def test_builtins_pass_in_bfloat16_under_every_template_available_on_cpu(
+    pytester: pytest.Pytester, request: pytest.FixtureRequest
+) -> None:
+    """Every template's bfloat16 verdicts on the built-ins (on CI four of them: every template compiles each)."""
+    every = request.config.getoption("--run-slow")
+    chosen = () if every else ("-k", " or ".join(BF16_ON_CI))
     result = pytester.runpytest_subprocess(
-        "--inductor-samples",
-        "--inductor-template=all",
-        "--inductor-sample-dtype=bfloat16",
-        "--benchmark-skip",
-        "--junitxml=out.xml",
-        *QUIET,
-    )
+        "--inductor-samples", "--inductor-template=all", "--inductor-sample-dtype=bfloat16", "--benchmark-skip",
+        "--junitxml=out.xml", *chosen, *QUIET,
+    )  # fmt: skip
     columns = 6  # eager, default, cpp_wrapper, max_autotune, freezing, aten
-    result.assert_outcomes(passed=len(BUILTIN_SAMPLES) * columns, skipped=len(BUILTIN_SAMPLES) * columns)
-    n = len(BUILTIN_SAMPLES)
+    n = len(BUILTIN_SAMPLES) if every else len(BF16_ON_CI)
+    result.assert_outcomes(passed=n * columns, skipped=n * columns)
     result.stdout.fnmatch_lines(
         ["builtin/gemm_fp16@bfloat16 *pass*", f"aten * {n} * {n} * 0 * 0 * 0 * 0 * 0 * 0 * 100%"]
     )

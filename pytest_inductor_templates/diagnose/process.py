@@ -84,7 +84,8 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
         package_root = str(Path(__file__).resolve().parents[2])
         (work / SYS_PATH).write_text(json.dumps([package_root, *request.sys_path]))
         env = dict(os.environ)
-        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no compile-worker pool to start, or to kill
+        if request.device.type == "cpu":  # a pool would cost more to start than C++ kernels save; on a GPU its
+            env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # Triton compiles in parallel (_kill ends it)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         output = work / "output.txt"
         stopped = crashed = None

@@ -24,6 +24,7 @@ from ..machine import Device, device_scope
 from ..outcomes import ENDED_EARLY, UNTIMEABLE, Outcome
 from ..templates.selection import Selection
 from ..timing.measure import Timing, TimingPlan, measure
+from ..timing.memory_peak import PeakMemory, peak_memory
 from ..tolerance import Tolerance
 
 NOT_TIMED = UNTIMEABLE | ENDED_EARLY | {Outcome.SKIPPED}  # nothing ran to time, or eager has no reproducible answer
@@ -88,11 +89,13 @@ class Footprint:
 @dataclass
 class CellResult:
     """A cell's verdict, its compile figures (None for the eager row or a model never built), its timing (None
-    when not timed), and for a sample the process that ran it."""
+    when not timed), eager's and compiled's peak CUDA memory (None but for a compiled bench item that passed and
+    was timed on CUDA), and for a sample the process that ran it."""
 
     verdict: Verdict
     stats: CompileStats | None = None
     timing: Timing | None = None
+    peak: PeakMemory | None = None
     footprint: Footprint | None = None
     tf32: str | None = None  # the TF32 mode it ran in (--inductor-tf32), None where torch's flags were left alone
     ended: bool = False  # the process running it was lost (crashed, timed out) during this request
@@ -140,16 +143,33 @@ def time_subject(subject: Subject, plan: TimingPlan, paired: bool) -> Timing:
     return measure(run, eager_run, subject.device.type == "cuda", plan)
 
 
+def peak_of(subject: Subject) -> PeakMemory | None:
+    """Eager's and the compiled model's peak CUDA memory of a steady call, called as timing calls them, with the same
+    memory resident: eager is the compiled model's own module called uncompiled (no second copy of the weights).
+    None off CUDA."""
+    if subject.device.type != "cuda":
+        return None
+    phases.enter(phases.PEAK_MEMORY)
+    inputs, steady, target = subject.inputs[0], subject.model.steady(), subject.model.target
+    eager = no_grad_call(target) if subject.selection.inference_only else target
+    eager_run = lambda: subject.timed_call(eager, inputs)  # noqa: E731
+    return peak_memory(eager_run, lambda: subject.timed_call(steady, inputs), subject.device)
+
+
 def run_cell(
     subject: Subject, policy: CheckPolicy, plan: TimingPlan | None = None, verdict: Verdict | None = None
 ) -> CellResult:
     """Check ``subject`` (unless ``verdict`` is its verdict already), then, with a ``plan``, time it when the check
-    left something to time: paired with eager when it passed and compiles. All of it in the policy's TF32 mode."""
+    left something to time: paired with eager when it passed and compiles, and then, on CUDA, with both peaks of
+    memory measured. All of it in the policy's TF32 mode."""
     with device_scope(subject.device), tf32_scope(policy.tf32):
         verdict = verdict or check(subject, policy)
         stats = subject.model.stats if subject.selection.compiles else None
-        timing = None
+        timing: Timing | None = None
+        peak: PeakMemory | None = None
         if plan is not None and verdict.result.outcome not in NOT_TIMED:
             paired = subject.selection.compiles and verdict.result.outcome is Outcome.PASS
             timing = time_subject(subject, plan, paired)
-    return CellResult(verdict, stats, timing, tf32=policy.tf32)
+            if timing.paired is not None:  # the fresh eager model of the paired rounds is gone by now
+                peak = peak_of(subject)
+    return CellResult(verdict, stats, timing, peak=peak, tf32=policy.tf32)

@@ -2,9 +2,10 @@
 
 Every item of the plugin (sample items, and user tests that use ``inductor_check`` or ``inductor_benchmark``)
 carries an ``ItemRecord`` in its stash, started at collection (``new_record``, ``start``). The item ends through
-``conclude``, which writes its cell's result (verdict, compile figures, timing, footprint) and passes, fails or
-skips it; at report time ``complete`` gives an outcome to an item that got none (skipped, errored) and puts the
-record into the report's ``user_properties``, the one transport to JUnit XML and to pytest-xdist's controller.
+``conclude``, which writes its cell's result (verdict, compile figures, timing, peaks of memory, footprint) and
+passes, fails or skips it; at report time ``complete`` gives an outcome to an item that got none (skipped, errored)
+and puts the record into the report's ``user_properties``, the one transport to JUnit XML and to pytest-xdist's
+controller.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def crashed_record(nodeid: str, worker: str, cases: list[tuple[str, str]]) -> It
 
 
 def write_cell(record: ItemRecord, cell: CellResult) -> None:
-    """Write a cell's verdict, compile figures, timing and footprint into ``record``."""
+    """Write a cell's verdict, compile figures, timing, peaks of memory and footprint into ``record``."""
     verdict, stats, timing = cell.verdict, cell.stats, cell.timing
     result = verdict.result
     record.outcome, record.reason, record.tolerance_level = result.outcome, result.reason, result.level
@@ -117,6 +118,9 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
             cell.footprint.rss_mib,
             cell.footprint.cuda_mib,
         )
+    if cell.peak is not None:
+        record.eager_peak_mib, record.compiled_peak_mib = cell.peak.eager_mib, cell.peak.compiled_mib
+        record.memory_ratio = cell.peak.ratio
     if timing is None or timing.rounds is None:
         return
     record.threads, record.warmup_calls, record.timer = timing.threads, timing.warmup_calls, timing.timer

@@ -11,11 +11,15 @@ import pytest
 from ..dashboard import summary_table
 from ..outcomes import SHORT_NAMES, Outcome
 from ..record import EAGER, ItemRecord, geomean
-from ..tables import render, speedup_cell, times
+from ..tables import memory_cell, render, speedup_cell, times
 from .book import RecordBook
 
 VERDICTS = ("effect", "no effect", "not observed")
 SPEEDUP_TITLE = "speedup over eager (median of paired rounds, ±half-width of its 95% interval)"
+MEMORY_NOTE = (
+    "memory columns: eager's peak CUDA memory in a steady call / the compiled model's (above 1x the compiled model "
+    "needs less; the weights, inputs and frozen copies resident on the device count in both)"
+)
 XDIST_NOTE = (
     "pytest-xdist is active, so pytest-benchmark disabled timing: bench items ran once, untimed, and no "
     "speedups were computed; the checks ran as usual. Run without -n to time, or with -n equal to the "
@@ -75,18 +79,28 @@ def effect_table(records: list[ItemRecord]) -> list[str]:
 
 def speedup_table(records: list[ItemRecord]) -> list[str]:
     """Samples (per device) x templates, cells of speedups over eager with their intervals (a failed item: its
-    outcome), a geomean row."""
+    outcome), and beside a template whose items have memory ratios, a column of them; a geomean row."""
     compiled = [r for r in records if r.kind == "bench" and r.template != EAGER]
     if not compiled:
         return []
     templates = list(dict.fromkeys(r.template for r in compiled))
+    measured = {r.template for r in compiled if r.memory_ratio is not None}
+    columns = [(t, memory) for t in templates for memory in (False, True) if not memory or t in measured]
     cells = {(f"{r.sample} [{r.device}]", r.template): r for r in compiled}
-    rows = [
-        [row, *(speedup_cell(cells.get((row, t))) for t in templates)] for row in dict.fromkeys(k for k, _ in cells)
-    ]
-    means = [geomean(r.speedup for r in compiled if r.template == t and r.speedup is not None) for t in templates]
+    eager = {f"{r.sample} [{r.device}]": r for r in records if r.kind == "bench" and r.template == EAGER}
+
+    def cell(row: str, template: str, memory: bool) -> str:
+        record = cells.get((row, template))
+        return memory_cell(record) if memory else speedup_cell(record, eager.get(row))
+
+    rows = [[row, *(cell(row, t, memory) for t, memory in columns)] for row in dict.fromkeys(k for k, _ in cells)]
+    figures = {(t, memory): [r.memory_ratio if memory else r.speedup for r in compiled if r.template == t]
+               for t, memory in columns}  # fmt: skip
+    means = [geomean(v for v in figures[column] if v is not None) for column in columns]
     rows.append(["geomean", *(times(m) if m is not None else "n/a" for m in means)])
-    return render(["sample [device]", *templates], rows, right=range(1, len(templates) + 1))
+    header = [f"{t} memory" if memory else t for t, memory in columns]
+    table = render(["sample [device]", *header], rows, right=range(1, len(columns) + 1))
+    return [*table, "", MEMORY_NOTE] if measured else table
 
 
 class TerminalSummary:

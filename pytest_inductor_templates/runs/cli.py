@@ -18,15 +18,17 @@ from .files import RunError, load, merge, write_text
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 
 
-GATES = ("speedup", "compile-time", "graph-breaks", "correctness")
+LIMITED = ("speedup", "compile-time", "memory")  # the conditions with a limit, KIND:N%
+GATES = (*LIMITED, "graph-breaks", "correctness")
 
 
 def fail_on(text: str) -> tuple[str, float]:
-    """``speedup:5%`` or ``compile-time:20%`` (a fraction, 0.05), ``graph-breaks`` or ``correctness``."""
+    """``speedup:5%``, ``compile-time:20%`` or ``memory:10%`` (a fraction, 0.05), ``graph-breaks`` or
+    ``correctness``."""
     if text in ("correctness", "graph-breaks"):
         return (text, 0.0)
     kind, _, limit = text.partition(":")
-    if kind in ("speedup", "compile-time") and limit:
+    if kind in LIMITED and limit:
         try:
             value = float(limit.removesuffix("%"))
         except ValueError:
@@ -35,8 +37,8 @@ def fail_on(text: str) -> tuple[str, float]:
             if value >= 0:
                 return (kind, value / 100)
     raise argparse.ArgumentTypeError(
-        f"{text!r}: expected speedup:N% (e.g. speedup:5%), compile-time:N% (e.g. compile-time:20%), graph-breaks or "
-        "correctness"
+        f"{text!r}: expected speedup:N% (e.g. speedup:5%), compile-time:N% (e.g. compile-time:20%), memory:N% "
+        "(e.g. memory:10%), graph-breaks or correctness"
     )
 
 
@@ -47,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 a --fail-on condition met, 2 bad usage, an unusable file or nothing to compare.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    compare = commands.add_parser("compare", help="speedup, time and correctness changes from BASE to NEW")
+    compare = commands.add_parser("compare", help="speedup, time, memory and correctness changes from BASE to NEW")
     compare.add_argument("base", metavar="BASE.json")
     compare.add_argument("new", metavar="NEW.json")
     compare.add_argument(
@@ -59,8 +61,9 @@ def _parser() -> argparse.ArgumentParser:
         help="exit 1 when a template's speedup fell significantly further than N%% on any sample or in its "
         "geomean: the change's whole 95%% interval, from both runs' intervals, lies below -N%% (speedup:N%%); "
         "when an item's compile time (or a template's mean), compiled in the same cache state by as many "
-        "pytest-xdist workers, grew by more than N%% and by 1 s or more (compile-time:N%%); when an item gained "
-        "graph breaks or recompiles (graph-breaks); or when an item newly fails (correctness); repeatable",
+        "pytest-xdist workers, grew by more than N%% and by 1 s or more (compile-time:N%%); when an item's memory "
+        "ratio (eager peak / compiled peak, CUDA) fell by more than N%% (memory:N%%); when an item gained graph "
+        "breaks or recompiles (graph-breaks); or when an item newly fails (correctness); repeatable",
     )
     compare.add_argument("--format", choices=("table", "markdown", "json"), default="table")
     merge_command = commands.add_parser("merge", help="one run from shards run on other workers or machines")
@@ -97,6 +100,7 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"speedups not compared: {why}", file=sys.stderr)
     if compile_why:
         print(f"compile times not compared: {compile_why}", file=sys.stderr)
+    failures += _memory_failures(comparison, limits["memory"], failures)
     if args.format == "json":
         print(comparing.as_json(comparison, failures))
         return EXIT_REGRESSION if failures else EXIT_OK
@@ -112,6 +116,19 @@ def _compare(args: argparse.Namespace) -> int:
         print("\n" + ("**FAILED**" if markdown else "FAILED") + ":")
         print("\n".join(f"- {line}" for line in failures))
     return EXIT_REGRESSION if failures else EXIT_OK
+
+
+def _memory_failures(comparison: comparing.RunComparison, limits: list[float], failures: list[str]) -> list[str]:
+    """The memory ratios that fell by more than each limit. No ratio in both runs is nothing to compare (a RunError),
+    unless ``failures`` already fail the run: then it is said on stderr."""
+    if not limits:
+        return []
+    if (why := comparison.memory_incomparable()) is not None:
+        if not failures:
+            raise RunError(f"nothing to compare: {why}")
+        print(f"memory ratios not compared: {why}", file=sys.stderr)
+        return []
+    return [line for limit in limits for line in comparison.memory_drops(limit)]
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
-"""Comparing two saved runs: speedup changes per template (a ratio of ratios) with their 95% intervals, time and
-correctness changes, the compile figures (``compile_changes``), and the gate: a speedup regressed when it fell
-significantly further than the limit."""
+"""Comparing two saved runs: speedup changes per template (a ratio of ratios) with their 95% intervals, time,
+memory-ratio and correctness changes, the compile figures (``compile_changes``), and the gate: a speedup regressed
+when it fell significantly further than the limit; a memory ratio when it fell further than its limit."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cpu_speed import unsteady_note
 from ..outcomes import FAILURES, Outcome
 from ..record import EAGER, ItemRecord, geomean
 from ..tables import render, seconds, speedup_text, times
@@ -103,6 +104,20 @@ class Row:
         that moved because eager did (the machine, eager's own code) is no change of the compiled program."""
         return self._change_of("eager_median")
 
+    @property
+    def base_memory_ratio(self) -> float | None:
+        return self.base.memory_ratio if self.base else None
+
+    @property
+    def new_memory_ratio(self) -> float | None:
+        return self.new.memory_ratio if self.new else None
+
+    @property
+    def memory_change(self) -> float | None:
+        """new memory ratio / base memory ratio - 1 (below 0: the compiled model got heavier against eager); None
+        where a run has no ratio (measured on CUDA only) or the runs passed the weights differently."""
+        return None if self.weights_differ else self._change_of("memory_ratio")
+
     def _change_of(self, name: str) -> float | None:
         """new / base - 1 of a record field; None where a run lacks it (runs saved before paired timing)."""
         base, new = getattr(self.base, name, None), getattr(self.new, name, None)
@@ -192,6 +207,33 @@ class RunComparison:
                 line += f"; change {_change(change, interval)}{sides})"
                 (flagged if regressed(change, interval, limit) else waived).append(line)
         return flagged, waived
+
+    def memory_drops(self, limit: float) -> list[str]:
+        """Where an item's memory ratio (eager peak / compiled peak) fell by more than ``limit`` (a fraction): the
+        compiled model got heavier against eager. Peaks of a steady call carry no interval: the change is judged as
+        it is."""
+        found = []
+        for template in self.templates:
+            for r in template.rows:
+                if r.memory_change is None or r.memory_change >= -limit:
+                    continue
+                found.append(
+                    f"{template.template}: memory ratio on {r.sample} [{r.device}] fell {-r.memory_change:.1%} "
+                    f"({_x(r.base_memory_ratio)} -> {_x(r.new_memory_ratio)}; compiled peak "
+                    f"{_peaks(r, 'compiled_peak_mib')}, eager peak {_peaks(r, 'eager_peak_mib')})"
+                )
+        return found
+
+    def memory_incomparable(self) -> str | None:
+        """Why no memory ratio compares (none in both runs), or None."""
+        if any(r.memory_change is not None for t in self.templates for r in t.rows):
+            return None
+        measured = [sum(c.bench is not None and c.bench.memory_ratio is not None for c in run.cells.values())
+                    for run in (self.base, self.new)]  # fmt: skip
+        return (
+            f"no compiled entry has a memory ratio in both runs (base has {measured[0]}, new has {measured[1]}; peaks "
+            "are measured on CUDA only, by compiled bench items that passed and were timed)"
+        )
 
     @property
     def weights_differ(self) -> list[Row]:
@@ -290,6 +332,12 @@ def _x(value: float | None) -> str:
     return "n/a" if value is None else times(value)
 
 
+def _peaks(row: Row, name: str) -> str:
+    """A peak of memory in both runs: ``512 -> 768 MiB``."""
+    base, new = (getattr(record, name, None) for record in (row.base, row.new))
+    return f"{'n/a' if base is None else format(base, 'g')} -> {'n/a' if new is None else format(new, 'g')} MiB"
+
+
 def _change(change: float | None, interval: tuple[float, float] | None) -> str:
     """``-2.4% [-5.1%, +0.4%]``: a change and its 95% interval (when both runs give intervals)."""
     if change is None:
@@ -332,6 +380,24 @@ def _cells(row: Row) -> list[str]:
     ]
 
 
+MEMORY_HEADER = "memory ratio (change)"  # a column of its own where a row has a memory ratio in either run
+
+
+def _memory_cell(row: Row) -> str:
+    """``1.02x -> 0.81x (-20.6%)``: both runs' memory ratios (eager peak / compiled peak) and the change."""
+    return f"{_x(row.base_memory_ratio)} -> {_x(row.new_memory_ratio)} ({_pct(row.memory_change)})"
+
+
+def _table(template: TemplateComparison, markdown: bool) -> list[str]:
+    """A template's rows, with the memory ratio column where any row has one."""
+    if not template.rows:
+        return []
+    memory = any(r.base_memory_ratio is not None or r.new_memory_ratio is not None for r in template.rows)
+    header = [*HEADER, MEMORY_HEADER] if memory else HEADER
+    rows = [[*_cells(r), _memory_cell(r)] if memory else _cells(r) for r in template.rows]
+    return render(header, rows, right=range(1, 8), markdown=markdown)
+
+
 def _count(number: int, what: str) -> str:
     return f"{number} {what}{'' if number == 1 else 's'}"
 
@@ -360,6 +426,8 @@ def _notes(comparison: RunComparison) -> list[str]:
             "may change with the mode alone (TF32 off sees faults below TF32's rounding)"
         )
     for which, run in (("base", comparison.base), ("new", comparison.new)):
+        if moved := unsteady_note(run.data.get("machine_info", {})):
+            notes.append(f"note: in the {which} run, {moved}")
         if run.partial:
             notes.append(f"note: the {which} run is partial ({run.partial}): items it lacks show as only in the other")
     if comparison.weights_differ:
@@ -379,7 +447,7 @@ def as_table(comparison: RunComparison) -> str:
     lines = _notes(comparison)
     for template in comparison.templates:
         lines += ["", f"template {template.template}: {_geomean_line(template)}"]
-        lines += render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8)) if template.rows else []
+        lines += _table(template, markdown=False)
     return "\n".join(lines + compile_changes.lines(comparison.compiles, markdown=False))
 
 
@@ -388,16 +456,13 @@ def as_markdown(comparison: RunComparison) -> str:
     lines += [f"- {note}" for note in _notes(comparison)]
     for template in comparison.templates:
         lines += ["", f"### {template.template}: {_geomean_line(template)}", ""]
-        lines += (
-            render(HEADER, [_cells(r) for r in template.rows], right=range(1, 8), markdown=True)
-            if template.rows
-            else []
-        )
+        lines += _table(template, markdown=True)
     return "\n".join(lines + compile_changes.lines(comparison.compiles, markdown=True))
 
 
 def _row_json(row: Row) -> dict[str, Any]:
     fields = ("speedup", "speedup_low", "speedup_high", "unstable", "median", "eager_median", "compiled_median")
+    fields += ("eager_peak_mib", "compiled_peak_mib", "memory_ratio")
     data: dict[str, Any] = {"sample": row.sample, "device": row.device}
     data |= {"base_sample_weights": row.base_weights, "new_sample_weights": row.new_weights}
     for side, record in (("base", row.base), ("new", row.new)):
@@ -406,6 +471,7 @@ def _row_json(row: Row) -> dict[str, Any]:
     interval = row.change_interval
     data |= {"speedup_change": row.speedup_change, "time_change": row.time_change, "eager_change": row.eager_change}
     data["speedup_change_interval"] = list(interval) if interval else None
+    data["memory_change"] = row.memory_change
     return data
 
 

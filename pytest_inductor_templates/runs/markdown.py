@@ -1,10 +1,11 @@
-"""One run as markdown: samples x templates with outcome, effect and speedup, the summary per template, then the
-evidence."""
+"""One run as markdown: samples x templates with outcome, effect, speedup and memory ratio, the summary per template,
+then the evidence."""
 
 from __future__ import annotations
 
 from collections import Counter
 
+from ..cpu_speed import unsteady_note
 from ..dashboard import summary_table
 from ..outcomes import FAILURES, FIRST_COMPARISON
 from ..record import EAGER, ItemRecord, geomean
@@ -12,6 +13,10 @@ from ..tables import render, speedup_text, times
 from .files import Cell, Run
 
 MARK = {"effect": "effect", "no effect": "**no effect**", "not observed": "not observed"}
+MEMORY_LINE = (
+    "Memory: eager's peak CUDA memory in a steady call / the compiled model's (`memory 1.25x`: the compiled model "
+    "needs less; the weights, inputs and frozen copies resident on the device count in both)."
+)
 
 
 def _outcome(record: ItemRecord) -> str:
@@ -23,7 +28,7 @@ def _outcome(record: ItemRecord) -> str:
     return f"{outcome}, **NaN output**" if record.uncompared else outcome
 
 
-def _cell(cell: Cell | None) -> str:
+def _cell(cell: Cell | None, eager: Cell | None = None) -> str:
     if cell is None:
         return "-"
     verdict = cell.verdict
@@ -31,7 +36,9 @@ def _cell(cell: Cell | None) -> str:
     if verdict.effect:
         parts.append(MARK.get(verdict.effect, verdict.effect))
     if cell.bench is not None and cell.speedup is not None:
-        parts.append(speedup_text(cell.bench))
+        parts.append(speedup_text(cell.bench, eager.bench if eager else None))
+    if cell.bench is not None and cell.bench.memory_ratio is not None:
+        parts.append(f"memory {times(cell.bench.memory_ratio)}")
     return " / ".join(parts)
 
 
@@ -51,20 +58,38 @@ def weights_line(run: Run) -> str | None:
     return "GraphNet sample weights: " + "; ".join(parts) + "."
 
 
+def memory_ratios(run: Run, template: str) -> list[float]:
+    """The memory ratios of a template's bench items in ``run`` (measured on CUDA only)."""
+    benches = [c.bench for (_, t, _), c in run.cells.items() if t == template and c.bench is not None]
+    return [b.memory_ratio for b in benches if b.memory_ratio is not None]
+
+
 def as_markdown(run: Run) -> str:
-    """The run's samples x templates table (outcome / effect / speedup over eager), geomeans, evidence."""
+    """The run's samples x templates table (outcome / effect / speedup over eager / memory ratio), geomeans,
+    evidence."""
     templates = list(dict.fromkeys(t for _, t, _ in run.cells if t != EAGER))
     rows = list(dict.fromkeys((s, d) for s, _, d in run.cells))
-    body = [[f"{s} [{d}]", *(_cell(run.cells.get((s, t, d))) for t in templates)] for s, d in rows]
+    body = [
+        [f"{s} [{d}]", *(_cell(run.cells.get((s, t, d)), run.cells.get((s, EAGER, d))) for t in templates)]
+        for s, d in rows
+    ]
     means = []
     for template in templates:
         speedups = [c.speedup for (_, t, _), c in run.cells.items() if t == template and c.speedup is not None]
         mean = geomean(speedups)
         means.append(f"{times(mean)} over {len(speedups)}" if mean is not None else "n/a")
     body.append(["geomean speedup", *means])
+    ratios = {t: memory_ratios(run, t) for t in templates}
+    if any(ratios.values()):
+        memory = [(geomean(found), len(found)) for found in ratios.values()]
+        body.append(["geomean memory ratio", *(f"{times(m)} over {n}" if m else "n/a" for m, n in memory)])
     lines = render(["sample [device]", *(f"`{t}`" for t in templates)], body, markdown=True)
+    if any(ratios.values()):
+        lines += ["", MEMORY_LINE]
     if (weights := weights_line(run)) is not None:
         lines = [weights, "", *lines]
+    if (moved := unsteady_note(run.data.get("machine_info", {}))) is not None:
+        lines = [f"Note: {moved}.", "", *lines]
     if run.partial:
         lines = [f"**Partial run** ({run.partial}): the items that had not ended are missing.", "", *lines]
     if summary := summary_table(run.records, markdown=True):

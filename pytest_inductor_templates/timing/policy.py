@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
+from ..cpu_speed import Steadiness, probe
 from ..settings import Settings
 from .paired import DEFAULT_PRECISION
 from .threads import default_threads, load_average, load_warning, usable_cpus
@@ -18,18 +20,28 @@ class TimingPolicy:
     threads: int
     precision: float = DEFAULT_PRECISION
     load_at_start: float | None = None
+    probe_seconds: float = 0.0  # the CPU-speed probe before timing (0: none)
 
     @classmethod
     def from_settings(cls, chosen: Settings) -> TimingPolicy:
         """The options' values, else the defaults: every usable CPU (shared among xdist workers), +-2%."""
         threads = chosen.timing_threads or default_threads()
-        return cls(threads, chosen.speedup_precision or DEFAULT_PRECISION, load_average())
+        return cls(threads, chosen.speedup_precision or DEFAULT_PRECISION, load_average(), chosen.cpu_probe)
+
+    @cached_property
+    def steadiness(self) -> Steadiness | None:
+        """What the CPU-speed probe saw, probed on first use (the run's header, where timing is on)."""
+        return probe(self.probe_seconds) if self.probe_seconds > 0 else None
 
     def machine_info(self) -> dict[str, Any]:
-        """What pytest-benchmark's ``machine_info`` gains: the timing threads, usable CPUs, load at start."""
-        return {"timing_threads": self.threads, "usable_cpus": usable_cpus(), "load_average": self.load_at_start}
+        """What pytest-benchmark's ``machine_info`` gains: the timing threads, usable CPUs, load at start, and
+        what the CPU-speed probe saw where the header probed."""
+        info = {"timing_threads": self.threads, "usable_cpus": usable_cpus(), "load_average": self.load_at_start}
+        found = self.__dict__.get("steadiness")  # never probed here: by now the timings are over
+        return {**info, **found.machine_info()} if found is not None else info
 
-    def header_lines(self) -> list[str]:
+    def header_lines(self, timed: bool = True) -> list[str]:
+        """The timing policy's header lines; where ``timed``, after the CPU-speed probe, its verdict."""
         lines = [
             f"inductor-templates: timing: {self.threads} intra-op thread(s); speedups paired with eager, "
             f"until their 95% interval is within ±{self.precision:.1%} (within half of each compiled item's max time; "
@@ -37,4 +49,6 @@ class TimingPolicy:
         ]
         if warning := load_warning(self.threads, self.load_at_start, usable_cpus()):
             lines.append(f"inductor-templates: warning: {warning}")
+        if timed and self.steadiness is not None:
+            lines.append(f"inductor-templates: {self.steadiness.line()}")
         return lines

@@ -1,0 +1,98 @@
+"""The CPU-speed probe: a run says at its start whether the CPU's speed held still, and its saved results say so.
+
+The unsteady machine is made, not mocked: a process that burns the CPU for 0.15 s, then sleeps 0.15 s, shares
+one CPU with the run, so the probe's loops alternate between a full and a shared CPU, as on a VM whose vCPU
+switches speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import cli, standalone_environment, usage_error_line
+from pytest_inductor_templates.cpu_speed import SLOW, UNSTEADY_SHARE, probe
+
+HOG = """
+import time
+while True:
+    end = time.time() + 0.15
+    while time.time() < end:
+        pass
+    time.sleep(0.15)
+"""
+pinnable = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins processes to a CPU (Linux)")
+
+
+def _on(cpu: int) -> None:
+    os.sched_setaffinity(0, {cpu})
+
+
+@pytest.fixture
+def two_speed_cpu() -> Iterator[int]:
+    """A CPU of this machine whose speed, for a process pinned to it, switches every 0.15 s."""
+    cpu = min(os.sched_getaffinity(0))
+    hog = subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=lambda: _on(cpu))
+    try:
+        yield cpu
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+@pinnable
+def test_the_probe_sees_a_cpu_whose_speed_switches(two_speed_cpu: int) -> None:
+    before = os.sched_getaffinity(0)
+    _on(two_speed_cpu)
+    try:
+        seen = probe(1.5, iterations=50_000)
+    finally:
+        os.sched_setaffinity(0, before)
+    assert seen.loops > 10 and seen.slow > UNSTEADY_SHARE and not seen.steady, seen
+    assert seen.line().startswith(f"CPU speed moves ({seen.slow:.0%} of {seen.loops} loops timed over 1.5 s ran over")
+
+
+@pinnable
+def test_a_run_on_an_unsteady_cpu_says_so_in_its_header_its_json_and_its_report(
+    tmp_path: Path, two_speed_cpu: int
+) -> None:
+    command = [
+        sys.executable, "-m", "pytest", "--inductor-samples", "--inductor-template=default", "--inductor-backend=eager",
+        "--inductor-devices=cpu",
+        "-k", "embedding and bench", "--inductor-cpu-probe=1.5", "--benchmark-max-time=0.05",
+        "--benchmark-min-rounds=3", "--benchmark-json=run.json", "-p", "no:cacheprovider", "-W", "ignore",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=tmp_path, capture_output=True, text=True, env=standalone_environment(),
+        preexec_fn=lambda: _on(two_speed_cpu),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:]
+    header = next(line for line in result.stdout.splitlines() if "CPU speed" in line)
+    assert header.startswith("inductor-templates: CPU speed moves ("), header
+    info = json.loads((tmp_path / "run.json").read_text())["machine_info"]
+    assert info["cpu_probe_seconds"] == 1.5 and info["cpu_slow_share"] > UNSTEADY_SHARE
+    assert f"{info['cpu_slow_share']:.0%} of {info['cpu_probe_loops']} loops" in header
+    report = cli("report", str(tmp_path / "run.json"))
+    assert report.returncode == 0, report.stderr
+    assert f"Note: the CPU's speed moved during this run's start ({info['cpu_slow_share']:.0%} of its probe's" in (
+        report.stdout
+    )
+    compared = cli("compare", str(tmp_path / "run.json"), str(tmp_path / "run.json"))
+    assert compared.stdout.count(f"ran over {SLOW}x the fastest): launch-bound speedups may differ") == 2
+
+
+def test_no_probe_under_zero_or_without_timing_and_a_bad_value_is_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    for switch in ("--inductor-cpu-probe=0", "--benchmark-skip"):
+        result = pytester.runpytest_inprocess("--inductor-samples", "--co", "-p", "no:cacheprovider", switch)
+        assert "CPU speed" not in result.stdout.str(), switch
+    line = usage_error_line(pytester.runpytest_inprocess("--inductor-cpu-probe=-1"))
+    assert line == (
+        "ERROR: --inductor-cpu-probe (command line): expected a number of seconds such as 1, or 0 for none, got '-1'"
+    )
