@@ -1,5 +1,6 @@
 """The summary per template that PyTorch's compiler dashboard reports: pass rate, geomean speedup, mean compile
-seconds (and the compile caches' states behind that mean), for the terminal and the command's ``report`` alike.
+seconds (and the compile caches' states behind that mean), geomean memory ratio, for the terminal and the command's
+``report`` alike.
 
 Each column is a function of one template's records; a column over a list of per-item values (a geomean, a mean)
 is one line of ``COLUMNS``. Neither torch nor pytest is imported here.
@@ -41,6 +42,11 @@ def by_template(records: list[ItemRecord]) -> dict[str, Template]:
     return found
 
 
+def values(records: list[ItemRecord], name: str) -> list[float]:
+    """The record field ``name`` of each of ``records`` that has it."""
+    return [value for r in records if (value := getattr(r, name)) is not None]
+
+
 def pass_rate(template: Template) -> str:
     """``67% (2/3)``: the cells that passed of those that ran (not skipped)."""
     ran = [r for r in template.verdicts if r.outcome is not Outcome.SKIPPED]
@@ -69,23 +75,25 @@ def cache_states(template: Template) -> str:
 class Column:
     header: str
     cell: Callable[[Template], str]
+    optional: bool = False  # left out where it is n/a in every row (memory ratios: measured on CUDA only)
+    figure: bool = True  # right-aligned
 
 
 COLUMNS = (
     Column("cells", lambda t: str(len(t.verdicts))),
     Column("pass rate", pass_rate),
-    Column("geomean speedup", lambda t: geomean_of([r.speedup for r in t.timed if r.speedup is not None])),
-    Column(
-        "mean compile",
-        lambda t: mean_seconds([r.compile_seconds for r in t.verdicts if r.compile_seconds is not None]),
-    ),
-    Column("compile cache", cache_states),
+    Column("geomean speedup", lambda t: geomean_of(values(t.timed, "speedup"))),
+    Column("mean compile", lambda t: mean_seconds(values(t.verdicts, "compile_seconds"))),
+    Column("compile cache", cache_states, figure=False),
+    Column("geomean memory ratio", lambda t: geomean_of(values(t.timed, "memory_ratio")), optional=True),
 )
 
 
 def summary_table(records: list[ItemRecord], markdown: bool = False) -> list[str]:
     """One row per compiled template; no lines when no compiled template has a record."""
     templates = by_template(records)
-    rows = [[name, *(c.cell(t) for c in COLUMNS)] for name, t in templates.items()]
-    header = ["template", *(c.header for c in COLUMNS)]
-    return render(header, rows, right=range(1, len(COLUMNS)), markdown=markdown) if rows else []
+    cells = {c.header: [c.cell(t) for t in templates.values()] for c in COLUMNS}
+    shown = [c for c in COLUMNS if not (c.optional and all(cell == "n/a" for cell in cells[c.header]))]
+    rows = [[name, *(cells[c.header][i] for c in shown)] for i, name in enumerate(templates)]
+    right = [i + 1 for i, c in enumerate(shown) if c.figure]
+    return render(["template", *(c.header for c in shown)], rows, right=right, markdown=markdown) if rows else []
