@@ -10,7 +10,7 @@ import pytest
 from . import hookspec, settings
 from .integrations.benchmark import BenchmarkJson, quiet_unused_fixture, timing_switched_off_by
 from .integrations.timeout import TimeoutWatch
-from .integrations.xdist import XdistHooks, group_triples, pin_this_worker
+from .integrations.xdist import XdistHooks, group_triples, pin_this_worker, worker_count
 from .items import user_tests
 from .items.sample_items import CASE_KEY, SAMPLE_MARKER, collect_sample_items, release_after
 from .items.session import TEMPLATES_MARKER, PluginState, plugin_state, templates_listing
@@ -76,7 +76,10 @@ def _register_reporting(config: pytest.Config, state: PluginState) -> None:
     options, timing = state.options, state.timing
     controller = not hasattr(config, "workerinput")  # not a pytest-xdist worker
     results = ResultsWriter(options.results) if options.results is not None and controller else None
-    info = lambda: {**machine_info(options.tf32), **timing.machine_info()}  # noqa: E731  (a copy: the cached one stays)
+
+    def info() -> dict[str, Any]:  # what machine_info gains (a copy: the cached one stays)
+        return {**machine_info(options.tf32), **timing.machine_info(), "xdist_workers": worker_count(config)}
+
     book = RecordBook(results, info)
     config.pluginmanager.register(book, BOOK_NAME)
     xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ

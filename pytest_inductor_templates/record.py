@@ -22,6 +22,7 @@ FORMAT = 3  # ``inductor_templates.format`` of the saved JSON; readers refuse ot
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
 PROPERTY_PREFIX = "inductor_"  # a record field ``outcome`` is the report property ``inductor_outcome``
 EAGER = "eager"  # the uncompiled reference row's template
+UNCACHED = "uncached"  # the cache state of a compile that consulted no compile cache (a backend other than Inductor)
 
 
 @dataclass
@@ -61,6 +62,8 @@ class ItemRecord:
     diagnosis_seconds: float | None = None  # what the diagnosis took
     # what compiling cost
     compile_seconds: float | None = None
+    compile_cache: str | None = None  # ``cold``, ``warm`` or ``mixed``: the compile caches' state; None: none consulted
+    compile_cache_lookups: dict[str, int] = field(default_factory=dict)  # the lookups behind it, by torch's counter
     graphs: int | None = None
     graph_breaks: int | None = None
     recompiles: int | None = None
@@ -99,6 +102,12 @@ class ItemRecord:
     def key(self) -> tuple[str, str, str]:
         """The matrix cell: (sample, template, device)."""
         return (self.sample, self.template, self.device)
+
+    @property
+    def cache_state(self) -> str | None:
+        """The compile caches' state of a compiled item: ``compile_cache``, or ``uncached`` where it consulted none;
+        None where nothing was compiled (the eager row, a compile that failed)."""
+        return None if self.compile_seconds is None else self.compile_cache or UNCACHED
 
     @property
     def failed(self) -> bool:

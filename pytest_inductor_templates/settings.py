@@ -133,6 +133,14 @@ OPTIONS = (
         values=TF32_VALUES,
     ),
     Option(
+        "inductor_fresh_cache",
+        "compile every (sample, template, device) triple and every user test with an empty Inductor and AOTAutograd "
+        "cache of its own, removed after it: every compile is cold (compile-time benchmarks); default: the caches in "
+        "force, so a rerun compiles warm",
+        ini_type="bool",
+        argparse={"action": "store_const", "const": True},
+    ),
+    Option(
         "inductor_diagnose",
         "diagnose every failing check (accuracy_fail, compile_fail, runtime_fail) after its verdict: the stage, the "
         "setting and the operator at fault, numerics or miscompile, and a standalone repro.py",
@@ -333,6 +341,7 @@ class Settings:
         self.cpu_probe = _seconds_or_zero(probe) if probe is not None else CPU_PROBE_SECONDS
         self.fullgraph = bool(self.value("inductor_fullgraph"))
         self.require_effect = bool(self.value("inductor_require_effect"))
+        self.fresh_cache = bool(self.value("inductor_fresh_cache"))
         self.diagnose = bool(self.value("inductor_diagnose"))
         budget = _positive(self.get("inductor_diagnose_budget"), float, "a number of seconds such as 120")
         self.diagnose_budget = budget if budget is not None else DIAGNOSE_BUDGET

@@ -35,6 +35,14 @@ def percent(fraction: float) -> str:
     return f"{fraction * 100:.0f}%" if fraction >= 1 else f"{fraction * 100:.2g}%"
 
 
+def seconds(value: float) -> str:
+    """A duration with three significant digits in a fitting unit: ``2.31 s``, ``412 ms``, ``3.1 us``, ``80 ns``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
+
+
 NOISE_SPAN = 2.0  # an interval whose high end is more than this times its low end is noise, not a figure
 MEDIANS_MARGIN = 1.25  # pytest-benchmark's medians (unpaired) may sit this far outside the interval
 

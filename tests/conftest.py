@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 FAST = ("--benchmark-max-time=0.05", "--benchmark-min-rounds=3", "--inductor-cpu-probe=0")  # inner runs: short timing
 QUIET = ("-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")  # inner runs: no cache, no torch warning
+
+
+def made_once(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, make: Callable[[Path], None]
+) -> Path:
+    """A folder ``name`` that ``make`` fills once a session: under pytest-xdist the first worker to need it makes it
+    and the others wait and read it (the recipe pytest-xdist documents for fixtures that should run once, with a
+    plain flock: no lock object is left for a finalizer to release at the worker's exit)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock, and no pytest-xdist run to keep apart
+        fcntl = None
+
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared.parent if worker_id != "master" else shared
+    root = shared / name
+    with open(shared / f"{name}.lock", "a") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (root / "made").exists():
+            root.mkdir(exist_ok=True)
+            make(root)
+            (root / "made").write_text("")
+    return root
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FAST, QUIET, cli, run_pytest
+from conftest import FAST, QUIET, cli, made_once, run_pytest
 from pytest_inductor_templates.record import FORMAT, ItemRecord
 from pytest_inductor_templates.tables import speedup_text
 
@@ -92,25 +92,8 @@ RUN_NAMES = ("base", "rerun", "failing", "slowed", "shard1", "shard2")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Path]:
     """Real runs: a base, a rerun, a run with a planted miscompile, one with a planted slowdown, and two shards
-    split by template (each with its eager row, as one CI job per template runs them). Made once a session:
-    under pytest-xdist the first worker to need them makes them and the others wait and read them (the recipe
-    pytest-xdist documents for fixtures that should run once, with a plain flock: no lock object is left for a
-    finalizer to release at the worker's exit)."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: no flock, and no pytest-xdist run of this module to keep apart
-        fcntl = None
-
-    shared = tmp_path_factory.getbasetemp()
-    shared = shared.parent if worker_id != "master" else shared
-    root = shared / "compare-runs"
-    with open(shared / "compare-runs.lock", "a") as lock:
-        if fcntl is not None:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not (root / "made").exists():
-            root.mkdir(exist_ok=True)
-            _make_runs(root)
-            (root / "made").write_text("")
+    split by template (each with its eager row, as one CI job per template runs them). Made once a session."""
+    root = made_once(tmp_path_factory, worker_id, "compare-runs", _make_runs)
     return {name: root / f"{name}.json" for name in RUN_NAMES}
 
 
@@ -375,6 +358,12 @@ def test_plot_writes_a_png(runs, tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
 
 
+GATES_EXPECTED = (
+    "expected speedup:N% (e.g. speedup:5%), compile-time:N% (e.g. compile-time:20%), memory:N% (e.g. memory:10%), "
+    "graph-breaks or correctness"
+)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -382,9 +371,9 @@ def test_plot_writes_a_png(runs, tmp_path: Path) -> None:
             ["compare", "missing.json", "missing.json"],
             "pytest-inductor-templates compare: error: missing.json: cannot read",
         ),
-        (
-            ["compare", "a.json", "b.json", "--fail-on", "speed:5"],
-            "expected speedup:N% (e.g. speedup:5%), memory:N% (e.g. memory:10%) or correctness",
+        *(
+            (["compare", "a.json", "b.json", "--fail-on", gate], f"'{gate}': {GATES_EXPECTED}")
+            for gate in ("speed:5", "compile-time", "compile-time:fast", "compile-time:-5%", "graph-breaks:1")
         ),
         (["compare", "plain.json", "plain.json"], "plain.json: no 'inductor_templates' section: not a run saved by"),
         (["compare", "notjson.json", "notjson.json"], "notjson.json: not JSON"),
@@ -491,6 +480,7 @@ def test_compare_counts_its_rows_and_leaves_out_entries_that_only_check(tmp_path
     title = next(line for line in lines if line.startswith("template default:"))
     assert title.endswith("over 1 sample timed in both runs; 1 check-only entry (no timing) not listed"), title
     rows = lines[lines.index(title) + 2 :]
+    rows = rows[: rows.index("")]  # the compile times follow, after a blank line
     assert len(rows) == 1 and "test_timed" in rows[0] and "test_checked" not in result.stdout
     data = json.loads(cli("compare", str(tmp_path / "run.json"), str(tmp_path / "run.json"), "--format", "json").stdout)
     assert data["templates"]["default"]["check_only"] == 1 and len(data["templates"]["default"]["rows"]) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 
@@ -170,7 +171,7 @@ def test_cuda_graph_rule_and_the_not_observed_verdicts() -> None:
     assert str(effects_from(cudagraphs, skipped, CompileEvidence(), "cuda", (9, 0))[0]) == (
         "cudagraphs: CUDA graphs skipped: mutated inputs (1 instances)"
     )
-    cached = CompileEvidence(codes=["extern_kernels.mm("], cache_hits=1)
+    cached = CompileEvidence(codes=["extern_kernels.mm("], cache_lookups=collections.Counter(fxgraph_cache_hit=1))
     max_autotune = Selection(template=TemplateRegistry()["max_autotune"])
     assert overall_effect(effects_from(max_autotune, CompileStats(graphs=1), cached, "cuda", (9, 0))) == "not observed"
     from_autotune_cache = CompileEvidence(codes=["extern_kernels.mm("], choices=12)

@@ -24,7 +24,7 @@ LAYERS = (  # top to bottom, as docs/design.md draws them; a module may import i
     ("templates",),
     ("runs",),
     ("settings",),
-    ("tables",),
+    ("tables", "dashboard"),
     ("record",),
     ("outcomes", "tolerance", "machine", "memory", "phases", "limits", "cpu_speed"),
 )

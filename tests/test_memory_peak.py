@@ -161,7 +161,8 @@ def test_a_bad_memory_limit_is_one_line_and_exit_2(planted, condition: str) -> N
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert errors == [
         f"pytest-inductor-templates compare: error: argument --fail-on: {condition!r}: expected speedup:N% "
-        "(e.g. speedup:5%), memory:N% (e.g. memory:10%) or correctness"
+        "(e.g. speedup:5%), compile-time:N% (e.g. compile-time:20%), memory:N% (e.g. memory:10%), graph-breaks or "
+        "correctness"
     ]
 
 
@@ -193,6 +194,9 @@ def test_the_report_and_the_terminal_table_show_memory_ratios(planted) -> None:
     assert "| geomean memory ratio | 1.15x over 2 |" in report  # the geomean of 0.667x and 2x
     assert any(line.startswith("Memory: eager's peak CUDA memory in a steady call") for line in report)
     assert "memory" not in cli("report", str(planted["run"])).stdout.lower()
+    summary = next(i for i, line in enumerate(report) if line.startswith("| template | cells |"))  # per template
+    assert report[summary].endswith("| compile cache | geomean memory ratio |"), report[summary]
+    assert report[summary + 2].startswith("| default | 2 |") and report[summary + 2].endswith("| 1.15x over 2 |")
     table = speedup_table(run.records)
     assert re.split(r"\s{2,}", table[0]) == ["sample [device]", "default", "default memory"]
     assert re.split(r"\s{2,}", next(line for line in table if line.startswith("builtin/launch_bound")))[-1] == "0.667x"

@@ -113,6 +113,7 @@ def test_options_file_with_bad_json_names_the_file(sentinel_test: pytest.Pyteste
         ),
         ("inductor_speedup_precision = 100%", "inductor_speedup_precision (tox.ini): expected a percentage above 0"),
         ("inductor_require_run = maybe", "inductor_require_run (tox.ini): invalid truth value 'maybe'"),
+        ("inductor_fresh_cache = often", "inductor_fresh_cache (tox.ini): invalid truth value 'often'"),
     ],
 )
 def test_bad_ini_names_the_ini_file(sentinel_test: pytest.Pytester, ini: str, expected: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from .. import phases
 from ..templates.selection import Selection
 from ..timing import host_lock
+from . import cache
 from .evidence import CompileEvidence, gather
 from .isolation import CompileWatcher
 from .outputs import map_tensors
@@ -28,7 +29,14 @@ class CompileStats:
     recompiles: int = 0
     cudagraph_skips: int = 0
     cudagraph_skip_reasons: list[str] = field(default_factory=list)
+    cache_lookups: dict[str, int] = field(default_factory=dict)  # FX graph and AOTAutograd cache lookups, by counter
     compile_failure: BaseException | None = None  # what the backend raised, if it failed
+
+    @property
+    def cache_state(self) -> str | None:
+        """``cold``, ``warm`` or ``mixed``: the compile caches' state over the backend's compiles; None when it
+        consulted none."""
+        return cache.state(self.cache_lookups)
 
     def summary(self) -> str:
         text = (
@@ -265,10 +273,11 @@ class CompiledModel:
 
     @property
     def stats(self) -> CompileStats:
-        """Compile wall time, graphs, graph breaks, recompiles and CUDA-graph skips so far."""
+        """Compile wall time, graphs, graph breaks, recompiles, CUDA-graph skips and cache lookups so far."""
         if self._called:
             later = self._backend.backend_seconds - self._first_call_backend_seconds
             self._stats.compile_seconds = self._first_call_seconds + later
+        self._stats.cache_lookups = dict(self._backend.evidence.cache_lookups)
         return self._stats
 
 

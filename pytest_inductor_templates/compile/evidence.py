@@ -1,4 +1,4 @@
-"""Evidence gathered while a model compiles: Inductor's output code, autotuning, FX-graph-cache hits.
+"""Evidence gathered while a model compiles: Inductor's output code, autotuning, compile-cache lookups.
 
 The output code is collected on a fresh compile and on an FX-graph-cache hit alike: both pass through
 ``GraphLowering.save_output_code`` (what ``torch._inductor.utils.run_and_get_code`` uses).
@@ -7,9 +7,12 @@ The output code is collected on a fresh compile and on an FX-graph-cache hit ali
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from . import cache
 
 
 @dataclass
@@ -19,16 +22,21 @@ class CompileEvidence:
     codes: list[str] = field(default_factory=list)
     autotuned: int = 0  # selections (GEMMs, convolutions) benchmarked by autotuning
     choices: int = 0  # choices autotuning chose among (timed now or read from its cache), where this torch says
-    cache_hits: int = 0  # graphs served from the FX graph cache
+    cache_lookups: Counter[str] = field(default_factory=Counter)  # FX graph and AOTAutograd cache lookups (cache.py)
 
     @property
     def code(self) -> str:
         return "\n".join(self.codes)
 
+    @property
+    def cache_hits(self) -> int:
+        """Graphs served from the FX graph cache."""
+        return self.cache_lookups["fxgraph_cache_hit"]
+
 
 @contextlib.contextmanager
 def gather(evidence: CompileEvidence) -> Iterator[None]:
-    """Collect the output code, autotuning and cache hits of the compile inside (and pass the code on to
+    """Collect the output code, autotuning and cache lookups of the compile inside (and pass the code on to
     any ``save_output_code`` already installed, such as ``run_and_get_code``'s)."""
     from torch._dynamo.utils import counters
     from torch._inductor.graph import GraphLowering
@@ -40,16 +48,16 @@ def gather(evidence: CompileEvidence) -> Iterator[None]:
         if previous is not None:
             previous(code)
 
-    autotuned, hits = counters["inductor"]["select_algorithm_autotune"], counters["inductor"]["fxgraph_cache_hit"]
+    autotuned = counters["inductor"]["select_algorithm_autotune"]
     GraphLowering.save_output_code = save_output_code  # type: ignore[assignment]
     remove_saver = _count_choices(evidence)
     try:
-        yield
+        with cache.counting(evidence.cache_lookups):
+            yield
     finally:
         GraphLowering.save_output_code = previous  # type: ignore[assignment]
         remove_saver()
         evidence.autotuned += counters["inductor"]["select_algorithm_autotune"] - autotuned
-        evidence.cache_hits += counters["inductor"]["fxgraph_cache_hit"] - hits
 
 
 def _count_choices(evidence: CompileEvidence) -> Callable[[], None]:

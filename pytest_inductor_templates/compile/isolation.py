@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from . import cache
+
 CUDAGRAPH_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
 TRACE_LOGGER = "torch.__trace"  # structured trace records, written only with TORCH_TRACE set
 CONVERT_FRAME_LOGGER = "torch._dynamo.convert_frame"
@@ -66,8 +68,9 @@ def _restore(config: Any, before: dict[str, Any]) -> None:
 
 
 @contextmanager
-def isolated_compile_state() -> Iterator[CompileWatcher]:
-    """Reset Dynamo before and after; restore the Inductor and Dynamo configs after."""
+def isolated_compile_state(fresh_cache: bool = False) -> Iterator[CompileWatcher]:
+    """Reset Dynamo before and after; restore the Inductor and Dynamo configs after; with ``fresh_cache``, compile
+    inside with empty compile caches of the block's own (``cache.fresh``)."""
     import torch._dynamo
     import torch._dynamo.config as dynamo_config
     import torch._inductor.config as inductor_config
@@ -83,7 +86,7 @@ def isolated_compile_state() -> Iterator[CompileWatcher]:
     try:
         if quiet:
             trace_log.addFilter(quiet)
-        with watcher.attached():
+        with watcher.attached(), cache.fresh(fresh_cache):
             yield watcher
     finally:
         if quiet:

@@ -55,11 +55,12 @@ class Subject:
 class CheckPolicy:
     """The session's rules for every cell: fail a passing item whose template had no effect; ask the float64 second
     opinion of an output beyond its tolerance; the TF32 mode the whole cell runs in (None: torch's flags as they
-    are)."""
+    are); compile each triple or user test with a fresh compile cache (``--inductor-fresh-cache``)."""
 
     require_effect: bool = False
     second_opinion: bool = True
     tf32: str | None = None
+    fresh_cache: bool = False
 
 
 @dataclass

@@ -209,7 +209,7 @@ class TripleCache:
         rss, cuda = rss_bytes(), cuda_allocated(case.device)
         prepared.footprint = Footprint(os.getpid(), _mib(rss), _mib(cuda))
         phases.enter(phases.BUILDING)
-        watcher = self._scope.enter_context(isolated_compile_state())
+        watcher = self._scope.enter_context(isolated_compile_state(self.policy.fresh_cache))
         prepared.watcher = watcher
         device = torch.device(case.device.name)
         try:

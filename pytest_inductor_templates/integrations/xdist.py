@@ -32,6 +32,16 @@ def host_lock_folder(config: pytest.Config) -> str | None:
     return getattr(config, "workerinput", {}).get(HOST_LOCK)
 
 
+def worker_count(config: pytest.Config) -> int:
+    """The number of pytest-xdist workers of this run, 0 without pytest-xdist (in a worker too: its ``workercount``);
+    compile times compare only between runs with as many workers sharing the CPUs."""
+    if hasattr(config, "workerinput"):
+        return int(config.workerinput.get("workercount", 0))
+    if config.getoption("dist", "no") == "no":
+        return 0
+    return len(config.getoption("tx", None) or [])
+
+
 def dist_chosen(config: pytest.Config) -> bool:
     """Whether the user chose a --dist mode (on the command line, in addopts or PYTEST_ADDOPTS): read before
     pytest-xdist turns its default, ``no``, into ``load`` under ``-n``."""

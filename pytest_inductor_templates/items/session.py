@@ -85,7 +85,7 @@ class InductorSession:
     def from_settings(cls, config: pytest.Config, settings: Settings) -> InductorSession:
         registry = build_registry(config, settings)
         visible = visible_devices()
-        policy = CheckPolicy(settings.require_effect, settings.second_opinion, settings.tf32)
+        policy = CheckPolicy(settings.require_effect, settings.second_opinion, settings.tf32, settings.fresh_cache)
         triples: TripleCache | RemoteTriples
         if settings.isolated:
             triples = remote_triples(config, settings, policy, plugin_state(config).timing)
@@ -206,6 +206,11 @@ class InductorSession:
                 lines.append(f"inductor-templates: {weights}")
         if self.timeout is not None:
             lines.append(f"inductor-templates: a sample item is stopped after {self.timeout:g} s (--inductor-timeout)")
+        if self.policy.fresh_cache:
+            lines.append(
+                "inductor-templates: compile caches: an empty one for each triple and user test "
+                "(--inductor-fresh-cache): every compile is cold"
+            )
         return lines
 
     def xdist_hooks(self, config: pytest.Config, settings: Settings) -> XdistHooks:

@@ -97,11 +97,12 @@ def marker_tolerance(node: Any) -> Tolerance | None:
 @contextlib.contextmanager
 def compile_scope(state: InductorSession, node: pytest.Item) -> Iterator[CompileWatcher]:
     """Skip where the cell cannot run; make its device the current one, in the session's TF32 mode; isolate compile
-    state; warn on recompile-limit hits."""
+    state (with a fresh compile cache under --inductor-fresh-cache); warn on recompile-limit hits."""
     case = case_of(state, node)
     if reason := case.problem(state.visible):
         pytest.skip(reason)
-    with device_scope(case.device), tf32_scope(state.policy.tf32), isolated_compile_state() as watcher:
+    policy = state.policy
+    with device_scope(case.device), tf32_scope(policy.tf32), isolated_compile_state(policy.fresh_cache) as watcher:
         yield watcher
     for hit in watcher.recompile_limit_hits:
         warnings.warn(RecompileLimitWarning(hit), stacklevel=1)

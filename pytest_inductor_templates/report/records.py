@@ -108,6 +108,7 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
         record.effect, record.effect_evidence = verdict.effect, "; ".join(map(str, verdict.effects))
     if stats is not None and result.outcome not in (Outcome.EAGER_FAIL, Outcome.COMPILE_FAIL):
         record.compile_seconds = round(stats.compile_seconds, 4)
+        record.compile_cache, record.compile_cache_lookups = stats.cache_state, dict(stats.cache_lookups)
         record.graphs, record.graph_breaks = stats.graphs, stats.graph_breaks
         record.recompiles, record.cudagraph_skips = stats.recompiles, stats.cudagraph_skips
     record.tf32 = cell.tf32

@@ -1,4 +1,5 @@
-"""The terminal summary, read from the session's records: sample grids, outcomes, effects, speedups."""
+"""The terminal summary, read from the session's records: sample grids, outcomes, effects, speedups, and the summary
+per template."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from ..dashboard import summary_table
 from ..outcomes import SHORT_NAMES, Outcome
 from ..record import EAGER, ItemRecord, geomean
 from ..tables import memory_cell, render, speedup_cell, times
@@ -29,6 +31,7 @@ NO_EFFECT_NOTE = (
     "template without effect passes and warns (its count is in the effect table below)"
 )
 NOTHING_RAN = "--inductor-require-run: every item was skipped, so the run fails"
+SUMMARY_TITLE = "summary per template (as PyTorch's compiler dashboard: pass rate, geomean speedup, mean compile time)"
 
 
 def sample_grids(records: list[ItemRecord]) -> dict[str, list[str]]:
@@ -157,6 +160,7 @@ class TerminalSummary:
             self._lines(terminalreporter, SPEEDUP_TITLE, speedup_table(records))
         elif self.xdist_active and bench:
             self._lines(terminalreporter, "timing", [XDIST_NOTE])
+        self._lines(terminalreporter, SUMMARY_TITLE, summary_table(records))
         if self.book.fails_for_nothing_run(self.require_run, exitstatus):
             self._lines(terminalreporter, "nothing ran", [NOTHING_RAN])
 

@@ -12,18 +12,21 @@ import sys
 from collections.abc import Sequence
 
 from . import compare as comparing
+from .compile_changes import NOISE_SECONDS
 from .files import RunError, load, merge, write_text
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
 
 
-LIMITED = ("speedup", "memory")  # the conditions with a limit, KIND:N%
+LIMITED = ("speedup", "compile-time", "memory")  # the conditions with a limit, KIND:N%
+GATES = (*LIMITED, "graph-breaks", "correctness")
 
 
 def fail_on(text: str) -> tuple[str, float]:
-    """``speedup:5%`` or ``memory:10%`` (a fraction, 0.05) or ``correctness``."""
-    if text == "correctness":
-        return ("correctness", 0.0)
+    """``speedup:5%``, ``compile-time:20%`` or ``memory:10%`` (a fraction, 0.05), ``graph-breaks`` or
+    ``correctness``."""
+    if text in ("correctness", "graph-breaks"):
+        return (text, 0.0)
     kind, _, limit = text.partition(":")
     if kind in LIMITED and limit:
         try:
@@ -34,7 +37,8 @@ def fail_on(text: str) -> tuple[str, float]:
             if value >= 0:
                 return (kind, value / 100)
     raise argparse.ArgumentTypeError(
-        f"{text!r}: expected speedup:N% (e.g. speedup:5%), memory:N% (e.g. memory:10%) or correctness"
+        f"{text!r}: expected speedup:N% (e.g. speedup:5%), compile-time:N% (e.g. compile-time:20%), memory:N% "
+        "(e.g. memory:10%), graph-breaks or correctness"
     )
 
 
@@ -56,9 +60,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="CONDITION",
         help="exit 1 when a template's speedup fell significantly further than N%% on any sample or in its "
         "geomean: the change's whole 95%% interval, from both runs' intervals, lies below -N%% (speedup:N%%); "
-        "when an item's memory ratio (eager peak / compiled peak, CUDA) fell by more than N%% (memory:N%%); "
-        "or when an item newly fails "
-        "(correctness); repeatable",
+        "when an item's compile time (or a template's mean), compiled in the same cache state by as many "
+        "pytest-xdist workers, grew by more than N%% and by 1 s or more (compile-time:N%%); when an item's memory "
+        "ratio (eager peak / compiled peak, CUDA) fell by more than N%% (memory:N%%); when an item gained graph "
+        "breaks or recompiles (graph-breaks); or when an item newly fails (correctness); repeatable",
     )
     compare.add_argument("--format", choices=("table", "markdown", "json"), default="table")
     merge_command = commands.add_parser("merge", help="one run from shards run on other workers or machines")
@@ -74,19 +79,28 @@ def _parser() -> argparse.ArgumentParser:
 
 def _compare(args: argparse.Namespace) -> int:
     comparison = comparing.compare_runs(load(args.base), load(args.new))
-    speedup_limits = [limit for kind, limit in args.fail_on if kind == "speedup"]
-    failures = comparison.correctness_drops() if any(kind == "correctness" for kind, _ in args.fail_on) else []
-    why = comparison.incomparable(speedups=bool(speedup_limits) or not args.fail_on)
-    if why and not failures:  # newly failing items are a verdict even where no speedup compares (they have none)
-        raise RunError(f"nothing to compare: {why}")
+    limits = {gate: [limit for kind, limit in args.fail_on if kind == gate] for gate in GATES}
+    failures = comparison.correctness_drops() if limits["correctness"] else []
+    failures += comparison.compiles.gained() if limits["graph-breaks"] else []
+    why = comparison.incomparable(speedups=bool(limits["speedup"]) or not args.fail_on)
+    compile_why = comparison.compiles.why_not if limits["compile-time"] else None
     waived: list[str] = []
-    for limit in speedup_limits if not why else ():
+    for limit in limits["speedup"] if not why else ():
         flagged, within_noise = comparison.speedup_drops(limit)
         failures += flagged
         waived += within_noise
+    compile_waived: list[str] = []
+    for limit in limits["compile-time"] if not compile_why else ():
+        flagged, within_noise = comparison.compiles.grown(limit)
+        failures += flagged
+        compile_waived += within_noise
+    if (why or compile_why) and not failures:  # a failure found is a verdict even where the rest does not compare
+        raise RunError(f"nothing to compare: {why or f'compile times: {compile_why}'}")
     if why:
         print(f"speedups not compared: {why}", file=sys.stderr)
-    failures += _memory_failures(comparison, [limit for kind, limit in args.fail_on if kind == "memory"], failures)
+    if compile_why:
+        print(f"compile times not compared: {compile_why}", file=sys.stderr)
+    failures += _memory_failures(comparison, limits["memory"], failures)
     if args.format == "json":
         print(comparing.as_json(comparison, failures))
         return EXIT_REGRESSION if failures else EXIT_OK
@@ -95,6 +109,9 @@ def _compare(args: argparse.Namespace) -> int:
     if waived:
         print("\nnot flagged: fell by more than the limit, but the 95% interval of the change reaches within it:")
         print("\n".join(f"- {line}" for line in waived))
+    if compile_waived:
+        print(f"\nnot flagged: grew by more than the limit, but by less than {NOISE_SECONDS:g} s (compile-time noise):")
+        print("\n".join(f"- {line}" for line in compile_waived))
     if failures:
         print("\n" + ("**FAILED**" if markdown else "FAILED") + ":")
         print("\n".join(f"- {line}" for line in failures))

@@ -1,6 +1,6 @@
 """Comparing two saved runs: speedup changes per template (a ratio of ratios) with their 95% intervals, time,
-memory-ratio and correctness changes, and the gate: a speedup regressed when it fell significantly further than the
-limit; a memory ratio when it fell further than its limit."""
+memory-ratio and correctness changes, the compile figures (``compile_changes``), and the gate: a speedup regressed
+when it fell significantly further than the limit; a memory ratio when it fell further than its limit."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from typing import Any
 from ..cpu_speed import unsteady_note
 from ..outcomes import FAILURES, Outcome
 from ..record import EAGER, ItemRecord, geomean
-from ..tables import render, speedup_text, times
+from ..tables import render, seconds, speedup_text, times
+from . import compile_changes
+from .compile_changes import CompileComparison
 from .files import Cell, Key, Run
 
 Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
@@ -180,6 +182,7 @@ class RunComparison:
     newly_passing: list[tuple[Key, str, str]]
     only_in_base: list[Key]
     only_in_new: list[Key]
+    compiles: CompileComparison = field(default_factory=CompileComparison)
 
     def speedup_drops(self, limit: float) -> tuple[list[str], list[str]]:
         """Where a speedup fell by more than ``limit`` (a fraction), on a sample or in a geomean: the
@@ -309,7 +312,10 @@ def compare_runs(base: Run, new: Run) -> RunComparison:
         comparison.rows.append(
             Row(sample, device, b.bench, n.bench, base_outcome, new_outcome, base_weights, new_weights)
         )
-    return RunComparison(base, new, list(templates.values()), newly_failing, newly_passing, only_base, only_new)
+    compiles = compile_changes.compare_compiles(base, new)
+    return RunComparison(
+        base, new, list(templates.values()), newly_failing, newly_passing, only_base, only_new, compiles
+    )
 
 
 def _weights_change(rows: list[Row]) -> str:
@@ -339,13 +345,8 @@ def _change(change: float | None, interval: tuple[float, float] | None) -> str:
     return _pct(change) + (f" [{_pct(interval[0])}, {_pct(interval[1])}]" if interval is not None else "")
 
 
-def _time(seconds: float | None) -> str:
-    if seconds is None:
-        return "n/a"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
+def _time(value: float | None) -> str:
+    return "n/a" if value is None else seconds(value)
 
 
 PASS = Outcome.PASS.value
@@ -439,7 +440,7 @@ def _notes(comparison: RunComparison) -> list[str]:
     notes += [f"newly passing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_passing]
     notes += [f"only in base: {'/'.join(k)}" for k in comparison.only_in_base]
     notes += [f"only in new: {'/'.join(k)}" for k in comparison.only_in_new]
-    return notes
+    return notes + comparison.compiles.notes()
 
 
 def as_table(comparison: RunComparison) -> str:
@@ -447,7 +448,7 @@ def as_table(comparison: RunComparison) -> str:
     for template in comparison.templates:
         lines += ["", f"template {template.template}: {_geomean_line(template)}"]
         lines += _table(template, markdown=False)
-    return "\n".join(lines)
+    return "\n".join(lines + compile_changes.lines(comparison.compiles, markdown=False))
 
 
 def as_markdown(comparison: RunComparison) -> str:
@@ -456,7 +457,7 @@ def as_markdown(comparison: RunComparison) -> str:
     for template in comparison.templates:
         lines += ["", f"### {template.template}: {_geomean_line(template)}", ""]
         lines += _table(template, markdown=True)
-    return "\n".join(lines)
+    return "\n".join(lines + compile_changes.lines(comparison.compiles, markdown=True))
 
 
 def _row_json(row: Row) -> dict[str, Any]:
@@ -493,6 +494,7 @@ def as_json(comparison: RunComparison, failures: list[str]) -> str:
         "newly_passing": [{"key": list(k), "base": b, "new": n} for k, b, n in comparison.newly_passing],
         "only_in_base": [list(k) for k in comparison.only_in_base],
         "only_in_new": [list(k) for k in comparison.only_in_new],
+        "compile": compile_changes.as_json(comparison.compiles),
         "failures": failures,
     }
     return json.dumps(data, indent=2)

@@ -75,6 +75,13 @@ class Run:
         return ", ".join(sorted(m or TF32_DEFAULT for m in modes))
 
     @property
+    def xdist_workers(self) -> int | None:
+        """How many pytest-xdist workers the run had (0: none), from machine_info; None for a run saved before the
+        plugin recorded it."""
+        workers = self.data.get("machine_info", {}).get("xdist_workers")
+        return workers if isinstance(workers, int) and not isinstance(workers, bool) else None
+
+    @property
     def machine(self) -> str:
         tf32 = f", TF32 {self.tf32}" if self.tf32 != TF32_DEFAULT else ""
         return f"{self.gpu or 'no GPU'}, torch {self.data.get('machine_info', {}).get('torch', '?')}{tf32}"

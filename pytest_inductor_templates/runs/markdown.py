@@ -1,10 +1,12 @@
-"""One run as markdown: samples x templates with outcome, effect, speedup and memory ratio, then the evidence."""
+"""One run as markdown: samples x templates with outcome, effect, speedup and memory ratio, the summary per template,
+then the evidence."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 from ..cpu_speed import unsteady_note
+from ..dashboard import summary_table
 from ..outcomes import FAILURES, FIRST_COMPARISON
 from ..record import EAGER, ItemRecord, geomean
 from ..tables import render, speedup_text, times
@@ -90,6 +92,8 @@ def as_markdown(run: Run) -> str:
         lines = [f"Note: {moved}.", "", *lines]
     if run.partial:
         lines = [f"**Partial run** ({run.partial}): the items that had not ended are missing.", "", *lines]
+    if summary := summary_table(run.records, markdown=True):
+        lines += ["", "Summary per template (as PyTorch's compiler dashboard):", "", *summary]
     evidence: dict[tuple[str, str], list[str]] = {}  # (template, evidence) -> the samples it was seen on
     for (sample, template, device), c in run.cells.items():
         if c.verdict.effect_evidence:
