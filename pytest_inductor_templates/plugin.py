@@ -10,7 +10,7 @@ import pytest
 from . import hookspec, settings
 from .integrations.benchmark import BenchmarkJson, quiet_unused_fixture, timing_switched_off_by
 from .integrations.timeout import TimeoutWatch
-from .integrations.xdist import XdistHooks, group_triples, pin_this_worker
+from .integrations.xdist import XdistHooks, group_triples, pin_this_worker, worker_count
 from .items import user_tests
 from .items.sample_items import CASE_KEY, SAMPLE_MARKER, collect_sample_items, release_after
 from .items.session import TEMPLATES_MARKER, PluginState, plugin_state, templates_listing
@@ -66,6 +66,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     pin_this_worker(config)  # before anything here initialises CUDA
     state = plugin_state(config)
+    if not hasattr(config, "workerinput"):
+        state.time_for_workers(worker_count(config))  # -n N (auto resolved by now): the workers' thread count
     if state.options.any_set or config.pluginmanager.hook.pytest_inductor_templates.get_hookimpls():
         _ = state.session  # every option and template checked before any test runs
     _register_reporting(config, state)
@@ -86,7 +88,8 @@ def _register_reporting(config: pytest.Config, state: PluginState) -> None:
     if controller and (options.any_set or state.resolved is not None):  # only where the plugin is used
         config.add_cleanup(stop_on_sigterm())
     if config.pluginmanager.hasplugin("xdist") and controller:
-        hooks = state.session.xdist_hooks(config, options) if state.resolved is not None else XdistHooks()
+        resolved = state.resolved
+        hooks = resolved.xdist_hooks(config, options) if resolved is not None else XdistHooks()
         config.pluginmanager.register(hooks, XDIST_NAME)
     if config.pluginmanager.hasplugin("timeout"):
         config.pluginmanager.register(TimeoutWatch(), "inductor-templates-timeout")

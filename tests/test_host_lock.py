@@ -20,7 +20,7 @@ import pytest
 
 from pytest_inductor_templates import phases
 from pytest_inductor_templates.integrations.benchmark import timing_switched_off_by
-from pytest_inductor_templates.integrations.xdist import HOST_LOCK, PINNED_GPU, XdistHooks
+from pytest_inductor_templates.integrations.xdist import HOST_LOCK, LOCK_LOG, PINNED_GPU, TIMED_DEVICE, XdistHooks
 from pytest_inductor_templates.timing import host_lock
 from pytest_inductor_templates.timing.host_lock import HostLock
 
@@ -235,26 +235,45 @@ def test_the_log_has_each_hold_and_what_work_settled_before_it_left(tmp_path: Pa
     assert work_start <= pool_start <= pool_end <= work_end and len(settled) == 1
 
 
-def test_the_controller_gives_gpu_owning_workers_one_lock_folder_and_removes_it_at_the_end() -> None:
-    hooks = XdistHooks(["0", "1"])
-    nodes = [SimpleNamespace(gateway=SimpleNamespace(id=f"gw{i}"), workerinput={}) for i in range(2)]
-    for node in nodes:
+def test_the_controller_shares_the_gpus_among_more_workers_and_removes_the_lock_folder_at_the_end(
+    tmp_path: Path,
+) -> None:
+    """Worker i on GPU i mod G; a replacement takes the GPU its lost worker used; one lock folder for all."""
+    log = tmp_path / "logs" / "lock.log"
+    hooks = XdistHooks(["0", "1"], timed="cuda", workers=4, lock_log=log)
+    nodes = [SimpleNamespace(gateway=SimpleNamespace(id=f"gw{i}"), workerinput={}) for i in range(5)]
+    for node in nodes[:4]:
         hooks.pytest_configure_node(node)
+    assert [node.workerinput[PINNED_GPU] for node in nodes[:4]] == ["0", "1", "0", "1"]
+    hooks.pytest_testnodedown(nodes[1], None)
+    hooks.pytest_configure_node(nodes[4])  # gw1's replacement
+    assert nodes[4].workerinput[PINNED_GPU] == "1"
+    assert {node.workerinput[TIMED_DEVICE] for node in nodes} == {"cuda"}
+    assert {node.workerinput[LOCK_LOG] for node in nodes} == {str(log)} and log.read_text() == ""
     folders = {node.workerinput[HOST_LOCK] for node in nodes}
-    assert [node.workerinput[PINNED_GPU] for node in nodes] == ["0", "1"] and len(folders) == 1
+    assert len(folders) == 1
     folder = Path(folders.pop())
     assert folder.is_dir()
+    (line,) = hooks.header_lines()
+    assert line.startswith(
+        "inductor-templates: pytest-xdist: 4 workers share 2 GPUs (worker i on GPU i mod 2, which it sees as cuda:0) "
+        "and time their CUDA sample items, one timing at a time per GPU, while no worker builds, compiles, checks or "
+        "releases a sample"
+    )
     hooks.pytest_unconfigure()
     assert not folder.exists()
-    assert XdistHooks([]).lock_folder is None  # no pinning, no timing under xdist: no lock
+    assert XdistHooks([]).lock_folder is None  # nothing to time under xdist: no lock
     for option in ("--inductor-isolation=none", "--benchmark-skip"):  # nothing times, nothing to lock
-        untimed = XdistHooks(["0", "1"], untimed=option)
+        untimed = XdistHooks(["0", "1"], timed="cuda", untimed=option, workers=2)
         assert untimed.lock_folder is None
-        assert untimed.header_lines()[0].endswith(f"and times nothing ({option})")
-    timed = XdistHooks(["0", "1"])
-    assert timed.header_lines()[0].endswith("times its CUDA sample items; no worker compiles a sample while another "
-                                            "times one")  # fmt: skip
-    timed.pytest_unconfigure()
+        assert untimed.header_lines()[0].endswith(f"each of the 2 workers owns one GPU (it sees it as cuda:0) and "
+                                                  f"times nothing ({option})")  # fmt: skip
+    cpu = XdistHooks([], timed="cpu", workers=2)
+    assert cpu.header_lines()[0].startswith(
+        "inductor-templates: pytest-xdist: 2 workers share the CPU and time their CPU sample items, one timing at a "
+        "time, while no worker builds"
+    )
+    cpu.pytest_unconfigure()
 
 
 @pytest.mark.parametrize(

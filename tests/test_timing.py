@@ -1,4 +1,5 @@
-"""Timing through pytest-benchmark: the JSON fields, speedups, groups, the summary table, the xdist note."""
+"""Timing through pytest-benchmark: the JSON fields, speedups, groups, the summary table (under pytest-xdist:
+test_xdist.py)."""
 
 from __future__ import annotations
 
@@ -163,17 +164,6 @@ def test_failed_items_show_their_outcome_and_are_kept_in_the_json(tmp_path: Path
     assert [b["extra_info"]["template"] for b in data["benchmarks"]] == ["eager"]  # only eager could be timed
     failed = {(o["sample"], o["outcome"]) for o in data["inductor_templates"]["items"] if o["template"] == "default"}
     assert failed == {("builtin/launch_bound", "compile_fail"), ("test_user.py::test_block_speed", "compile_fail")}
-
-
-def test_under_xdist_timing_is_off_the_checks_run_and_the_plugin_says_so_once(tmp_path: Path) -> None:
-    run = run_pytest(
-        tmp_path, "-n", "2", "--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu",
-        "-k", "launch_bound or norm_softmax", *FAST, *QUIET,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert run.stdout.count("pytest-xdist is active, so pytest-benchmark disabled timing") == 1
-    assert "8 passed" in run.stdout and SPEEDUP_TITLE not in run.stdout
-    assert re.search(r"builtin/launch_bound +pass +pass", run.stdout)  # the check grid is there
 
 
 THREAD_TESTS = """
