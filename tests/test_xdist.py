@@ -1,15 +1,20 @@
 """pytest-xdist workers sharing the host: each times its sample items, one timing at a time and beside nobody's work
-(read from the lock log), with Inductor's compile pool started within work. Real pytest runs, real processes."""
+(read from the lock log), with Inductor's compile pool started within work; ``-n auto`` sized to the host. Real pytest
+runs, real processes."""
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import FAST, QUIET, run_pytest
+from conftest import FAST, QUIET, no_cuda_machine, run_pytest
+from pytest_inductor_templates.integrations.auto_workers import CPUS_PER_WORKER, AutoWorkers
+from pytest_inductor_templates.machine import gpu_free_memory
 from pytest_inductor_templates.runs.files import load
 from pytest_inductor_templates.timing.threads import usable_cpus
 
@@ -81,3 +86,57 @@ def test_two_workers_time_every_bench_item_one_at_a_time_beside_no_work(
     tick = 1 / os.sysconf("SC_CLK_TCK")  # the pool's start is read from /proc, to a clock tick
     work = [s for s in found if s[1] == "work" and s[0] == pool[0]]
     assert any(w[3] - tick <= pool[3] <= pool[4] <= w[4] for w in work)  # started and ready within work
+
+
+@no_cuda_machine
+def test_n_auto_starts_the_workers_the_host_fits_and_says_why(tmp_path: Path) -> None:
+    run = run_pytest(tmp_path, "-n", "auto", "--inductor-samples=builtin", "-k", "no_such_sample", *QUIET)
+    line = next((line for line in run.stdout.splitlines() if line.startswith("inductor-templates: -n auto:")), None)
+    pattern = (
+        r"inductor-templates: -n auto: (\d+) workers? \((\d+) CPUs / 2 a worker; memory allows (\d+): ([\d.]+) GiB "
+        r"available / 4\.00 GiB a worker; no GPU\)"
+    )
+    match = re.fullmatch(pattern, line or "")
+    assert match is not None, run.stdout[-3000:]
+    count, cpus, by_memory = (int(match[i]) for i in (1, 2, 3))
+    available = float(match[4])  # GiB, to two decimals
+    assert cpus == usable_cpus()
+    assert by_memory in {max(1, math.floor((available + d) / 4)) for d in (-0.01, 0.01)}
+    assert count == max(1, min(cpus // CPUS_PER_WORKER, by_memory))
+    assert f"created: {count}/{count} worker" in run.stdout  # xdist started that many
+
+
+def test_the_auto_count_is_the_least_bound_and_never_fewer_than_one_worker_per_gpu() -> None:
+    gib = 1024**3
+    h200 = AutoWorkers(cpus=16, memory=45 * gib, gpus=1, gpu_free=139 * gib)
+    assert h200.line() == (
+        "-n auto: 8 workers (16 CPUs / 2 a worker; memory allows 11: 45.00 GiB available / 4.00 GiB a worker; 1 GPU, "
+        "whose memory allows 46: 139.00 GiB free on the fullest / 3.00 GiB a worker)"
+    )
+    eight = AutoWorkers(cpus=16, memory=10 * gib, gpus=8, gpu_free=None)
+    assert eight.count == 8 and eight.line().endswith("8 GPUs, their memory unknown; at least one a GPU)")
+    budget = AutoWorkers(cpus=64, memory=None, gpus=2, gpu_free=9 * gib, sample_bytes=2 * gib)  # 5 GiB a worker
+    assert (budget.by_gpu_memory, budget.count) == (2, 2) and "memory unknown" in budget.line()
+
+
+NVIDIA_SMI = """#!/bin/sh
+printf '0, GPU-aaaa-1111, 81000\\n1, GPU-bbbb-2222, 40000\\n'
+"""
+
+
+def test_gpu_memory_is_read_from_nvidia_smi_for_the_visible_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(NVIDIA_SMI)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    mib = 1024 * 1024
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert gpu_free_memory(2) == [81000 * mib, 40000 * mib]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert gpu_free_memory(1) == [40000 * mib]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaaa")  # by UUID, as CUDA takes a prefix of one
+    assert gpu_free_memory(1) == [81000 * mib]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert gpu_free_memory(1) is None  # not a GPU nvidia-smi knows: unknown

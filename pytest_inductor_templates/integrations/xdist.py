@@ -1,7 +1,8 @@
 """pytest-xdist: a crashed xdist worker's item gets a ``crashed`` record; with ``-n`` at least the number of GPUs,
 the workers share the GPUs (worker i on GPU i mod G) and time their CUDA sample items, and with the CPU alone in
 the matrix they time their CPU sample items, one timing at a time per device and beside nobody's work
-(``timing.host_lock``); triples kept on one worker (``--dist loadgroup``) unless the user chose a mode.
+(``timing.host_lock``); triples kept on one worker (``--dist loadgroup``) unless the user chose a mode; ``-n auto``
+sized to the host (``integrations.auto_workers``).
 
 Registered only when pytest-xdist is installed (its hookspecs exist only then).
 """
@@ -21,6 +22,7 @@ import pytest
 from ..report.records import crashed_record
 from ..timing import host_lock
 from ..timing.threads import COMPILE_THREADS, compile_threads_share
+from .auto_workers import AutoWorkers
 
 PINNED_GPU = "inductor_pinned_gpu"  # pytest-xdist workerinput key: the GPU this xdist worker uses
 HOST_LOCK = "inductor_host_lock"  # ... the folder of the work/timing lock the session's workers share
@@ -111,6 +113,7 @@ class XdistHooks:
         untimed: str | None = None,
         workers: int = 0,
         lock_log: Path | None = None,
+        auto: AutoWorkers | None = None,
     ) -> None:
         self.gpus = gpus or []  # the GPUs the workers share, worker i on GPU i mod G (empty: no pinning)
         self.cases = cases or []  # (template, device) of the matrix, to recognise a crashed user test
@@ -120,6 +123,7 @@ class XdistHooks:
             untimed = "no flock on this platform: nothing would keep their timings apart"
         self.untimed = untimed  # why the workers time nothing although they could (an option, the platform)
         self.workers = workers
+        self.auto = auto  # how -n auto was sized, when it was
         # the lock files the workers share: one timing at a time per device, and no work beside a timing
         shared = timed is not None and untimed is None
         self.lock_folder = tempfile.mkdtemp(prefix="inductor-templates-lock-") if shared else None
@@ -129,8 +133,8 @@ class XdistHooks:
             Path(self.lock_log).write_text("")  # this session's holds only
 
     def header_lines(self) -> list[str]:
-        """The session header's line on how the workers share the devices and time."""
-        lines: list[str] = []
+        """The session header's lines on ``-n auto``, and on how the workers share the devices and time."""
+        lines = [f"inductor-templates: {self.auto.line()}"] if self.auto is not None else []
         if self.timed is None:
             return lines
         one = self.workers == 1 or 0 < self.workers == len(self.gpus)  # "1 worker", "each of the 2 workers": times

@@ -15,6 +15,7 @@ import pytest
 from ..engine.cell import CheckPolicy, Verdict
 from ..engine.diagnosis import DiagnosisPlan, needs_diagnosis, repro_folder
 from ..engine.triples import TripleCache
+from ..integrations.auto_workers import AutoWorkers
 from ..integrations.benchmark import timing_switched_off_by
 from ..integrations.xdist import XdistHooks, pinned_gpus, shared_host, timed_device, worker_count
 from ..machine import Device, visible_devices
@@ -209,9 +210,10 @@ class InductorSession:
             lines.append(f"inductor-templates: a sample item is stopped after {self.timeout:g} s (--inductor-timeout)")
         return lines
 
-    def xdist_hooks(self, config: pytest.Config, settings: Settings) -> XdistHooks:
+    def xdist_hooks(self, config: pytest.Config, settings: Settings, auto: AutoWorkers | None = None) -> XdistHooks:
         """The controller's pytest-xdist hooks: the matrix's cells (to record a crashed user test) and, for
-        sample runs, the GPUs the workers share and the device type whose sample items they time."""
+        sample runs, the GPUs the workers share and the device type whose sample items they time; ``auto``: how
+        ``-n auto`` was sized."""
         cases = [(c.selection.label, c.device.name) for c in self.sample_cases]
         cases += [(column.label, device.name) for column in self.columns for device in self.devices]
         devices = settings.get("inductor_devices")
@@ -220,7 +222,8 @@ class InductorSession:
         cpu_alone = bool(self.samples) and all(d.type == "cpu" for d in self.devices)
         timed = "cuda" if gpus else "cpu" if cpu_alone else None
         untimed = timing_switched_off_by(config) if settings.isolated else "--inductor-isolation=none"
-        return XdistHooks(gpus, list(dict.fromkeys(cases)), timed, untimed, worker_count(config), settings.lock_log)
+        return XdistHooks(gpus, list(dict.fromkeys(cases)), timed, untimed, worker_count(config), settings.lock_log,
+                          auto)  # fmt: skip
 
 
 def templates_listing(config: pytest.Config, settings: Settings) -> str:
@@ -275,6 +278,7 @@ class PluginState:
     threads: ThreadScope
     resolved: InductorSession | None = None
     diagnosed: int = 0  # diagnoses asked for so far (at most --inductor-diagnose-max)
+    auto_workers: AutoWorkers | None = None  # how -n auto was sized, when the plugin sized it
 
     def time_for_workers(self, workers: int) -> None:
         """In pytest-xdist's controller of ``workers``: the timing policy they run with (their share of the CPUs),
