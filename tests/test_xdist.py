@@ -1,6 +1,6 @@
 """pytest-xdist workers sharing the host: each times its sample items, one timing at a time and beside nobody's work
-(read from the lock log), with Inductor's compile pool started within work; ``-n auto`` sized to the host. Real pytest
-runs, real processes."""
+(read from the lock log), with Inductor's compile pool started within work; ``-n auto`` sized to the host; the largest
+graphs collected first. Real pytest runs, real processes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from graphnet_tree import write_sample
 
 from conftest import FAST, QUIET, no_cuda_machine, run_pytest
 from pytest_inductor_templates.integrations.auto_workers import CPUS_PER_WORKER, AutoWorkers
@@ -140,3 +141,16 @@ def test_gpu_memory_is_read_from_nvidia_smi_for_the_visible_gpus(
     assert gpu_free_memory(1) == [81000 * mib]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     assert gpu_free_memory(1) is None  # not a GPU nvidia-smi knows: unknown
+
+
+def test_under_xdist_the_largest_graphs_are_collected_first(tmp_path: Path) -> None:
+    """A worker runs its samples in collection order: largest model.py first."""
+    for name, pad in (("small", 0), ("large", 4000), ("middle", 2000)):
+        model = write_sample(tmp_path / "corpus" / name) / "model.py"
+        model.write_text(model.read_text() + "#" * pad + "\n")
+    run = run_pytest(
+        tmp_path, "-n", "1", "-v", "--inductor-samples=corpus", "--inductor-template=default", "-k",
+        "check and eager", "--benchmark-disable", "-p", "no:randomly", *QUIET,
+    )  # fmt: skip
+    ran = re.findall(r"PASSED inductor-samples::corpus/(\w+)::check", run.stdout)
+    assert ran == ["large", "middle", "small"], run.stdout[-3000:]
