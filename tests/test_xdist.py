@@ -17,7 +17,9 @@ from conftest import FAST, QUIET, no_cuda_machine, run_pytest
 from pytest_inductor_templates.integrations.auto_workers import CPUS_PER_WORKER, AutoWorkers
 from pytest_inductor_templates.machine import gpu_free_memory
 from pytest_inductor_templates.runs.files import load
-from pytest_inductor_templates.timing.threads import usable_cpus
+from pytest_inductor_templates.timing.threads import COMPILE_THREADS, compile_threads_share, usable_cpus
+from pytest_inductor_templates.worker.client import WorkerProcess
+from pytest_inductor_templates.worker.protocol import Hello
 
 pytest.importorskip("xdist")
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX")
@@ -154,3 +156,21 @@ def test_under_xdist_the_largest_graphs_are_collected_first(tmp_path: Path) -> N
     )  # fmt: skip
     ran = re.findall(r"PASSED inductor-samples::corpus/(\w+)::check", run.stdout)
     assert ran == ["large", "middle", "small"], run.stdout[-3000:]
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads a process's environment from /proc")
+def test_each_sample_worker_gets_its_share_of_inductors_compile_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(COMPILE_THREADS, raising=False)
+    assert compile_threads_share(1) is None  # one worker: Inductor's own default
+    share = compile_threads_share(2)
+    assert share == max(1, usable_cpus() // 2)
+    worker = WorkerProcess(lambda: Hello(list(sys.path), []), environment={COMPILE_THREADS: str(share)})
+    worker.start()
+    try:
+        assert worker.process is not None
+        environ = Path(f"/proc/{worker.process.pid}/environ").read_bytes().split(b"\0")
+        assert f"{COMPILE_THREADS}={share}".encode() in environ
+    finally:
+        worker.stop()
+    monkeypatch.setenv(COMPILE_THREADS, "3")
+    assert compile_threads_share(2) is None  # the user's count stands
