@@ -11,11 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from graphnet_tree import write_sample
 
 from conftest import FAST, QUIET, no_cuda_machine, run_pytest
 from pytest_inductor_templates.integrations.auto_workers import CPUS_PER_WORKER, AutoWorkers
 from pytest_inductor_templates.machine import gpu_free_memory
+from pytest_inductor_templates.outcomes import Outcome
 from pytest_inductor_templates.runs.files import load
 from pytest_inductor_templates.timing.threads import COMPILE_THREADS, compile_threads_share, usable_cpus
 from pytest_inductor_templates.worker.client import WorkerProcess
@@ -89,6 +91,37 @@ def test_two_workers_time_every_bench_item_one_at_a_time_beside_no_work(
     tick = 1 / os.sysconf("SC_CLK_TCK")  # the pool's start is read from /proc, to a clock tick
     work = [s for s in found if s[1] == "work" and s[0] == pool[0]]
     assert any(w[3] - tick <= pool[3] <= pool[4] <= w[4] for w in work)  # started and ready within work
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_two_workers_a_gpu_time_every_cuda_bench_item_one_at_a_time_per_gpu(tmp_path: Path) -> None:
+    """-n twice the GPUs: worker i on GPU i mod G; every bench item timed; per GPU one timing at a time, and no work
+    (nor the start of Inductor's compile pool, a real one here) beside any timing."""
+    gpus = torch.cuda.device_count()
+    run = run_pytest(
+        tmp_path, "-n", str(2 * gpus), "--inductor-samples", "--inductor-template=default,cudagraphs", "-k",
+        "conv_bn or launch_bound or attention or norm_softmax", "--inductor-lock-log=lock.log",
+        "--inductor-results=run.jsonl", "--benchmark-max-time=0.05", *QUIET,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert f"pytest-xdist: {2 * gpus} workers share {gpus} GPU" in run.stdout
+    records = load(str(tmp_path / "run.jsonl")).records
+    bench = [r for r in records if r.kind == "bench"]
+    assert bench and all(r.median is not None and r.device == "cuda:0" for r in bench)
+    assert all(r.speedup is not None for r in bench if r.template != "eager" and r.outcome is Outcome.PASS)
+    found = spans(tmp_path / "lock.log")
+    timings = [s for s in found if s[1] == "timing"]
+    assert len(timings) == len(bench) and len({s[2] for s in timings}) == gpus  # a slot a GPU: gpu0, gpu1, ...
+    for timing in timings:  # timings on other GPUs may run beside it; nothing else may
+        beside = [s for s in found if s is not timing and overlap(s, timing)]
+        assert [s for s in beside if s[1] != "timing" or s[2] == timing[2]] == []
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    pools = [s for s in found if s[1] == "pool"]
+    for pool in pools:
+        work = [s for s in found if s[1] == "work" and s[0] == pool[0]]
+        assert any(w[3] - tick <= pool[3] <= pool[4] <= w[4] for w in work)
+    print(f"{len(timings)} timings on {gpus} GPU(s), {len(pools)} compile pool start(s), all within work")
 
 
 @no_cuda_machine
