@@ -142,10 +142,8 @@ class XdistHooks:
             shared = "1 worker has the CPU" if one else f"{self.workers} workers share the CPU"
         elif self.workers > len(self.gpus):
             count = len(self.gpus)
-            shared = (
-                f"{self.workers} workers share {_plural(count, 'GPU')} (worker i on GPU i mod {count}, which it sees "
-                "as cuda:0)"
-            )
+            where = f"worker i on GPU i mod {count}, which it sees as cuda:0" if count > 1 else "each sees it as cuda:0"
+            shared = f"{self.workers} workers share {_plural(count, 'GPU')} ({where})"
         else:
             shared = f"each of the {_plural(self.workers, 'worker')} owns one GPU (it sees it as cuda:0)"
         verb, its = ("times", "its") if one else ("time", "their")
