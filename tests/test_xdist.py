@@ -112,7 +112,8 @@ def test_two_workers_a_gpu_time_every_cuda_bench_item_one_at_a_time_per_gpu(tmp_
     assert all(r.speedup is not None for r in bench if r.template != "eager" and r.outcome is Outcome.PASS)
     found = spans(tmp_path / "lock.log")
     timings = [s for s in found if s[1] == "timing"]
-    assert len(timings) == len(bench) and len({s[2] for s in timings}) == gpus  # a slot a GPU: gpu0, gpu1, ...
+    assert len(timings) >= len(bench)  # a timing a bench item, and the peak-memory calls of a compiled one's
+    assert len({s[2] for s in timings}) == gpus  # a slot a GPU: gpu0, gpu1, ...
     for timing in timings:  # timings on other GPUs may run beside it; nothing else may
         beside = [s for s in found if s is not timing and overlap(s, timing)]
         assert [s for s in beside if s[1] != "timing" or s[2] == timing[2]] == []
