@@ -125,7 +125,8 @@ def test_a_crashed_xdist_worker_item_gets_its_record() -> None:
 
 
 def test_the_xdist_workers_share_the_gpus_when_there_are_at_least_as_many(monkeypatch: pytest.MonkeyPatch) -> None:
-    config = SimpleNamespace(getoption=lambda name, default=None: 2)  # -n 2
+    options = {"dist": "loadgroup", "tx": ["popen", "popen"]}  # -n 2, as pytest-xdist spells it out
+    config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert pinned_gpus(config, 2, None) == ["0", "1"]  # type: ignore[arg-type]
     assert pinned_gpus(config, 1, None) == ["0"]  # type: ignore[arg-type]  (two workers on one GPU)
@@ -133,6 +134,10 @@ def test_the_xdist_workers_share_the_gpus_when_there_are_at_least_as_many(monkey
     assert pinned_gpus(config, 2, "cuda") == ["4", "6"]  # type: ignore[arg-type]
     assert pinned_gpus(config, 4, None) == []  # type: ignore[arg-type]  (fewer workers than GPUs)
     assert pinned_gpus(config, 2, "cuda:0,cuda:1") == []  # type: ignore[arg-type]
+    options["tx"] = ["3*popen"]  # --tx 3*popen --dist load
+    assert pinned_gpus(config, 2, None) == ["4", "6"]  # type: ignore[arg-type]
+    options["dist"] = "no"  # --tx alone: nothing is distributed
+    assert pinned_gpus(config, 1, None) == []  # type: ignore[arg-type]
 
 
 LIMITS_SEEN = """

@@ -52,12 +52,12 @@ def timed_device(config: pytest.Config) -> str | None:
 
 
 def worker_count(config: pytest.Config) -> int:
-    """The pytest-xdist workers this session starts (``-n``, at most ``--maxprocesses``); 0 without ``-n``."""
-    workers = config.getoption("numprocesses", None)
-    if not isinstance(workers, int):
+    """The pytest-xdist workers this session starts: its ``--tx`` specs, as ``-n`` (capped by ``--maxprocesses``) or
+    the user (``2*popen``) gave them; 0 where it does not distribute. Known once pytest-xdist has read ``-n``."""
+    if config.getoption("dist", "no") == "no":
         return 0
-    most = config.getoption("maxprocesses", None)
-    return min(workers, most) if most else workers
+    counts = [spec.split("*", 1)[0] for spec in config.getoption("tx", None) or []]
+    return sum(int(count) if count.isdigit() else 1 for count in counts)
 
 
 def dist_chosen(config: pytest.Config) -> bool:
