@@ -76,13 +76,15 @@ class _Held:
 
 def _forget_in_child() -> None:
     """In a child forked while a lock was held (Inductor's compile pool, a sample's own processes): drop its copies
-    of the descriptors, so that the lock ends with the parent's hold, not with the child."""
+    of the descriptors, so that the lock ends with the parent's hold, not with the child; and take no part in the
+    lock (the child's work is its parent's: asking for a hold of its own beside the parent's could wait for a timing
+    that waits for the parent)."""
+    global _active
     for fd in list(_held_fds):
         with contextlib.suppress(OSError):
             os.close(fd)
     _held_fds.clear()
-    if _active is not None:
-        _active._held = None
+    _active = None
 
 
 if hasattr(os, "register_at_fork"):
