@@ -61,16 +61,19 @@ def overlap(a: Span, b: Span) -> bool:
 def test_two_workers_time_every_bench_item_one_at_a_time_beside_no_work(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """-n 2 on the CPU: every bench item is timed (the compiled ones with a speedup); no two timings overlap, and no
-    build, compile, check or release (nor the start of Inductor's compile pool) overlaps a timing."""
+    """-n 2 on the CPU: each sample's items run on one worker (the plugin's loadgroup, by sample); every bench item is
+    timed (the compiled ones with a speedup); no two timings overlap, and no build, compile, check or release (nor
+    the start of Inductor's compile pool) overlaps a timing."""
     (tmp_path / "conftest.py").write_text(PLANTED_POOL)
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "2")  # the user's count stands: with 2, Inductor has a pool
     run = run_pytest(
-        tmp_path, "-n", "2", "--inductor-samples=builtin", "--inductor-template=default", "-k",
+        tmp_path, "-n", "2", "-v", "--inductor-samples=builtin", "--inductor-template=default", "-k",
         "launch_bound or norm_softmax", "--inductor-lock-log=lock.log", "--inductor-results=run.jsonl", "-p",
         "no:randomly", *FAST, *QUIET,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    ran = re.findall(r"\[(gw\d)\] .*PASSED inductor-samples::builtin/(\w+)::", run.stdout)
+    assert len(ran) == 8 and len(set(ran)) == 2, ran  # each sample's four items on one worker
     assert f"inductor-templates: timing: {max(1, usable_cpus() // 2)} intra-op thread(s)" in run.stdout  # a worker's
     assert (
         "inductor-templates: pytest-xdist: 2 workers share the CPU and time their CPU sample items, one timing at a "

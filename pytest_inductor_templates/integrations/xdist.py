@@ -1,8 +1,8 @@
 """pytest-xdist: a crashed xdist worker's item gets a ``crashed`` record; with ``-n`` at least the number of GPUs,
 the workers share the GPUs (worker i on GPU i mod G) and time their CUDA sample items, and with the CPU alone in
 the matrix they time their CPU sample items, one timing at a time per device and beside nobody's work
-(``timing.host_lock``); triples kept on one worker (``--dist loadgroup``) unless the user chose a mode; ``-n auto``
-sized to the host (``integrations.auto_workers``).
+(``timing.host_lock``); a sample's items kept on one worker (``--dist loadgroup``, grouped by sample) unless the user
+chose a mode; ``-n auto`` sized to the host (``integrations.auto_workers``).
 
 Registered only when pytest-xdist is installed (its hookspecs exist only then).
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ..report.records import crashed_record
+from ..report.records import ROOT_NODEID, SAMPLE_NODEID, crashed_record
 from ..timing import host_lock
 from ..timing.threads import COMPILE_THREADS, compile_threads_share
 from .auto_workers import AutoWorkers
@@ -61,9 +61,11 @@ def worker_count(config: pytest.Config) -> int:
 
 
 def dist_chosen(config: pytest.Config) -> bool:
-    """Whether the user chose a --dist mode (on the command line, in addopts or PYTEST_ADDOPTS): read before
-    pytest-xdist turns its default, ``no``, into ``load`` under ``-n``."""
-    return config.getoption("dist", "no") != "no" or bool(config.getoption("distload", False))
+    """Whether the user chose a --dist mode (on the command line, in addopts or PYTEST_ADDOPTS), as pytest first
+    parsed the arguments: pytest-xdist's own ``pytest_cmdline_main`` may already have turned its default, ``no``,
+    into ``load`` under ``-n`` (whose hook runs first depends on the order the plugins were loaded in)."""
+    given = getattr(config, "known_args_namespace", config.option)
+    return getattr(given, "dist", "no") != "no" or bool(getattr(given, "distload", False))
 
 
 def group_triples(config: pytest.Config, samples_requested: bool, isolated: bool) -> None:
@@ -114,6 +116,7 @@ class XdistHooks:
         workers: int = 0,
         lock_log: Path | None = None,
         auto: AutoWorkers | None = None,
+        samples: bool = False,
     ) -> None:
         self.gpus = gpus or []  # the GPUs the workers share, worker i on GPU i mod G (empty: no pinning)
         self.cases = cases or []  # (template, device) of the matrix, to recognise a crashed user test
@@ -124,6 +127,7 @@ class XdistHooks:
         self.untimed = untimed  # why the workers time nothing although they could (an option, the platform)
         self.workers = workers
         self.auto = auto  # how -n auto was sized, when it was
+        self.samples = samples  # sample items run (in the sample worker): under loadgroup, a sample is one group
         # the lock files the workers share: one timing at a time per device, and no work beside a timing
         shared = timed is not None and untimed is None
         self.lock_folder = tempfile.mkdtemp(prefix="inductor-templates-lock-") if shared else None
@@ -157,6 +161,13 @@ class XdistHooks:
             "worker builds, compiles, checks or releases a sample" + (f"; {threads}" if threads else ""),
         ]
 
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Under ``--dist loadgroup`` with samples: pytest-xdist's loadgroup scheduler, each sample's items one group
+        (else None: pytest-xdist's own)."""
+        if not self.samples or config.getoption("dist", "no") != "loadgroup":
+            return None
+        return sample_groups(config, log)
+
     def pytest_configure_node(self, node: Any) -> None:
         if self.gpus:
             users = Counter(self.users.values())
@@ -181,6 +192,25 @@ class XdistHooks:
         if record is not None:
             report.when = "call"  # xdist's "???": the item died while it ran; counted as its call report
             report.user_properties.extend(record.properties())
+
+
+def sample_scope(nodeid: str) -> str | None:
+    """The group of a sample item's node id (its sample's node), None for another item."""
+    match = SAMPLE_NODEID.match(nodeid)  # (a match: a worker may add ``@group``)
+    return f"{ROOT_NODEID}::{match['sample']}" if match else None
+
+
+def sample_groups(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's loadgroup scheduler, with each sample's items one group, read from their node ids: xdist's
+    workers name an item's group by adding ``@group`` to its node id, which pytest 9.2 no longer lets them do (xdist
+    issue 1386); the node id itself names the sample. Other items are grouped as xdist groups them."""
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SampleGroups(LoadGroupScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return sample_scope(nodeid) or super()._split_scope(nodeid)
+
+    return SampleGroups(config, log)
 
 
 def pinned_gpus(config: pytest.Config, cuda_devices: int, devices_option: str | None) -> list[str]:

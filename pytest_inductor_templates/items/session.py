@@ -222,8 +222,9 @@ class InductorSession:
         cpu_alone = bool(self.samples) and all(d.type == "cpu" for d in self.devices)
         timed = "cuda" if gpus else "cpu" if cpu_alone else None
         untimed = timing_switched_off_by(config) if settings.isolated else "--inductor-isolation=none"
+        samples = bool(self.samples) and settings.isolated
         return XdistHooks(gpus, list(dict.fromkeys(cases)), timed, untimed, worker_count(config), settings.lock_log,
-                          auto)  # fmt: skip
+                          auto, samples)  # fmt: skip
 
 
 def templates_listing(config: pytest.Config, settings: Settings) -> str:
