@@ -112,19 +112,44 @@ def package_missing(name: str) -> str | None:
     return None if found else f"the Python package {name!r} is not installed"
 
 
-def _nvidia_driver() -> str | None:
+def _nvidia_smi(fields: str) -> list[list[str]] | None:
+    """``nvidia-smi --query-gpu=FIELDS``: one row of values per GPU (all of the host's, in its own order), or None
+    where it cannot tell. It makes no CUDA context."""
     import subprocess
 
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=10,
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    rows = [[value.strip() for value in line.split(",")] for line in out.stdout.strip().splitlines()]
+    return rows if out.returncode == 0 and rows else None
+
+
+def _nvidia_driver() -> str | None:
+    rows = _nvidia_smi("driver_version")
+    return rows[0][0] if rows else None
+
+
+def gpu_free_memory(count: int) -> list[int] | None:
+    """Free memory (bytes) of each of the first ``count`` GPUs this process sees (``CUDA_VISIBLE_DEVICES``, by
+    index or UUID), from nvidia-smi: no CUDA context is made for it. None where unknown."""
+    rows = _nvidia_smi("index,uuid,memory.free")
+    if rows is None or any(len(row) != 3 for row in rows):
+        return None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    tokens = [t.strip() for t in visible.split(",") if t.strip()] if visible is not None else [r[0] for r in rows]
+    found = []
+    for token in tokens[:count]:
+        row = next((r for r in rows if token == r[0] or (not token.isdigit() and r[1].startswith(token))), None)
+        if row is None or not row[2].replace(".", "", 1).isdigit():
+            return None
+        found.append(int(float(row[2]) * 1024 * 1024))  # MiB
+    return found if len(found) == count else None
 
 
 def _version(distribution: str) -> str | None:

@@ -1,4 +1,5 @@
-"""Memory sizes: parsing ``8GiB``, a process's resident memory, a device's allocated CUDA memory."""
+"""Memory sizes: parsing ``8GiB``, a process's resident memory, the host's available memory, a device's allocated
+CUDA memory."""
 
 from __future__ import annotations
 
@@ -33,6 +34,18 @@ def rss_bytes(pid: int | None = None) -> int | None:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def available_memory() -> int | None:
+    """The host's memory available to new work without swapping (Linux: ``MemAvailable``), or None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # in kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def cuda_allocated(device: Any) -> int | None:

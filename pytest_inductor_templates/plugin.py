@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from . import hookspec, settings
+from .integrations.auto_workers import auto_workers
 from .integrations.benchmark import BenchmarkJson, quiet_unused_fixture, timing_switched_off_by
 from .integrations.timeout import TimeoutWatch
 from .integrations.xdist import XdistHooks, group_triples, pin_this_worker, worker_count
@@ -58,6 +59,14 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     return 0
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # pytest-xdist's hook: unused without it
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` for a run of samples: the workers this host's CPUs, memory and GPUs fit (None: xdist's count)."""
+    state = plugin_state(config)
+    state.auto_workers = auto_workers(config, state.options)
+    return state.auto_workers.count if state.auto_workers is not None else None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
@@ -66,6 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     pin_this_worker(config)  # before anything here initialises CUDA
     state = plugin_state(config)
+    if not hasattr(config, "workerinput"):
+        state.time_for_workers(worker_count(config))  # -n N (auto resolved by now): the workers' thread count
     if state.options.any_set or config.pluginmanager.hook.pytest_inductor_templates.get_hookimpls():
         _ = state.session  # every option and template checked before any test runs
     _register_reporting(config, state)
@@ -89,7 +100,8 @@ def _register_reporting(config: pytest.Config, state: PluginState) -> None:
     if controller and (options.any_set or state.resolved is not None):  # only where the plugin is used
         config.add_cleanup(stop_on_sigterm())
     if config.pluginmanager.hasplugin("xdist") and controller:
-        hooks = state.session.xdist_hooks(config, options) if state.resolved is not None else XdistHooks()
+        resolved = state.resolved
+        hooks = resolved.xdist_hooks(config, options, state.auto_workers) if resolved is not None else XdistHooks()
         config.pluginmanager.register(hooks, XDIST_NAME)
     if config.pluginmanager.hasplugin("timeout"):
         config.pluginmanager.register(TimeoutWatch(), "inductor-templates-timeout")

@@ -216,6 +216,13 @@ OPTIONS = (
         "N",
     ),
     Option(
+        "inductor_lock_log",
+        "under pytest-xdist, write a line to FILE for each time a sample worker held the host lock (PID GROUP "
+        "DETAIL START END: work, a timing and its device, the start of Inductor's compile pool): what ran beside "
+        "each timing, for debugging",
+        "FILE",
+    ),
+    Option(
         "inductor_speedup_precision",
         "paired timing goes on, within half of a compiled item's --benchmark-max-time, until the speedup's 95 "
         "percent interval is within +-PCT percent of it (default 2); an entry whose interval stays wider is marked "
@@ -367,6 +374,7 @@ class Settings:
         recycle = _positive(self.get("inductor_recycle_triples"), int, "a whole number of triples such as 100")
         self.recycle_triples = int(recycle) if recycle is not None else RECYCLE_TRIPLES
         self.results = _results_path(self.get("inductor_results"))
+        self.lock_log = _results_path(self.get("inductor_lock_log"))
 
     def levels(self, name: str) -> tuple[list[Sourced[Any]], list[Sourced[Any]]]:
         """An option's values on the command line and in the ini file (a repeatable option may have several)."""
@@ -420,7 +428,8 @@ def _positive(raw: Sourced[Any] | None, kind: type, example: str) -> float | Non
 
 
 def _results_path(raw: Sourced[Any] | None) -> Path | None:
-    """The results file's path, or None when not given: a file that can be created or overwritten."""
+    """The path of a file to write (the results file, the lock log), or None when not given: a file that can be
+    created or overwritten."""
     if raw is None:
         return None
     path = raw.path()

@@ -1,4 +1,4 @@
-"""The compile/timing lock that the GPU-owning pytest-xdist workers of a session share: real processes, real flock."""
+"""The work/timing lock that the pytest-xdist workers of a session share: real processes, real flock."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 
 from pytest_inductor_templates import phases
 from pytest_inductor_templates.integrations.benchmark import timing_switched_off_by
-from pytest_inductor_templates.integrations.xdist import HOST_LOCK, PINNED_GPU, XdistHooks
+from pytest_inductor_templates.integrations.xdist import HOST_LOCK, LOCK_LOG, PINNED_GPU, TIMED_DEVICE, XdistHooks
 from pytest_inductor_templates.timing import host_lock
 from pytest_inductor_templates.timing.host_lock import HostLock
 
@@ -30,12 +30,12 @@ HOLDER = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from pytest_inductor_templates.timing.host_lock import HostLock
+    from pytest_inductor_templates.timing.host_lock import HostLock, Sharing
 
-    folder, group, name, log = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
-    lock = HostLock(folder)
+    folder, group, name, log, gpu = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4]), sys.argv[5]
+    lock = HostLock(Sharing(folder, gpu))
     asked = time.time()
-    with lock.compiling() if group == "compiling" else lock.timing():
+    with lock.work() if group == "work" else lock.timing(group.split(":")[1]):  # timing:cpu, timing:cuda
         began = time.time()
         (log.parent / f"{name}.began").touch()
         while not (log.parent / f"{name}.release").exists():  # held until the test lets go
@@ -57,8 +57,9 @@ class Holders:
         self.script.write_text(HOLDER)
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
-    def start(self, name: str, group: str) -> None:
-        args = [sys.executable, str(self.script), str(self.folder), group, name, str(self.log)]
+    def start(self, name: str, group: str, gpu: str = "gpu0") -> None:
+        """A holder of ``group`` (``work``, ``timing:cpu``, ``timing:cuda``), its CUDA timings on ``gpu``."""
+        args = [sys.executable, str(self.script), str(self.folder), group, name, str(self.log), gpu]
         self.processes[name] = subprocess.Popen(args)
 
     def wait(self, what: Callable[[], bool], why: str) -> None:
@@ -120,15 +121,15 @@ def overlap(a: dict[str, float], b: dict[str, float]) -> bool:
     return a["began"] < b["ended"] and b["began"] < a["ended"]
 
 
-def test_a_timing_waits_for_a_compile_in_progress_and_a_compile_for_a_timing(tmp_path: Path) -> None:
-    """A compile holds; a timing asks meanwhile and waits (in the turnstile); a compile that asks while the timing
+def test_a_timing_waits_for_work_in_progress_and_work_for_a_timing(tmp_path: Path) -> None:
+    """Work (a compile) holds; a timing asks meanwhile and waits (in the turnstile); work that asks while the timing
     waits goes after the timing: the waiting group goes first."""
     holders = Holders(tmp_path)
-    holders.start("compile1", "compiling")
+    holders.start("compile1", "work")
     holders.holding("compile1")
-    holders.start("timing", "timing")
+    holders.start("timing", "timing:cpu")
     holders.wait(lambda: held_by_another(tmp_path / host_lock.TURNSTILE), "timing waiting in the turnstile")
-    holders.start("compile2", "compiling")
+    holders.start("compile2", "work")
     holders.wait(lambda: blocked_on_a_lock(holders.processes["compile2"].pid), "compile2 waiting")
     holders.release("compile1")
     holders.holding("timing")
@@ -142,66 +143,137 @@ def test_a_timing_waits_for_a_compile_in_progress_and_a_compile_for_a_timing(tmp
     assert timed["began"] >= first["ended"] and second["began"] >= timed["ended"]
 
 
-def test_compiles_run_together_and_so_do_timings(tmp_path: Path) -> None:
-    """A second of the same group begins while the first still holds (waiting for it would hang: WAIT_SECONDS)."""
-    for group in ("compiling", "timing"):
-        folder = tmp_path / group
+def test_work_runs_together_and_so_do_timings_on_different_gpus(tmp_path: Path) -> None:
+    """A second of the same group begins while the first still holds (waiting for it would hang: WAIT_SECONDS):
+    work beside work, a timing on one GPU beside a timing on another."""
+    for first, second in (("work", "work"), ("timing:cuda", "timing:cpu"), ("timing:cuda", "timing:cuda")):
+        folder = tmp_path / f"{first}-{second}".replace(":", "_")
         folder.mkdir()
         holders = Holders(folder)
-        holders.start("first", group)
+        holders.start("first", first)
         holders.holding("first")
-        holders.start("second", group)
+        holders.start("second", second, gpu="gpu1")  # another GPU than the first's
         holders.holding("second")
         holders.release("first")
         holders.release("second")
         assert overlap(*holders.spans())
 
 
+def test_one_timing_at_a_time_on_a_device(tmp_path: Path) -> None:
+    """Two timings on the CPU (or on one GPU): the second waits for its device's slot until the first ends."""
+    for device in ("cpu", "cuda"):
+        folder = tmp_path / device
+        folder.mkdir()
+        holders = Holders(folder)
+        holders.start("first", f"timing:{device}")
+        holders.holding("first")
+        holders.start("second", f"timing:{device}")
+        slot = host_lock.CPU_SLOT if device == "cpu" else "gpu0"
+        holders.wait(lambda: waited_on(folder / f"slot-{slot}"), "the second timing waiting for the slot")  # noqa: B023
+        assert not (folder / "second.began").exists()
+        holders.release("first")
+        holders.holding("second")
+        holders.release("second")
+        first, second = holders.spans()
+        assert second["began"] >= first["ended"]
+
+
 @pytest.mark.timeout(120)  # a request waiting for its own hold would hang here
 def test_a_request_within_this_process_own_group_does_not_wait_for_itself(tmp_path: Path) -> None:
     lock = HostLock(tmp_path)
     holders = Holders(tmp_path)
-    with lock.timing(), lock.compiling(), lock.timing():  # e.g. a recompile during its own timing
-        holders.start("other", "compiling")  # and the timing is still held: another process's compile waits
-        holders.wait(lambda: blocked_on_a_lock(holders.processes["other"].pid), "other compile waiting")
+    with lock.timing(), lock.work(), lock.timing():  # e.g. a recompile during its own timing
+        holders.start("other", "work")  # and the timing is still held: another process's work waits
+        holders.wait(lambda: blocked_on_a_lock(holders.processes["other"].pid), "other work waiting")
     holders.holding("other")
     holders.release("other")
-    with lock.compiling(), lock.compiling():  # the backend's compile within the first call's
-        assert (tmp_path / "compiling").exists()
+    with lock.work(), lock.work():  # the backend's compile within the first call's, within the check
+        assert (tmp_path / host_lock.WORK).exists()
+    with lock.work(), pytest.raises(RuntimeError, match="a timing was asked for within work"):
+        with lock.timing():  # it would run beside the others' work: a mistake of the caller's
+            pass
 
 
 def test_without_a_shared_folder_nothing_is_held(tmp_path: Path) -> None:
     host_lock.use(None)
-    with host_lock.compiling(), host_lock.timing():
+    with host_lock.work(), host_lock.timing("cpu"):
         pass
-    host_lock.use(str(tmp_path))
+    host_lock.use(host_lock.Sharing(str(tmp_path)))
     try:
-        with host_lock.compiling():
-            assert (tmp_path / "compiling").exists()
+        with host_lock.work():
+            assert (tmp_path / host_lock.WORK).exists()
     finally:
         host_lock.use(None)
 
 
-def test_the_controller_gives_gpu_owning_workers_one_lock_folder_and_removes_it_at_the_end() -> None:
-    hooks = XdistHooks(["0", "1"])
-    nodes = [SimpleNamespace(gateway=SimpleNamespace(id=f"gw{i}"), workerinput={}) for i in range(2)]
-    for node in nodes:
+def test_the_log_has_each_hold_and_what_work_settled_before_it_left(tmp_path: Path) -> None:
+    """Each hold is a line (pid, group, detail, start, end); work settles before it leaves (the compile pool), and
+    what it settled is a line of its own, within the hold."""
+    settled: list[float] = []
+
+    def settle() -> tuple[str, float, float]:
+        settled.append(time.time())
+        return ("4242", settled[0], time.time())  # a pool's process, started and ready within the work
+
+    log = tmp_path / "lock.log"
+    lock = HostLock(host_lock.Sharing(str(tmp_path), "gpu3", str(log)), settle)
+    with lock.work():
+        assert not settled
+    assert len(settled) == 1
+    with lock.timing("cuda"), lock.work():  # work within a timing joins it: nothing to settle
+        pass
+    with lock.timing("cpu"):
+        pass
+    rows = [line.split() for line in log.read_text().splitlines()]
+    assert [row[:3] for row in rows] == [
+        [str(os.getpid()), "work", "-"],
+        [str(os.getpid()), "pool", "4242"],
+        [str(os.getpid()), "timing", "gpu3"],
+        [str(os.getpid()), "timing", "cpu"],
+    ]
+    (work_start, work_end), (pool_start, pool_end) = ((float(r[3]), float(r[4])) for r in rows[:2])
+    assert work_start <= pool_start <= pool_end <= work_end and len(settled) == 1
+
+
+def test_the_controller_shares_the_gpus_among_more_workers_and_removes_the_lock_folder_at_the_end(
+    tmp_path: Path,
+) -> None:
+    """Worker i on GPU i mod G; a replacement takes the GPU its lost worker used; one lock folder for all."""
+    log = tmp_path / "logs" / "lock.log"
+    hooks = XdistHooks(["0", "1"], timed="cuda", workers=4, lock_log=log)
+    nodes = [SimpleNamespace(gateway=SimpleNamespace(id=f"gw{i}"), workerinput={}) for i in range(5)]
+    for node in nodes[:4]:
         hooks.pytest_configure_node(node)
+    assert [node.workerinput[PINNED_GPU] for node in nodes[:4]] == ["0", "1", "0", "1"]
+    hooks.pytest_testnodedown(nodes[1], None)
+    hooks.pytest_configure_node(nodes[4])  # gw1's replacement
+    assert nodes[4].workerinput[PINNED_GPU] == "1"
+    assert {node.workerinput[TIMED_DEVICE] for node in nodes} == {"cuda"}
+    assert {node.workerinput[LOCK_LOG] for node in nodes} == {str(log)} and log.read_text() == ""
     folders = {node.workerinput[HOST_LOCK] for node in nodes}
-    assert [node.workerinput[PINNED_GPU] for node in nodes] == ["0", "1"] and len(folders) == 1
+    assert len(folders) == 1
     folder = Path(folders.pop())
     assert folder.is_dir()
+    (line,) = hooks.header_lines()
+    assert line.startswith(
+        "inductor-templates: pytest-xdist: 4 workers share 2 GPUs (worker i on GPU i mod 2, which it sees as cuda:0) "
+        "and time their CUDA sample items, one timing at a time per GPU, while no worker builds, compiles, checks or "
+        "releases a sample"
+    )
     hooks.pytest_unconfigure()
     assert not folder.exists()
-    assert XdistHooks([]).lock_folder is None  # no pinning, no timing under xdist: no lock
+    assert XdistHooks([]).lock_folder is None  # nothing to time under xdist: no lock
     for option in ("--inductor-isolation=none", "--benchmark-skip"):  # nothing times, nothing to lock
-        untimed = XdistHooks(["0", "1"], untimed=option)
+        untimed = XdistHooks(["0", "1"], timed="cuda", untimed=option, workers=2)
         assert untimed.lock_folder is None
-        assert untimed.header_lines()[0].endswith(f"and times nothing ({option})")
-    timed = XdistHooks(["0", "1"])
-    assert timed.header_lines()[0].endswith("times its CUDA sample items; no worker compiles a sample while another "
-                                            "times one")  # fmt: skip
-    timed.pytest_unconfigure()
+        assert untimed.header_lines()[0].endswith(f"each of the 2 workers owns one GPU (it sees it as cuda:0) and "
+                                                  f"times nothing ({option})")  # fmt: skip
+    cpu = XdistHooks([], timed="cpu", workers=2)
+    assert cpu.header_lines()[0].startswith(
+        "inductor-templates: pytest-xdist: 2 workers share the CPU and time their CPU sample items, one timing at a "
+        "time, while no worker builds"
+    )
+    cpu.pytest_unconfigure()
 
 
 @pytest.mark.parametrize(
@@ -226,7 +298,9 @@ def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.
     # a process of the same session (another xdist worker) times until the run's compile waits for it
     folder = tmp_path / "lock"
     folder.mkdir()
-    pytester.makeconftest(f"from pytest_inductor_templates.timing import host_lock\nhost_lock.use({str(folder)!r})\n")
+    pytester.makeconftest(
+        f"from pytest_inductor_templates.timing import host_lock\nhost_lock.use(host_lock.Sharing({str(folder)!r}))\n"
+    )
     pytester.makepyfile(
         """
         import json, time
@@ -240,7 +314,7 @@ def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.
         """
     )
     holders = Holders(folder)
-    holders.start("timer", "timing")
+    holders.start("timer", "timing:cpu")
     holders.holding("timer")  # the timer holds its lock before the run starts
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         running = pool.submit(pytester.runpytest_subprocess, "--inductor-backend=eager", "-s", "-p", "no:randomly")
@@ -260,7 +334,7 @@ FORKER = textwrap.dedent(
     from pytest_inductor_templates.timing.host_lock import HostLock
 
     lock = HostLock(sys.argv[1])
-    with lock.compiling():
+    with lock.work():
         child = os.fork()  # as a compile pool started by fork, or a sample's own process, would be
         if child == 0:
             os.close(1), os.close(2)  # the parent's reader sees its output end with the parent

@@ -1,4 +1,5 @@
-"""Timing through pytest-benchmark: the JSON fields, speedups, groups, the summary table, the xdist note."""
+"""Timing through pytest-benchmark: the JSON fields, speedups, groups, the summary table (under pytest-xdist:
+test_xdist.py)."""
 
 from __future__ import annotations
 
@@ -65,8 +66,7 @@ def _paired(info: dict[str, Any]) -> None:
     """A compiled entry's paired figures: at least 10 rounds, the speedup inside its interval, unstable exactly
     when the interval is wider than the default target (+-2%)."""
     assert info["paired_rounds"] >= 10 and info["eager_median"] > 0 and info["threads"] >= 1
-    assert info["paired_seconds"] >= 0.3 and 0 <= info["cpu_slow_rounds"] < 1  # --inductor-timing-min-seconds
-    assert info.get("full_speed_speedup", 1.0) > 0  # from 10 full-speed rounds, where there were
+    assert 0 <= info["cpu_slow_rounds"] < 1 and info.get("full_speed_speedup", 1.0) > 0  # the rounds' CPU probe
     assert 0 < info["speedup_low"] <= info["speedup"] <= info["speedup_high"]
     half_width = (info["speedup_high"] - info["speedup_low"]) / 2 / info["speedup"]
     assert info["unstable"] is (half_width > 0.02)
@@ -78,7 +78,9 @@ def test_compiled_entries_carry_a_paired_speedup_with_its_interval(timed_run) ->
     entries = _entries(data)
     eager = entries["inductor-samples::builtin/launch_bound::bench[eager-cpu]"]
     for template in ("default", "freezing"):
-        _paired(entries[f"inductor-samples::builtin/launch_bound::bench[{template}-cpu]"]["extra_info"])
+        paired = entries[f"inductor-samples::builtin/launch_bound::bench[{template}-cpu]"]["extra_info"]
+        _paired(paired)
+        assert paired["paired_seconds"] >= 0.3  # --inductor-timing-min-seconds=0.3, beyond the max time of 0.05 s
     info = entries["inductor-samples::builtin/launch_bound::bench[freezing-cpu]"]["extra_info"]
     assert not {"speedup", "paired_rounds", "eager_median"} & set(eager["extra_info"])  # the eager row: its time
     assert eager["extra_info"]["threads"] == info["threads"] == data["machine_info"]["timing_threads"]
@@ -163,17 +165,6 @@ def test_failed_items_show_their_outcome_and_are_kept_in_the_json(tmp_path: Path
     assert [b["extra_info"]["template"] for b in data["benchmarks"]] == ["eager"]  # only eager could be timed
     failed = {(o["sample"], o["outcome"]) for o in data["inductor_templates"]["items"] if o["template"] == "default"}
     assert failed == {("builtin/launch_bound", "compile_fail"), ("test_user.py::test_block_speed", "compile_fail")}
-
-
-def test_under_xdist_timing_is_off_the_checks_run_and_the_plugin_says_so_once(tmp_path: Path) -> None:
-    run = run_pytest(
-        tmp_path, "-n", "2", "--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu",
-        "-k", "launch_bound or norm_softmax", *FAST, *QUIET,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert run.stdout.count("pytest-xdist is active, so pytest-benchmark disabled timing") == 1
-    assert "8 passed" in run.stdout and SPEEDUP_TITLE not in run.stdout
-    assert re.search(r"builtin/launch_bound +pass +pass", run.stdout)  # the check grid is there
 
 
 THREAD_TESTS = """

@@ -124,14 +124,20 @@ def test_a_crashed_xdist_worker_item_gets_its_record() -> None:
     assert crashed_record("tests/test_m.py::test_plain[3]", "gw0", [("default", "cpu")]) is None
 
 
-def test_one_gpu_per_xdist_worker_only_when_the_counts_match(monkeypatch: pytest.MonkeyPatch) -> None:
-    config = SimpleNamespace(getoption=lambda name, default=None: 2)
+def test_the_xdist_workers_share_the_gpus_when_there_are_at_least_as_many(monkeypatch: pytest.MonkeyPatch) -> None:
+    options = {"dist": "loadgroup", "tx": ["popen", "popen"]}  # -n 2, as pytest-xdist spells it out
+    config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert pinned_gpus(config, 2, None) == ["0", "1"]  # type: ignore[arg-type]
+    assert pinned_gpus(config, 1, None) == ["0"]  # type: ignore[arg-type]  (two workers on one GPU)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
     assert pinned_gpus(config, 2, "cuda") == ["4", "6"]  # type: ignore[arg-type]
-    assert pinned_gpus(config, 4, None) == []  # type: ignore[arg-type]
+    assert pinned_gpus(config, 4, None) == []  # type: ignore[arg-type]  (fewer workers than GPUs)
     assert pinned_gpus(config, 2, "cuda:0,cuda:1") == []  # type: ignore[arg-type]
+    options["tx"] = ["3*popen"]  # --tx 3*popen --dist load
+    assert pinned_gpus(config, 2, None) == ["4", "6"]  # type: ignore[arg-type]
+    options["dist"] = "no"  # --tx alone: nothing is distributed
+    assert pinned_gpus(config, 1, None) == []  # type: ignore[arg-type]
 
 
 LIMITS_SEEN = """

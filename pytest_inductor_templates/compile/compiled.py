@@ -119,7 +119,7 @@ class RecordingBackend:
             self.stats.graph_break_reasons.append(reason.reason.strip().splitlines()[0])
         phases.enter(phases.COMPILING)
         try:
-            with host_lock.compiling():
+            with host_lock.work():
                 start = time.perf_counter()  # after any wait for another worker's timing
                 skips = self.skips.span(lambda: _unlogged_skip_reason(example_inputs))
                 with skips, gather(self.evidence), torch_deprecations_quiet():
@@ -242,7 +242,7 @@ class CompiledModel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._called:
             return self._call(*args, **kwargs)
-        with host_lock.compiling():  # the first call traces, compiles and runs (Triton may finish compiling then)
+        with host_lock.work():  # the first call traces, compiles and runs (Triton may finish compiling then)
             start = time.perf_counter()  # after any wait for another worker's timing
             out = self._call(*args, **kwargs)
             self._first_call_seconds = time.perf_counter() - start

@@ -23,6 +23,7 @@ from ..compile.precision import tf32_scope
 from ..machine import Device, device_scope
 from ..outcomes import ENDED_EARLY, UNTIMEABLE, Outcome
 from ..templates.selection import Selection
+from ..timing import host_lock
 from ..timing.measure import Timing, TimingPlan, measure
 from ..timing.memory_peak import PeakMemory, peak_memory
 from ..tolerance import Tolerance
@@ -136,7 +137,8 @@ def time_subject(subject: Subject, plan: TimingPlan, paired: bool) -> Timing:
     inputs, steady = subject.inputs[0], subject.model.steady()
     eager_run = None
     if paired:
-        eager = subject.make_eager()
+        with host_lock.work():
+            eager = subject.make_eager()
         eager_call = no_grad_call(eager) if subject.selection.inference_only else eager
         eager_run = lambda: subject.timed_call(eager_call, inputs)  # noqa: E731
     run = lambda: subject.timed_call(steady, inputs)  # noqa: E731
@@ -153,7 +155,8 @@ def peak_of(subject: Subject) -> PeakMemory | None:
     inputs, steady, target = subject.inputs[0], subject.model.steady(), subject.model.target
     eager = no_grad_call(target) if subject.selection.inference_only else target
     eager_run = lambda: subject.timed_call(eager, inputs)  # noqa: E731
-    return peak_memory(eager_run, lambda: subject.timed_call(steady, inputs), subject.device)
+    with host_lock.timing(subject.device.type):  # its calls take the GPU: no other worker times on it meanwhile
+        return peak_memory(eager_run, lambda: subject.timed_call(steady, inputs), subject.device)
 
 
 def run_cell(
@@ -161,9 +164,12 @@ def run_cell(
 ) -> CellResult:
     """Check ``subject`` (unless ``verdict`` is its verdict already), then, with a ``plan``, time it when the check
     left something to time: paired with eager when it passed and compiles, and then, on CUDA, with both peaks of
-    memory measured. All of it in the policy's TF32 mode."""
+    memory measured. All of it in the policy's TF32 mode; the check is work and the timing a timing, kept apart from
+    the other processes of the session (``host_lock``)."""
     with device_scope(subject.device), tf32_scope(policy.tf32):
-        verdict = verdict or check(subject, policy)
+        if verdict is None:
+            with host_lock.work():
+                verdict = check(subject, policy)
         stats = subject.model.stats if subject.selection.compiles else None
         timing: Timing | None = None
         peak: PeakMemory | None = None

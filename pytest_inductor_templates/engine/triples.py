@@ -21,6 +21,7 @@ from ..memory import MiB, cuda_allocated, format_size, rss_bytes
 from ..outcomes import Outcome
 from ..samples.base import Sample, SampleError
 from ..templates.matrix import Case
+from ..timing import host_lock
 from ..timing.measure import TimingPlan
 from ..tolerance import Tolerance
 from .cell import CellResult, CheckPolicy, Footprint, Subject, Verdict, run_cell
@@ -102,8 +103,9 @@ class PreparedTriple:
         if self.diagnosis is None:
             assert self.verdict is not None
             tolerance = self.sample.tolerance or self.tolerance
-            self.diagnosis = diagnose_cell(self.sample, self.case.selection, self.case.device, tolerance, self.verdict,
-                                           plan, no_grad=True)  # fmt: skip
+            with host_lock.work():  # a diagnosis compiles, in a child process
+                self.diagnosis = diagnose_cell(self.sample, self.case.selection, self.case.device, tolerance,
+                                               self.verdict, plan, no_grad=True)  # fmt: skip
         return self.diagnosis
 
     def fresh_eager(self) -> Any:
@@ -193,11 +195,13 @@ class TripleCache:
         self._scope = contextlib.ExitStack()
 
     def get(self, item_case: SampleCase) -> PreparedTriple:
-        """The item's triple, built when it is not the current one."""
+        """The item's triple, built when it is not the current one (work: no other process of the session times
+        meanwhile, ``timing.host_lock``)."""
         if item_case.key != self._key:
-            self.release()
-            self._key = item_case.key
-            self.current = self._build(item_case)
+            with host_lock.work():
+                self.release()
+                self._key = item_case.key
+                self.current = self._build(item_case)
         assert self.current is not None
         return self.current
 
@@ -269,7 +273,7 @@ class TripleCache:
             self.current.stats.compile_failure = None
         self.current, self._key = None, None
         phases.enter(phases.RELEASING)
-        with device_scope(device) if device is not None else contextlib.nullcontext():
+        with host_lock.work(), device_scope(device) if device is not None else contextlib.nullcontext():
             self._scope.close()
             cuda = device is not None and device.type == "cuda"
             if cuda or any(ref() is not None for ref in tensors):  # a cycle holds them, or something else does

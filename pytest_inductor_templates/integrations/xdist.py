@@ -1,6 +1,8 @@
-"""pytest-xdist: a crashed xdist worker's item gets a ``crashed`` record; one GPU per xdist worker when ``-n``
-equals the number of GPUs, with no compile in one while another times (``timing.host_lock``); triples kept on one
-worker (``--dist loadgroup``) unless the user chose a mode.
+"""pytest-xdist: a crashed xdist worker's item gets a ``crashed`` record; with ``-n`` at least the number of GPUs,
+the workers share the GPUs (worker i on GPU i mod G) and time their CUDA sample items, and with the CPU alone in
+the matrix they time their CPU sample items, one timing at a time per device and beside nobody's work
+(``timing.host_lock``); a sample's items kept on one worker (``--dist loadgroup``, grouped by sample) unless the user
+chose a mode; ``-n auto`` sized to the host (``integrations.auto_workers``).
 
 Registered only when pytest-xdist is installed (its hookspecs exist only then).
 """
@@ -11,15 +13,21 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ..report.records import crashed_record
+from ..report.records import ROOT_NODEID, SAMPLE_NODEID, crashed_record
 from ..timing import host_lock
+from ..timing.threads import COMPILE_THREADS, compile_threads_share
+from .auto_workers import AutoWorkers
 
-PINNED_GPU = "inductor_pinned_gpu"  # pytest-xdist workerinput key: the GPU this xdist worker owns
-HOST_LOCK = "inductor_host_lock"  # ... the folder of the compile/timing lock its GPU-owning peers share
+PINNED_GPU = "inductor_pinned_gpu"  # pytest-xdist workerinput key: the GPU this xdist worker uses
+HOST_LOCK = "inductor_host_lock"  # ... the folder of the work/timing lock the session's workers share
+TIMED_DEVICE = "inductor_timed_device"  # ... the device type whose sample items it times: cuda or cpu
+LOCK_LOG = "inductor_lock_log"  # ... the lock log (--inductor-lock-log), if any
 
 
 def pinned_gpu(config: pytest.Config) -> str | None:
@@ -27,9 +35,29 @@ def pinned_gpu(config: pytest.Config) -> str | None:
     return getattr(config, "workerinput", {}).get(PINNED_GPU)
 
 
-def host_lock_folder(config: pytest.Config) -> str | None:
-    """The folder of the compile/timing lock this pytest-xdist worker shares with its GPU-owning peers, or None."""
-    return getattr(config, "workerinput", {}).get(HOST_LOCK)
+def shared_host(config: pytest.Config) -> host_lock.Sharing | None:
+    """How this pytest-xdist worker's sample worker shares the host with the session's others (the lock folder,
+    its GPU's timing slot, the lock log), or None when the workers time nothing."""
+    given = getattr(config, "workerinput", {})
+    if given.get(HOST_LOCK) is None:
+        return None
+    gpu = given.get(PINNED_GPU)
+    return host_lock.Sharing(given[HOST_LOCK], f"gpu{gpu}" if gpu is not None else "gpu", given.get(LOCK_LOG))
+
+
+def timed_device(config: pytest.Config) -> str | None:
+    """The device type (``cuda``, ``cpu``) whose sample items this pytest-xdist worker times, or None."""
+    given = getattr(config, "workerinput", {})
+    return given.get(TIMED_DEVICE) if given.get(HOST_LOCK) is not None else None
+
+
+def worker_count(config: pytest.Config) -> int:
+    """The pytest-xdist workers this session starts: its ``--tx`` specs, as ``-n`` (capped by ``--maxprocesses``) or
+    the user (``2*popen``) gave them; 0 where it does not distribute. Known once pytest-xdist has read ``-n``."""
+    if config.getoption("dist", "no") == "no":
+        return 0
+    counts = [spec.split("*", 1)[0] for spec in config.getoption("tx", None) or []]
+    return sum(int(count) if count.isdigit() else 1 for count in counts)
 
 
 def worker_count(config: pytest.Config) -> int:
@@ -43,9 +71,11 @@ def worker_count(config: pytest.Config) -> int:
 
 
 def dist_chosen(config: pytest.Config) -> bool:
-    """Whether the user chose a --dist mode (on the command line, in addopts or PYTEST_ADDOPTS): read before
-    pytest-xdist turns its default, ``no``, into ``load`` under ``-n``."""
-    return config.getoption("dist", "no") != "no" or bool(config.getoption("distload", False))
+    """Whether the user chose a --dist mode (on the command line, in addopts or PYTEST_ADDOPTS), as pytest first
+    parsed the arguments: pytest-xdist's own ``pytest_cmdline_main`` may already have turned its default, ``no``,
+    into ``load`` under ``-n`` (whose hook runs first depends on the order the plugins were loaded in)."""
+    given = getattr(config, "known_args_namespace", config.option)
+    return getattr(given, "dist", "no") != "no" or bool(getattr(given, "distload", False))
 
 
 def group_triples(config: pytest.Config, samples_requested: bool, isolated: bool) -> None:
@@ -59,7 +89,7 @@ def group_triples(config: pytest.Config, samples_requested: bool, isolated: bool
 
 
 def pin_this_worker(config: pytest.Config) -> None:
-    """In an xdist worker that owns a GPU: see only that GPU (before torch initialises CUDA here)."""
+    """In an xdist worker given a GPU: see only that GPU (before torch initialises CUDA here)."""
     gpu = pinned_gpu(config)
     if gpu is None:
         return
@@ -67,50 +97,100 @@ def pin_this_worker(config: pytest.Config) -> None:
     if torch is not None and torch.cuda.is_initialized():
         raise pytest.UsageError(
             f"pytest-xdist worker {config.workerinput.get('workerid')}: CUDA was initialised before the plugin "
-            f"could pin GPU {gpu} (by a conftest.py?); run with a -n other than the number of GPUs"
+            f"could pin GPU {gpu} (by a conftest.py?); run with a -n below the number of GPUs"
         )
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+
+
+def _compile_threads(workers: int) -> str | None:
+    """How many compile threads Inductor has in each worker's sample worker, for the header."""
+    if COMPILE_THREADS in os.environ:
+        return f"{COMPILE_THREADS}={os.environ[COMPILE_THREADS]}, as set"
+    share = compile_threads_share(workers)
+    return f"Inductor's compile threads: {share} a worker ({COMPILE_THREADS})" if share is not None else None
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
 
 
 class XdistHooks:
     """The controller's pytest-xdist hooks."""
 
     def __init__(
-        self, gpus: list[str] | None = None, cases: list[tuple[str, str]] | None = None, untimed: str | None = None
+        self,
+        gpus: list[str] | None = None,
+        cases: list[tuple[str, str]] | None = None,
+        timed: str | None = None,
+        untimed: str | None = None,
+        workers: int = 0,
+        lock_log: Path | None = None,
+        auto: AutoWorkers | None = None,
+        samples: bool = False,
     ) -> None:
-        self.gpus = gpus or []  # the GPUs to pin one to each xdist worker (empty: no pinning)
+        self.gpus = gpus or []  # the GPUs the workers share, worker i on GPU i mod G (empty: no pinning)
         self.cases = cases or []  # (template, device) of the matrix, to recognise a crashed user test
-        self.owners: dict[str, str] = {}  # GPU -> the worker that owns it
-        self.untimed = untimed  # the option under which the workers time nothing (None: they time their samples)
-        # the lock files the GPU-owning workers share, so that none compiles while another times
-        shared = bool(self.gpus) and untimed is None and host_lock.available()
+        self.users: dict[str, str] = {}  # worker -> the GPU it uses
+        self.timed = timed  # the device type whose sample items the workers would time (None: they time none)
+        if timed is not None and untimed is None and not host_lock.available():
+            untimed = "no flock on this platform: nothing would keep their timings apart"
+        self.untimed = untimed  # why the workers time nothing although they could (an option, the platform)
+        self.workers = workers
+        self.auto = auto  # how -n auto was sized, when it was
+        self.samples = samples  # sample items run (in the sample worker): under loadgroup, a sample is one group
+        # the lock files the workers share: one timing at a time per device, and no work beside a timing
+        shared = timed is not None and untimed is None
         self.lock_folder = tempfile.mkdtemp(prefix="inductor-templates-lock-") if shared else None
+        self.lock_log = str(lock_log) if lock_log is not None and shared else None
+        if self.lock_log is not None:
+            Path(self.lock_log).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.lock_log).write_text("")  # this session's holds only
 
     def header_lines(self) -> list[str]:
-        """The session header's line on GPU pinning, when there is pinning."""
+        """The session header's lines on ``-n auto``, and on how the workers share the devices and time."""
+        lines = [f"inductor-templates: {self.auto.line()}"] if self.auto is not None else []
+        if self.timed is None:
+            return lines
+        one = self.workers == 1 or 0 < self.workers == len(self.gpus)  # "1 worker", "each of the 2 workers": times
         if not self.gpus:
-            return []
-        timed = f"times nothing ({self.untimed})" if self.untimed else "times its CUDA sample items"
+            shared = "1 worker has the CPU" if one else f"{self.workers} workers share the CPU"
+        elif self.workers > len(self.gpus):
+            count = len(self.gpus)
+            where = f"worker i on GPU i mod {count}, which it sees as cuda:0" if count > 1 else "each sees it as cuda:0"
+            shared = f"{self.workers} workers share {_plural(count, 'GPU')} ({where})"
+        else:
+            shared = f"each of the {_plural(self.workers, 'worker')} owns one GPU (it sees it as cuda:0)"
+        verb, its = ("times", "its") if one else ("time", "their")
+        if self.lock_folder is None:
+            return [*lines, f"inductor-templates: pytest-xdist: {shared} and {verb} nothing ({self.untimed})"]
+        kind, per = ("CUDA", "one timing at a time per GPU") if self.gpus else ("CPU", "one timing at a time")
+        threads = _compile_threads(self.workers)
         return [
-            f"inductor-templates: pytest-xdist: each of the {len(self.gpus)} workers owns one GPU (it sees it as "
-            f"cuda:0) and {timed}"
-            + ("; no worker compiles a sample while another times one" if self.lock_folder else "")
+            *lines,
+            f"inductor-templates: pytest-xdist: {shared} and {verb} {its} {kind} sample items, {per}, while no "
+            "worker builds, compiles, checks or releases a sample" + (f"; {threads}" if threads else ""),
         ]
 
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Under ``--dist loadgroup`` with samples: pytest-xdist's loadgroup scheduler, each sample's items one group
+        (else None: pytest-xdist's own)."""
+        if not self.samples or config.getoption("dist", "no") != "loadgroup":
+            return None
+        return sample_groups(config, log)
+
     def pytest_configure_node(self, node: Any) -> None:
-        if not self.gpus:
-            return
-        taken = set(self.owners)
-        gpu = next((g for g in self.gpus if g not in taken), None)
-        if gpu is not None:
-            self.owners[gpu] = node.gateway.id
+        if self.gpus:
+            users = Counter(self.users.values())
+            gpu = min(self.gpus, key=lambda g: (users[g], self.gpus.index(g)))  # i mod G, a replacement in the gap
+            self.users[node.gateway.id] = gpu
             node.workerinput[PINNED_GPU] = gpu
+        if self.lock_folder is not None:
             node.workerinput[HOST_LOCK] = self.lock_folder
+            node.workerinput[TIMED_DEVICE] = self.timed
+            node.workerinput[LOCK_LOG] = self.lock_log
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
-        for gpu, owner in list(self.owners.items()):
-            if owner == node.gateway.id:
-                del self.owners[gpu]  # a replacement worker takes this GPU
+        self.users.pop(node.gateway.id, None)  # a replacement worker takes its GPU
 
     def pytest_unconfigure(self) -> None:
         if self.lock_folder is not None:
@@ -124,11 +204,31 @@ class XdistHooks:
             report.user_properties.extend(record.properties())
 
 
+def sample_scope(nodeid: str) -> str | None:
+    """The group of a sample item's node id (its sample's node), None for another item."""
+    match = SAMPLE_NODEID.match(nodeid)  # (a match: a worker may add ``@group``)
+    return f"{ROOT_NODEID}::{match['sample']}" if match else None
+
+
+def sample_groups(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's loadgroup scheduler, with each sample's items one group, read from their node ids: xdist's
+    workers name an item's group by adding ``@group`` to its node id, which pytest 9.2 no longer lets them do (xdist
+    issue 1386); the node id itself names the sample. Other items are grouped as xdist groups them."""
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SampleGroups(LoadGroupScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return sample_scope(nodeid) or super()._split_scope(nodeid)
+
+    return SampleGroups(config, log)
+
+
 def pinned_gpus(config: pytest.Config, cuda_devices: int, devices_option: str | None) -> list[str]:
-    """The GPUs to pin one to each xdist worker: when ``-n`` equals the number of CUDA devices and the matrix
-    takes every CUDA device (the default, or ``cuda``); each worker then sees its own GPU as ``cuda:0``."""
-    workers = config.getoption("numprocesses", None)
-    if not cuda_devices or workers != cuda_devices or devices_option not in (None, "cuda"):
+    """The GPUs the xdist workers share, worker i on GPU i mod G: when ``-n`` is at least the number of CUDA
+    devices and the matrix takes every CUDA device (the default, or ``cuda``); each worker then sees its GPU as
+    ``cuda:0``."""
+    workers = worker_count(config)
+    if not cuda_devices or workers < cuda_devices or devices_option not in (None, "cuda"):
         return []
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     ids = [g.strip() for g in visible.split(",") if g.strip()] if visible else [str(i) for i in range(cuda_devices)]

@@ -17,6 +17,7 @@ from ..machine import Device
 from ..outcomes import ENDED_EARLY
 from ..report.records import ROOT_NODEID, conclude, new_record, sample_item_name, start
 from ..samples.base import Sample
+from ..samples.sources import largest_graphs_first
 from ..templates.matrix import Case
 from .session import plugin_state
 
@@ -136,7 +137,10 @@ def release_after(item: pytest.Item, nextitem: pytest.Item | None, triples: Any)
 def collect_sample_items(
     session: pytest.Session, samples: list[Sample], cases: list[Case], visible: list[Device]
 ) -> list[pytest.Item]:
-    """Every sample item, in matrix order, reported to the terminal like collected tests."""
+    """Every sample item, in matrix order, reported to the terminal like collected tests; in a pytest-xdist worker
+    (where xdist collects) the samples with the largest graphs first, so that the longest compiles start first."""
+    if hasattr(session.config, "workerinput"):
+        samples = largest_graphs_first(samples)
     root = SamplesCollector.from_parent(session, name=ROOT_NODEID, samples=samples, cases=cases, visible=visible)
     items: list[pytest.Item] = []
     for collector in root.collect():

@@ -15,8 +15,9 @@ import pytest
 from ..engine.cell import CheckPolicy, Verdict
 from ..engine.diagnosis import DiagnosisPlan, needs_diagnosis, repro_folder
 from ..engine.triples import TripleCache
+from ..integrations.auto_workers import AutoWorkers
 from ..integrations.benchmark import timing_switched_off_by
-from ..integrations.xdist import XdistHooks, host_lock_folder, pinned_gpu, pinned_gpus
+from ..integrations.xdist import XdistHooks, pinned_gpus, shared_host, timed_device, worker_count
 from ..machine import Device, visible_devices
 from ..samples.base import Sample
 from ..samples.sources import select_samples, weights_line
@@ -26,7 +27,7 @@ from ..templates.matrix import Case, select_devices
 from ..templates.registry import EAGER, TemplateRegistry
 from ..templates.user import TemplateDefinitionError, add_user_templates, hook_definitions, load_templates_file
 from ..timing.policy import TimingPolicy
-from ..timing.threads import ThreadScope
+from ..timing.threads import COMPILE_THREADS, ThreadScope, compile_threads_share, xdist_workers
 from ..tolerance import Tolerance
 from ..worker import protocol
 from ..worker.client import WorkerProcess
@@ -105,9 +106,10 @@ class InductorSession:
         )
 
     def times_without_benchmark(self, case: Case) -> bool:
-        """Whether to time although pytest-benchmark switched itself off: under pytest-xdist, when each xdist
-        worker owns one GPU, its CUDA sample items are timed (into the records)."""
-        return isinstance(self.triples, RemoteTriples) and self.triples.pinned_timing and case.device.type == "cuda"
+        """Whether to time although pytest-benchmark switched itself off: under pytest-xdist, a worker times the
+        sample items of the device type it was given (CUDA when the workers share the GPUs, the CPU when the matrix
+        holds it alone), into the records."""
+        return isinstance(self.triples, RemoteTriples) and self.triples.timed_device == case.device.type
 
     @cached_property
     def sample_cases(self) -> list[Case]:
@@ -213,16 +215,21 @@ class InductorSession:
             )
         return lines
 
-    def xdist_hooks(self, config: pytest.Config, settings: Settings) -> XdistHooks:
+    def xdist_hooks(self, config: pytest.Config, settings: Settings, auto: AutoWorkers | None = None) -> XdistHooks:
         """The controller's pytest-xdist hooks: the matrix's cells (to record a crashed user test) and, for
-        sample runs, the GPUs to pin one to each worker."""
+        sample runs, the GPUs the workers share and the device type whose sample items they time; ``auto``: how
+        ``-n auto`` was sized."""
         cases = [(c.selection.label, c.device.name) for c in self.sample_cases]
         cases += [(column.label, device.name) for column in self.columns for device in self.devices]
         devices = settings.get("inductor_devices")
         cuda = sum(d.type == "cuda" for d in self.visible)
         gpus = pinned_gpus(config, cuda, str(devices.value).strip() if devices else None) if self.samples else []
+        cpu_alone = bool(self.samples) and all(d.type == "cpu" for d in self.devices)
+        timed = "cuda" if gpus else "cpu" if cpu_alone else None
         untimed = timing_switched_off_by(config) if settings.isolated else "--inductor-isolation=none"
-        return XdistHooks(gpus, list(dict.fromkeys(cases)), untimed=untimed)
+        samples = bool(self.samples) and settings.isolated
+        return XdistHooks(gpus, list(dict.fromkeys(cases)), timed, untimed, worker_count(config), settings.lock_log,
+                          auto, samples)  # fmt: skip
 
 
 def templates_listing(config: pytest.Config, settings: Settings) -> str:
@@ -258,11 +265,12 @@ def remote_triples(
 
     def hello() -> protocol.Hello:
         return protocol.Hello(list(sys.path), conftest_modules(config), settings.tolerance, policy,
-                              settings.memory_budget, timing.threads, host_lock_folder(config))  # fmt: skip
+                              settings.memory_budget, timing.threads, shared_host(config))  # fmt: skip
 
-    # a worker owning a GPU times its CUDA items, unless the user switched timing off
-    timed = pinned_gpu(config) is not None and timing_switched_off_by(config) is None
-    return RemoteTriples(WorkerProcess(hello), settings.recycle_triples, settings.recycle_rss, timed)
+    share = compile_threads_share(xdist_workers())  # each xdist worker's sample worker gets its share of the CPUs
+    environment = {COMPILE_THREADS: str(share)} if share is not None else {}
+    worker = WorkerProcess(hello, environment=environment)
+    return RemoteTriples(worker, settings.recycle_triples, settings.recycle_rss, timed_device(config))
 
 
 @dataclass
@@ -276,6 +284,13 @@ class PluginState:
     threads: ThreadScope
     resolved: InductorSession | None = None
     diagnosed: int = 0  # diagnoses asked for so far (at most --inductor-diagnose-max)
+    auto_workers: AutoWorkers | None = None  # how -n auto was sized, when the plugin sized it
+
+    def time_for_workers(self, workers: int) -> None:
+        """In pytest-xdist's controller of ``workers``: the timing policy they run with (their share of the CPUs),
+        for the header and ``machine_info``."""
+        if workers > 1:
+            self.timing = TimingPolicy.from_settings(self.options, workers)
 
     @property
     def session(self) -> InductorSession:

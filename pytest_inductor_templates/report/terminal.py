@@ -22,8 +22,8 @@ MEMORY_NOTE = (
 )
 XDIST_NOTE = (
     "pytest-xdist is active, so pytest-benchmark disabled timing: bench items ran once, untimed, and no "
-    "speedups were computed; the checks ran as usual. Run without -n to time, or with -n equal to the "
-    "number of GPUs (each worker then owns one GPU, and its CUDA sample items are timed in the sample worker)."
+    "speedups were computed; the checks ran as usual. Run without -n to time, or with -n at least the number of "
+    "GPUs (the workers then share them and time their CUDA sample items), or with the CPU alone in the matrix."
 )
 EFFECT_TITLE = "did each template take effect (a warning: it fails an item only with --inductor-require-effect)"
 NO_EFFECT_NOTE = (

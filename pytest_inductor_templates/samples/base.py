@@ -53,6 +53,12 @@ class Sample(ABC):
         when that is not known before building (the built-ins are small)."""
         return None
 
+    @property
+    def graph_size(self) -> int | None:
+        """How large its graph is, as a guess at how long it compiles (a GraphNet sample: its ``model.py`` in bytes,
+        about a line a node); None when not known (the built-ins are small)."""
+        return None
+
     def device_problem(self, device_type: str) -> str | None:
         if device_type in self.device_types:
             return None

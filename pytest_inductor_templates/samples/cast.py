@@ -36,6 +36,10 @@ class CastSample(Sample):
     def weights_mode(self) -> str | None:
         return self.inner.weights_mode
 
+    @property
+    def graph_size(self) -> int | None:
+        return self.inner.graph_size
+
     def tensor_bytes(self, float_dtype: str | None = None) -> int | None:
         return self.inner.tensor_bytes(float_dtype or self.dtype_name)
 

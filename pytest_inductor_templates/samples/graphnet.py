@@ -256,6 +256,13 @@ class GraphNetSample(Sample):
     def tensor_bytes(self, float_dtype: str | None = None) -> int | None:
         return tensor_bytes(self.metas, float_dtype)
 
+    @property
+    def graph_size(self) -> int | None:
+        try:
+            return (self.directory / "model.py").stat().st_size
+        except OSError:
+            return None
+
     def _devices_required(self) -> int:
         """``num_devices_required`` of ``graph_net.json`` (1 without the file); a broken file is a SampleError."""
         path = self.directory / "graph_net.json"

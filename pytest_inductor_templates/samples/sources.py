@@ -19,6 +19,12 @@ def select_samples(settings: Settings) -> list[Sample]:
     return [CastSample(sample, settings.sample_dtype) for sample in samples]
 
 
+def largest_graphs_first(samples: list[Sample]) -> list[Sample]:
+    """The samples with the largest graphs first (those of unknown size last), each size in its given order: under
+    pytest-xdist, whose scheduler hands samples out in this order, the longest compiles start first."""
+    return sorted(samples, key=lambda sample: -(sample.graph_size or 0))
+
+
 def weights_line(samples: list[Sample]) -> str | None:
     """The header's line on how the GraphNet samples' weights are passed (``--inductor-sample-weights``), or None
     when no GraphNet sample runs."""

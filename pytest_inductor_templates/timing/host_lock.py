@@ -1,30 +1,58 @@
-"""Compiles and timings kept apart across the processes of one session on one host (pytest-xdist, a GPU each).
+"""Work and timings kept apart across the processes of one session on one host (the sample workers of pytest-xdist's
+workers).
 
-Under ``-n`` with one GPU per xdist worker, each worker times its own GPU while the others go on. A compile in
-another worker disturbs that: Inductor's pool of compile processes takes every core, and the timed program's
+Each process builds, compiles, checks and releases its samples' triples (its *work*) and times them. Work
+disturbs a timing beside it: Inductor's pool of compile processes takes every core, and the timed program's
 Python side (launching kernels) slows, eager's more than a compiled or CUDA-graph program's. On two H200s, the run
 whose other worker compiled cold read CUDA-graph speedups up to 1.4x higher than the runs after it (though later
-one process alone showed much the same, so that was not the only cause). So any number of compiles may run at
-once, and any number of timings, but never a compile and a timing together.
+one process alone showed much the same, so that was not the only cause). So:
 
-Group mutual exclusion with ``flock`` on three files in a folder the session shares: a compile holds
-``compiling`` shared once no timing holds ``timing``; a timing holds ``timing`` shared once no compile holds
-``compiling``; whoever waits for the other group holds ``turnstile`` meanwhile, so that neither group starves
-the other. Locks held by a process that dies are released by the kernel. Where ``fcntl`` does not exist
-(Windows), nothing is kept apart.
+- any number of processes work at once, but none while a timing runs anywhere on the host;
+- one timing at a time per device (its *slot*: a GPU, or the CPU); timings on different GPUs may run together.
+
+Group mutual exclusion with ``flock`` on files in a folder the session shares: work holds ``work`` shared once no
+timing holds ``timing``; a timing first holds its slot's file exclusively, then ``timing`` shared once no work
+holds ``work``; whoever waits for the other group holds ``turnstile`` meanwhile, so that neither group starves the
+other. Before it leaves the work group a process settles what its work started in the background (Inductor's
+compile pool: ``compile.pool``), so that it does not run on beside a timing. Locks held by a process that dies are
+released by the kernel. Where ``fcntl`` does not exist (Windows), nothing is kept apart.
+
+With ``--inductor-lock-log`` each hold appends a line ``PID GROUP DETAIL START END`` (wall-clock seconds; GROUP
+``work``, ``timing`` with its slot as DETAIL, or ``pool`` with the compile pool's process id, started and ready
+within the work that started it): what ran beside what, for debugging and for the tests.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import phases
 
-TURNSTILE, TIMING, COMPILING = "turnstile", "timing", "compiling"
+TURNSTILE, TIMING, WORK, POOL = "turnstile", "timing", "work", "pool"
+CPU_SLOT = "cpu"
 _held_fds: set[int] = set()  # this process's locked descriptors, which a forked child must not keep
+
+# what work started in the background, settled before it leaves the work group: (what, start, end) to log, or None
+Settle = Callable[[], tuple[str, float, float] | None]
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """How one process shares the host with the session's others: the lock folder, the slot its CUDA timings take
+    (its GPU: ``gpu1``), and the lock log (``--inductor-lock-log``), if any."""
+
+    folder: str
+    gpu_slot: str = "gpu"
+    log: str | None = None
+
+    def slot(self, device_type: str) -> str:
+        """The timing slot of a device type: this process's GPU, or the CPU."""
+        return self.gpu_slot if device_type == "cuda" else CPU_SLOT
 
 
 class _Held:
@@ -48,13 +76,15 @@ class _Held:
 
 def _forget_in_child() -> None:
     """In a child forked while a lock was held (Inductor's compile pool, a sample's own processes): drop its copies
-    of the descriptors, so that the lock ends with the parent's hold, not with the child."""
+    of the descriptors, so that the lock ends with the parent's hold, not with the child; and take no part in the
+    lock (the child's work is its parent's: asking for a hold of its own beside the parent's could wait for a timing
+    that waits for the parent)."""
+    global _active
     for fd in list(_held_fds):
         with contextlib.suppress(OSError):
             os.close(fd)
     _held_fds.clear()
-    if _active is not None:
-        _active._held = None
+    _active = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -62,53 +92,82 @@ if hasattr(os, "register_at_fork"):
 
 
 class HostLock:
-    """The session's compile/timing exclusion, from the folder holding its lock files."""
+    """The session's work/timing exclusion, from the folder holding its lock files."""
 
-    def __init__(self, folder: str | Path) -> None:
-        self.folder = Path(folder)
+    def __init__(self, sharing: Sharing | str | Path, settle: Settle | None = None) -> None:
+        self.sharing = sharing if isinstance(sharing, Sharing) else Sharing(str(sharing))
+        self.folder = Path(self.sharing.folder)
+        self.settle = settle  # called before leaving the work group
         self._held: str | None = None  # the group this process is in: a nested request joins it
 
     @contextlib.contextmanager
-    def _group(self, mine: str, other: str) -> Iterator[None]:
+    def _group(self, mine: str, other: str, slot: str | None = None) -> Iterator[None]:
         import fcntl
 
-        if self._held is not None:  # already in a group (a compile within a compile, or during its own timing)
+        if self._held is not None:  # already in a group: a compile within the check's work, or during a timing
+            if self._held == WORK and mine == TIMING:
+                raise RuntimeError("a timing was asked for within work: it would run beside the others' work")
             yield
             return
         before = phases.current()
         phases.enter(phases.WAITING)  # a timeout meanwhile says so
-        turnstile = _Held(self.folder / TURNSTILE, fcntl.LOCK_EX)
+        own = _Held(self.folder / f"slot-{slot}", fcntl.LOCK_EX) if slot is not None else None  # one per device
         try:
-            _Held(self.folder / other, fcntl.LOCK_EX).close()  # wait until the other group has left
-            held = _Held(self.folder / mine, fcntl.LOCK_SH)
-        finally:
-            turnstile.close()
+            turnstile = _Held(self.folder / TURNSTILE, fcntl.LOCK_EX)
+            try:
+                _Held(self.folder / other, fcntl.LOCK_EX).close()  # wait until the other group has left
+                held = _Held(self.folder / mine, fcntl.LOCK_SH)
+            finally:
+                turnstile.close()
+        except BaseException:
+            if own is not None:
+                own.close()
+            raise
         if before is not None:
             phases.enter(before)
-        self._held = mine
+        self._held, start, settled = mine, time.time(), None
         try:
             yield
         finally:
+            if mine == WORK and self.settle is not None:
+                settled = self.settle()
+            end = time.time()
             self._held = None
             held.close()
+            if own is not None:
+                own.close()
+            self._log(mine, slot or "-", start, end)
+            if settled is not None:
+                self._log(POOL, *settled)
 
-    def compiling(self) -> contextlib.AbstractContextManager[None]:
-        """Held while this process compiles: waits for every timing in progress to end."""
-        return self._group(COMPILING, TIMING)
+    def _log(self, group: str, detail: str, start: float, end: float) -> None:
+        if self.sharing.log is None:
+            return
+        line = f"{os.getpid()} {group} {detail} {start:.6f} {end:.6f}\n".encode()
+        fd = os.open(self.sharing.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)  # one write of a short line: whole, among the other processes' lines
+        finally:
+            os.close(fd)
 
-    def timing(self) -> contextlib.AbstractContextManager[None]:
-        """Held while this process times: waits for every compile in progress to end."""
-        return self._group(TIMING, COMPILING)
+    def work(self) -> contextlib.AbstractContextManager[None]:
+        """Held while this process builds, compiles, checks or releases: waits for every timing in progress."""
+        return self._group(WORK, TIMING)
+
+    def timing(self, device_type: str = CPU_SLOT) -> contextlib.AbstractContextManager[None]:
+        """Held while this process times on a device: waits for the device's other timing, then for all work."""
+        return self._group(TIMING, WORK, self.sharing.slot(device_type))
 
 
 _active: HostLock | None = None
 
 
-def use(folder: str | None) -> None:
-    """Keep this process's compiles and timings apart from those of the other processes sharing ``folder``
-    (None: from nobody's). Set once, in a sample worker process, from what its pytest-xdist worker was given."""
+def use(sharing: Sharing | None, settle: Settle | None = None) -> None:
+    """Keep this process's work and timings apart from those of the other processes sharing ``sharing.folder``
+    (None: from nobody's), settling what work started in the background with ``settle``. Set once, in a sample
+    worker process, from what its pytest-xdist worker was given."""
     global _active
-    _active = HostLock(folder) if folder is not None and available() else None
+    _active = HostLock(sharing, settle) if sharing is not None and available() else None
 
 
 def available() -> bool:
@@ -120,11 +179,13 @@ def available() -> bool:
     return True
 
 
-def compiling() -> contextlib.AbstractContextManager[None]:
-    """Around a compile: held apart from the other processes' timings, when this process shares a lock."""
-    return _active.compiling() if _active is not None else contextlib.nullcontext()
+def work() -> contextlib.AbstractContextManager[None]:
+    """Around building, compiling, checking, releasing: held apart from the other processes' timings, when this
+    process shares a lock."""
+    return _active.work() if _active is not None else contextlib.nullcontext()
 
 
-def timing() -> contextlib.AbstractContextManager[None]:
-    """Around a timing: held apart from the other processes' compiles, when this process shares a lock."""
-    return _active.timing() if _active is not None else contextlib.nullcontext()
+def timing(device_type: str) -> contextlib.AbstractContextManager[None]:
+    """Around a timing on ``device_type`` (``cpu``, ``cuda``): alone on its device and beside no work, when this
+    process shares a lock."""
+    return _active.timing(device_type) if _active is not None else contextlib.nullcontext()

@@ -66,12 +66,12 @@ def timer_name(timer: Callable[[], float]) -> str:
 
 def measure(run: Callable[[], Any], eager_run: Callable[[], Any] | None, cuda: bool, plan: TimingPlan) -> Timing:
     """Time ``run`` after an untimed warm-up; with ``eager_run``, then time the two in pairs. On CUDA, device time
-    from CUDA events goes beside the (synchronizing) timer's wall time. No compile runs meanwhile in another
-    process of the session (``host_lock``)."""
+    from CUDA events goes beside the (synchronizing) timer's wall time. No other process of the session times on the
+    device meanwhile, nor builds, compiles, checks or releases anything (``host_lock``)."""
     if plan.rounds is None:
         run()
         return Timing()
-    with host_lock.timing():
+    with host_lock.timing("cuda" if cuda else "cpu"):
         return _measure(run, eager_run, cuda, plan.rounds, plan)
 
 

@@ -24,9 +24,10 @@ class TimingPolicy:
     min_seconds: float = 0.0  # each compiled item's paired rounds span at least this long
 
     @classmethod
-    def from_settings(cls, chosen: Settings) -> TimingPolicy:
-        """The options' values, else the defaults: every usable CPU (shared among xdist workers), +-2%."""
-        threads = chosen.timing_threads or default_threads()
+    def from_settings(cls, chosen: Settings, workers: int | None = None) -> TimingPolicy:
+        """The options' values, else the defaults: every usable CPU (shared among pytest-xdist's workers, this
+        process's peers or, in its controller, the ``workers`` it starts), +-2%."""
+        threads = chosen.timing_threads or default_threads(workers)
         precision = chosen.speedup_precision or DEFAULT_PRECISION
         return cls(threads, precision, load_average(), chosen.cpu_probe, chosen.timing_min_seconds)
 

@@ -1,8 +1,11 @@
-"""CPU threads while timing: how many intra-op threads, set around an item, and whether the machine is busy."""
+"""CPU threads: how many intra-op threads, set around an item; Inductor's compile threads under pytest-xdist; and
+whether the machine is busy."""
 
 from __future__ import annotations
 
 import os
+
+COMPILE_THREADS = "TORCHINDUCTOR_COMPILE_THREADS"  # Inductor's own variable for the size of its compile pool
 
 
 def usable_cpus() -> int:
@@ -13,10 +16,24 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def default_threads() -> int:
-    """Intra-op threads that do not oversubscribe: the usable CPUs, shared among pytest-xdist's workers."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    return max(1, usable_cpus() // max(1, workers))
+def xdist_workers() -> int:
+    """How many pytest-xdist workers this process is one of (1 outside pytest-xdist)."""
+    return max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
+
+
+def default_threads(workers: int | None = None) -> int:
+    """Intra-op threads that do not oversubscribe: the usable CPUs, shared among pytest-xdist's workers (``workers``
+    of them, else as many as this process is one of)."""
+    return max(1, usable_cpus() // (workers or xdist_workers()))
+
+
+def compile_threads_share(workers: int) -> int | None:
+    """Inductor's compile threads for each of ``workers`` pytest-xdist workers: the usable CPUs shared among them
+    (Inductor's default takes them all in every process); None for one worker, or when the user set
+    ``TORCHINDUCTOR_COMPILE_THREADS`` (their count stands)."""
+    if workers <= 1 or COMPILE_THREADS in os.environ:
+        return None
+    return max(1, usable_cpus() // workers)
 
 
 class ThreadScope:

@@ -68,6 +68,7 @@ class WorkerProcess:
     """One worker at a time, started on the first request and again after it is lost or stopped."""
 
     hello: Callable[[], p.Hello]  # made when a worker starts: conftest files load during collection
+    environment: dict[str, str] = field(default_factory=dict)  # set in the worker's environment, beside this one's
     process: subprocess.Popen[bytes] | None = None
     phase: str | None = None
     warnings: list[str] = field(default_factory=list)  # conftest files the last worker could not import
@@ -94,6 +95,7 @@ class WorkerProcess:
             stdout=subprocess.PIPE,
             stderr=handle,
             start_new_session=True,  # a terminal's Ctrl-C or a CI cancel reaches pytest, which stops the worker
+            env={**os.environ, **self.environment},
         )
         os.close(handle)
         assert self.process.stdin is not None and self.process.stdout is not None

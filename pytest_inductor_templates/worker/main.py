@@ -21,6 +21,7 @@ import traceback
 
 from .. import phases
 from ..compile.failures import first_line
+from ..compile.pool import wait_for_compile_pool
 from ..engine.triples import TripleCache
 from ..machine import Device
 from ..timing import host_lock
@@ -143,14 +144,15 @@ def main() -> int:
     _watch_parent(os.getppid())
     hello = p.read_message(requests)
     assert isinstance(hello, p.Hello)
-    sys.path[:] = hello.sys_path
-    warnings = _import_conftests(hello.conftests)
-    import torch  # ready before the first request, whose timeout should not pay for it
-    import torch._dynamo
+    host_lock.use(hello.host_lock, settle=wait_for_compile_pool)
+    with host_lock.work():  # importing torch takes the CPU as a compile does
+        sys.path[:] = hello.sys_path
+        warnings = _import_conftests(hello.conftests)
+        import torch  # ready before the first request, whose timeout should not pay for it
+        import torch._dynamo
 
-    if hello.threads is not None and torch.get_num_threads() != hello.threads:  # as the pytest process runs its
-        torch.set_num_threads(hello.threads)  # items (Inductor bakes the count into the CPU kernels it generates)
-    host_lock.use(hello.host_lock)
+        if hello.threads is not None and torch.get_num_threads() != hello.threads:  # as the pytest process runs
+            torch.set_num_threads(hello.threads)  # its items (Inductor bakes the count into the CPU kernels)
 
     lock = threading.Lock()
 

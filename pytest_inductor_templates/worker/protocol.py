@@ -89,7 +89,7 @@ class Hello:
     policy: Any = None  # engine.cell.CheckPolicy
     memory_budget: int | None = None
     threads: int | None = None  # torch's intra-op threads (--inductor-timing-threads)
-    host_lock: str | None = None  # the folder of the session's compile/timing lock (timing.host_lock), if shared
+    host_lock: Any = None  # timing.host_lock.Sharing: how it shares the host with the session's others, if it does
 
 
 @dataclass

@@ -89,12 +89,12 @@ class RemoteTriples:
         worker: WorkerProcess,
         recycle_after: int | None = None,
         recycle_rss: int | None = None,
-        pinned_timing: bool = False,
+        timed_device: str | None = None,
     ) -> None:
         self.worker = worker
         self.recycle_after = recycle_after  # triples per worker (--inductor-recycle-triples)
         self.recycle_rss = recycle_rss  # bytes of resident memory (--inductor-recycle-rss)
-        self.pinned_timing = pinned_timing  # under pytest-xdist, this worker owns its GPU: time CUDA items
+        self.timed_device = timed_device  # under pytest-xdist, the device type whose items this worker times
         self.current: RemoteTriple | None = None
         self.triples_in_worker = 0
         self._sent = False  # whether the current triple reached the worker
@@ -108,8 +108,8 @@ class RemoteTriples:
         recycle.append("when a released triple's tensors stay alive")
         text = "samples run in a worker process (a crash or hang ends one item)"
         text += f", replaced {' or '.join(recycle)}"
-        if self.pinned_timing:
-            text += "; this pytest-xdist worker owns one GPU, and its CUDA items are timed"
+        if self.timed_device is not None:
+            text += f"; this pytest-xdist worker times its {self.timed_device.upper()} items"
         return text
 
     def get(self, item_case: SampleCase) -> RemoteTriple:
