@@ -53,21 +53,14 @@ def timed_device(config: pytest.Config) -> str | None:
 
 def worker_count(config: pytest.Config) -> int:
     """The pytest-xdist workers this session starts: its ``--tx`` specs, as ``-n`` (capped by ``--maxprocesses``) or
-    the user (``2*popen``) gave them; 0 where it does not distribute. Known once pytest-xdist has read ``-n``."""
-    if config.getoption("dist", "no") == "no":
-        return 0
-    counts = [spec.split("*", 1)[0] for spec in config.getoption("tx", None) or []]
-    return sum(int(count) if count.isdigit() else 1 for count in counts)
-
-
-def worker_count(config: pytest.Config) -> int:
-    """The number of pytest-xdist workers of this run, 0 without pytest-xdist (in a worker too: its ``workercount``);
-    compile times compare only between runs with as many workers sharing the CPUs."""
+    the user (``2*popen``) gave them; 0 where it does not distribute (in a worker: its ``workercount``). Known once
+    pytest-xdist has read ``-n``; compile times compare only between runs with as many workers."""
     if hasattr(config, "workerinput"):
         return int(config.workerinput.get("workercount", 0))
     if config.getoption("dist", "no") == "no":
         return 0
-    return len(config.getoption("tx", None) or [])
+    counts = [spec.split("*", 1)[0] for spec in config.getoption("tx", None) or []]
+    return sum(int(count) if count.isdigit() else 1 for count in counts)
 
 
 def dist_chosen(config: pytest.Config) -> bool:
