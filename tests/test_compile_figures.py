@@ -76,12 +76,12 @@ def _files(folder: Path) -> list[str]:
 def _make(root: Path) -> None:
     """Three runs on one persistent compile cache, each with its output kept: cold (an empty cache), warm (the same
     selection again, timed, with the graph break planted: the user test's graphs are new, the sample's cached), and
-    fresh (the sample alone, under --inductor-fresh-cache); slowed (fresh again, with the slow compiler planted);
-    and the cache's files before and after the fresh run."""
+    fresh (the sample alone, under --inductor-fresh-cache, with the slow compiler planted); and the cache's files
+    before and after the fresh run."""
     (root / "test_user.py").write_text(USER_TEST)
     (root / "conftest.py").write_text(SLOW_COMPILER)
     fresh = ("-k", "launch_bound", "--benchmark-skip", "--inductor-fresh-cache")
-    runs = {"cold": (*BOTH, "--benchmark-skip"), "warm": (*BOTH, *FAST), "fresh": fresh, "slowed": fresh}
+    runs = {"cold": (*BOTH, "--benchmark-skip"), "warm": (*BOTH, *FAST), "fresh": fresh}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(root / "cache"))
         for name, args in runs.items():
@@ -89,12 +89,11 @@ def _make(root: Path) -> None:
                 patch.setenv("PLANT_BREAK", "1")
             if name == "fresh":
                 patch.delenv("PLANT_BREAK")
-                (root / "before-fresh.json").write_text(json.dumps(_files(root / "cache")))
-            if name == "slowed":
-                (root / "after-fresh.json").write_text(json.dumps(_files(root / "cache")))
                 patch.setenv("PLANT_SLOW_COMPILE", "1")
+                (root / "before-fresh.json").write_text(json.dumps(_files(root / "cache")))
             result = run_pytest(root, *ARGS, *args, f"--inductor-results={name}.jsonl")
             (root / f"{name}.out").write_text(result.stdout + result.stderr)
+        (root / "after-fresh.json").write_text(json.dumps(_files(root / "cache")))
 
 
 @pytest.fixture(scope="module")
@@ -190,15 +189,16 @@ def test_the_compile_time_gate_flags_growth_beyond_the_limit_and_the_noise(runs:
 
 
 def test_a_planted_slow_compiler_fails_the_compile_time_gate_between_two_cold_runs(runs: Path) -> None:
-    """Both runs compile the sample cold (--inductor-fresh-cache); in the second Inductor's code generation waits
+    """Both runs compile the sample cold (an empty cache, then --inductor-fresh-cache); in the second Inductor's
+    code generation waits
     8 s per graph, as a slower compiler would (a cold compile of the sample takes 10-30 s here, give or take a few
     under load)."""
-    fresh, slowed = str(runs / "fresh.jsonl"), str(runs / "slowed.jsonl")
-    before, after = _verdicts(runs / "fresh.jsonl")[SAMPLE_ITEM], _verdicts(runs / "slowed.jsonl")[SAMPLE_ITEM]
+    cold, slowed = str(runs / "cold.jsonl"), str(runs / "fresh.jsonl")
+    before, after = _verdicts(runs / "cold.jsonl")[SAMPLE_ITEM], _verdicts(runs / "fresh.jsonl")[SAMPLE_ITEM]
     assert (before.compile_cache, after.compile_cache) == ("cold", "cold")
     assert after.compile_seconds >= before.compile_seconds + 4
-    assert cli("compare", fresh, fresh, "--fail-on", "compile-time:10%").returncode == 0
-    gated = cli("compare", fresh, slowed, "--fail-on", "compile-time:10%")
+    assert cli("compare", slowed, slowed, "--fail-on", "compile-time:10%").returncode == 0
+    gated = cli("compare", cold, slowed, "--fail-on", "compile-time:10%")
     assert gated.returncode == 1, gated.stdout + gated.stderr
     assert "- default: compile time of builtin/launch_bound [cpu] grew " in gated.stdout.split("FAILED:\n")[1]
 

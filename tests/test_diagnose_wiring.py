@@ -38,12 +38,12 @@ def test_gated(inductor_check):
 """
 
 
-def planted_run(tmp_path: Path, *selection: str) -> subprocess.CompletedProcess[str]:
+def planted_run(tmp_path: Path, *selection: str, budget: int = 400) -> subprocess.CompletedProcess[str]:
     """A run with the sigmoid lowering planted, every failing check diagnosed, results in run.jsonl."""
     command = [
         sys.executable, "-m", "pytest", *selection, "--inductor-template=default", "--inductor-devices=cpu",
-        "--inductor-diagnose", "--inductor-diagnose-budget=400", "--benchmark-disable", "--inductor-repro-dir=repros",
-        "--inductor-results=run.jsonl", "-p", "no:randomly", *QUIET,
+        "--inductor-diagnose", f"--inductor-diagnose-budget={budget}", "--benchmark-disable",
+        "--inductor-repro-dir=repros", "--inductor-results=run.jsonl", "-p", "no:randomly", *QUIET,
     ]  # fmt: skip
     return subprocess.run(command, cwd=tmp_path, env=planted_env(tmp_path, "sigmoid"), capture_output=True, text=True)
 
@@ -59,6 +59,22 @@ def assert_diagnosed(record: ItemRecord) -> None:
     assert record.outcome is Outcome.ACCURACY_FAIL  # the verdict stays
 
 
+def test_a_sample_is_diagnosed_in_the_worker_within_its_budget_and_the_verdict_stays(tmp_path: Path) -> None:
+    """The wiring, on CI: a short budget stops the diagnosis of the planted sigmoid lowering part way (a whole one
+    takes minutes of C++ compiles here; the slow test below runs it); what it found is in both items' records and
+    the terminal, and the verdict is the check's."""
+    write_sample(tmp_path / "corpus" / "gated", {"model.py": SIGMOID_MODEL, "weight_meta.py": SIGMOID_META})
+    result = planted_run(tmp_path, "--inductor-samples=corpus", budget=15)
+    records = diagnosed_records(tmp_path)
+    check, bench = records[("corpus/gated", "check")], records[("corpus/gated", "bench")]
+    assert check.outcome is bench.outcome is Outcome.ACCURACY_FAIL, result.stdout[-3000:]
+    assert check.diagnosis is not None and check.diagnosis == bench.diagnosis, check.diagnosis
+    assert "partial: " in check.diagnosis and "stopped at the budget of 15s" in check.diagnosis
+    assert check.diagnosis_seconds is not None and check.diagnosis_seconds < 15 + 30  # the budget, the child's start
+    assert f"{check.nodeid}: {check.diagnosis}" in result.stdout.split("diagnoses (where and why")[1]
+
+
+@pytest.mark.slow  # minutes of cold C++ compiles; the budget-stopped test above covers the wiring on CI
 def test_a_planted_lowering_is_diagnosed_for_a_sample_in_the_worker(tmp_path: Path) -> None:
     """Plant: Inductor's lowering of aten.sigmoid multiplies by 1.001."""
     write_sample(tmp_path / "corpus" / "gated", {"model.py": SIGMOID_MODEL, "weight_meta.py": SIGMOID_META})
@@ -79,7 +95,7 @@ def test_a_planted_lowering_is_diagnosed_for_a_sample_in_the_worker(tmp_path: Pa
     assert (with_plant.returncode, without.returncode) == (1, 0), with_plant.stdout + without.stdout
 
 
-@pytest.mark.slow  # a second diagnosis from cold caches; the sample test above covers the engine's step on CI
+@pytest.mark.slow  # a second diagnosis from cold caches
 def test_a_planted_lowering_is_diagnosed_for_a_user_test(tmp_path: Path) -> None:
     """Plant: Inductor's lowering of aten.sigmoid multiplies by 1.001; the model reaches the diagnosis pickled."""
     (tmp_path / "test_user.py").write_text(USER_TEST)
