@@ -2,7 +2,7 @@
 1, 2, 4, 8 pytest-xdist workers sharing one device (``--workers``).
 
     OUT=/tmp/scaling python benchmarks/gpu_scaling.py CORPUS [--gpus 1,2] [--templates default,cudagraphs]
-        [--repeats 1] [--limit N] [-- PYTEST ARGS]
+        [--repeats 1] [--limit N] [--resume] [-- PYTEST ARGS]
     OUT=/tmp/scaling python benchmarks/gpu_scaling.py CORPUS --workers 1,2,4,8 [--device cuda|cpu] [...]
     OUT=/tmp/scaling-cpu python benchmarks/gpu_scaling.py --builtins --device cpu --workers 1,2 --templates default \\
         -- --benchmark-max-time=0.1
@@ -31,12 +31,15 @@ those whose change (the ratio of the two speedups) has a 95% interval, from both
 computes it, that holds no change; the others are listed. With --repeats R each count runs R times (the counts
 alternating) and the figures are medians; agreement is against the first count's first run.
 
-Prints, and writes to $OUT/gpu_scaling.md, the table, then what ran.
+Prints, and writes to $OUT/gpu_scaling.md, the table, then what ran. --resume keeps the runs an earlier invocation
+finished in the same $OUT (their wall times in $OUT/walls.json): for a device whose calls are cut short, run again
+with the folder brought back (a run stopped midway runs again, from cold caches).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -93,11 +96,23 @@ def timing_args(extra: list[str]) -> list[str]:
     return [] if any(a.startswith("--benchmark-") for a in extra) else DEFAULT_TIMING
 
 
+def measured_run(results: Path, wall: float) -> tuple[Measured, str]:
+    """What a finished run measured, read from its results file and lock log; a line on a results file that could
+    not be read (else empty)."""
+    try:
+        run: Run | None = load(str(results))
+    except RunError as error:
+        run, problem = None, f" (no results: {error})"
+    else:
+        problem = ""
+    return Measured(wall, run, *timing_holds(results.with_suffix(".lock.log"))), problem
+
+
 def run_once(
     selection: list[str], workers: int, visible: str, templates: str, extra: list[str], results: Path
-) -> tuple[Measured, str]:
-    """One pytest run with ``workers`` xdist workers and ``visible`` as CUDA_VISIBLE_DEVICES: what it measured and
-    pytest's last line."""
+) -> tuple[float, str]:
+    """One pytest run with ``workers`` xdist workers and ``visible`` as CUDA_VISIBLE_DEVICES: its wall time and
+    pytest's last line (its whole output goes to a .txt beside ``results``, written as it runs)."""
     lock_log = results.with_suffix(".lock.log")
     lock_log.unlink(missing_ok=True)
     results.unlink(missing_ok=True)
@@ -114,16 +129,13 @@ def run_once(
             "-p", "no:randomly", "-W", "ignore", "-n", str(workers), *selection, f"--inductor-template={templates}",
             f"--inductor-results={results}", f"--inductor-lock-log={lock_log}", *timing_args(extra), *extra,
         ]  # fmt: skip
+        output = results.parent / f"{results.stem}.txt"
         start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        with output.open("w") as written:  # as it runs: a run stopped midway leaves its output
+            subprocess.run(command, stdout=written, stderr=subprocess.STDOUT, env=env, check=False)
         wall = time.perf_counter() - start
-        (results.parent / f"{results.stem}.txt").write_text(done.stdout + done.stderr)
-    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-300:]
-    try:
-        run: Run | None = load(str(results))
-    except RunError as error:
-        run, summary = None, summary + f" (no results: {error})"
-    return Measured(wall, run, *timing_holds(lock_log)), summary
+    lines = output.read_text().strip().splitlines()
+    return wall, lines[-1] if lines else "no output"
 
 
 def change_text(change: float | None, interval: tuple[float, float] | None) -> str:
@@ -197,6 +209,9 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--templates", default="default,cudagraphs")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the runs an earlier invocation finished in the same $OUT"
+    )
     cut = argv.index("--") if "--" in argv else len(argv)
     args, unknown = parser.parse_known_args(argv[:cut])
     if args.corpus is None and not args.builtins:
@@ -227,6 +242,8 @@ def main() -> int:
         selection.append(f"--inductor-devices={args.device}")
     measured: dict[int, list[Measured]] = {c: [] for c in counts}
     log = []
+    walls_file = out / "walls.json"  # each finished run's wall time, for --resume
+    walls = json.loads(walls_file.read_text()) if args.resume and walls_file.exists() else {}
     for repeat in range(args.repeats):
         for count in counts:
             if by_workers:
@@ -235,7 +252,14 @@ def main() -> int:
             else:
                 name, visible = f"scaling-{count}gpu-r{repeat + 1}", ",".join(str(i) for i in range(count))
                 what = plural(count, "GPU")
-            one, summary = run_once(selection, count, visible, args.templates, extra, out / f"{name}.jsonl")
+            results = out / f"{name}.jsonl"
+            if name in walls and results.exists():  # --resume: finished by an earlier invocation
+                summary = "kept from an earlier invocation"
+            else:
+                walls[name], summary = run_once(selection, count, visible, args.templates, extra, results)
+                walls_file.write_text(json.dumps(walls, indent=1) + "\n")
+            one, problem = measured_run(results, walls[name])
+            summary += problem
             measured[count].append(one)
             log.append(f"repeat {repeat + 1}: {what} {one.wall:7.1f} s   {summary}")
             print(log[-1], flush=True)
