@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from . import compare as comparing
+from . import compare_output
 from .compile_changes import NOISE_SECONDS
 from .files import RunError, load, merge, write_text
 
@@ -102,10 +103,10 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"compile times not compared: {compile_why}", file=sys.stderr)
     failures += _memory_failures(comparison, limits["memory"], failures)
     if args.format == "json":
-        print(comparing.as_json(comparison, failures))
+        print(compare_output.as_json(comparison, failures))
         return EXIT_REGRESSION if failures else EXIT_OK
     markdown = args.format == "markdown"
-    print(comparing.as_markdown(comparison) if markdown else comparing.as_table(comparison))
+    print(compare_output.as_markdown(comparison) if markdown else compare_output.as_table(comparison))
     if waived:
         print("\nnot flagged: fell by more than the limit, but the 95% interval of the change reaches within it:")
         print("\n".join(f"- {line}" for line in waived))

@@ -1,24 +1,23 @@
-"""Comparing two saved runs: speedup changes per template (a ratio of ratios) with their 95% intervals, time,
-memory-ratio and correctness changes, the compile figures (``compile_changes``), and the gate: a speedup regressed
-when it fell significantly further than the limit; a memory ratio when it fell further than its limit."""
+"""Comparing two saved runs (``compare_output`` writes a comparison out): speedup changes per template (a ratio
+of ratios) with their 95% intervals, time, memory-ratio and correctness changes, the compile figures
+(``compile_changes``), and the gate: a speedup regressed when it fell significantly further than the limit; a
+memory ratio when it fell further than its limit."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..cpu_speed import unsteady_note
 from ..outcomes import FAILURES, Outcome
 from ..record import EAGER, ItemRecord, geomean
-from ..tables import render, seconds, speedup_text, times
+from ..tables import times
 from . import compile_changes
 from .compile_changes import CompileComparison
 from .files import Cell, Key, Run
 
 Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
+PASS = Outcome.PASS.value
 
 
 def log_error(record: ItemRecord | None) -> float | None:
@@ -193,7 +192,8 @@ class RunComparison:
         for template in self.templates:
             found = [
                 (f"speedup on {r.sample} [{r.device}]", r.speedup_change, r.change_interval, r.base_speedup,
-                 r.new_speedup, f"; compiled time {_pct(r.time_change)}, eager time {_pct(r.eager_change)}")
+                 r.new_speedup,
+                 f"; compiled time {percent_change(r.time_change)}, eager time {percent_change(r.eager_change)}")
                 for r in template.rows
             ]  # fmt: skip
             found.append(
@@ -203,8 +203,8 @@ class RunComparison:
             for what, change, interval, base, new, sides in found:
                 if change is None or change >= -limit:
                     continue
-                line = f"{template.template}: {what} fell {-change:.1%} ({_x(base)} -> {_x(new)}"
-                line += f"; change {_change(change, interval)}{sides})"
+                line = f"{template.template}: {what} fell {-change:.1%} ({ratio_text(base)} -> {ratio_text(new)}"
+                line += f"; change {change_text(change, interval)}{sides})"
                 (flagged if regressed(change, interval, limit) else waived).append(line)
         return flagged, waived
 
@@ -219,8 +219,8 @@ class RunComparison:
                     continue
                 found.append(
                     f"{template.template}: memory ratio on {r.sample} [{r.device}] fell {-r.memory_change:.1%} "
-                    f"({_x(r.base_memory_ratio)} -> {_x(r.new_memory_ratio)}; compiled peak "
-                    f"{_peaks(r, 'compiled_peak_mib')}, eager peak {_peaks(r, 'eager_peak_mib')})"
+                    f"({ratio_text(r.base_memory_ratio)} -> {ratio_text(r.new_memory_ratio)}; compiled peak "
+                    f"{peaks_text(r, 'compiled_peak_mib')}, eager peak {peaks_text(r, 'eager_peak_mib')})"
                 )
         return found
 
@@ -258,7 +258,7 @@ class RunComparison:
                 "their speedups do not compare (--fail-on correctness alone compares outcomes)"
             )
         if not any(t.compared for t in self.templates) and self.weights_differ:
-            return f"the runs passed GraphNet sample weights differently ({_weights_change(self.weights_differ)}): " + (
+            return f"the runs passed GraphNet sample weights differently ({weights_change(self.weights_differ)}): " + (
                 "parameters and inputs are different programs, whose speedups do not compare (--fail-on correctness "
                 "alone compares outcomes; rerun one with the other's --inductor-sample-weights)"
             )
@@ -318,183 +318,31 @@ def compare_runs(base: Run, new: Run) -> RunComparison:
     )
 
 
-def _weights_change(rows: list[Row]) -> str:
+
+def weights_change(rows: list[Row]) -> str:
     """``inputs -> parameters`` (for each distinct change among ``rows``), with how many rows each covers."""
     changes = Counter(f"{r.base_weights or 'none'} -> {r.new_weights or 'none'}" for r in rows)
     return ", ".join(f"{change} on {count} entr{'y' if count == 1 else 'ies'}" for change, count in changes.items())
 
 
-def _pct(value: float | None) -> str:
+def percent_change(value: float | None) -> str:
     return "n/a" if value is None else f"{value:+.1%}"
 
 
-def _x(value: float | None) -> str:
+def ratio_text(value: float | None) -> str:
     return "n/a" if value is None else times(value)
 
 
-def _peaks(row: Row, name: str) -> str:
+def peaks_text(row: Row, name: str) -> str:
     """A peak of memory in both runs: ``512 -> 768 MiB``."""
     base, new = (getattr(record, name, None) for record in (row.base, row.new))
     return f"{'n/a' if base is None else format(base, 'g')} -> {'n/a' if new is None else format(new, 'g')} MiB"
 
 
-def _change(change: float | None, interval: tuple[float, float] | None) -> str:
+def change_text(change: float | None, interval: tuple[float, float] | None) -> str:
     """``-2.4% [-5.1%, +0.4%]``: a change and its 95% interval (when both runs give intervals)."""
     if change is None:
         return "n/a"
-    return _pct(change) + (f" [{_pct(interval[0])}, {_pct(interval[1])}]" if interval is not None else "")
-
-
-def _time(value: float | None) -> str:
-    return "n/a" if value is None else seconds(value)
-
-
-PASS = Outcome.PASS.value
-
-
-def _outcome(row: Row) -> str:
-    base, new = row.base_outcome or PASS, row.new_outcome or PASS
-    return base if base == new else f"{base} -> {new}"
-
-
-HEADER = [
-    "sample [device]", "base speedup", "new speedup", "change [95% interval]", "base median", "new median",
-    "compiled time", "eager time", "outcome",
-]  # fmt: skip
-
-
-def _cells(row: Row) -> list[str]:
-    change = _change(row.speedup_change, row.change_interval)
-    if row.weights_differ:
-        change = f"not compared: weights {row.base_weights or 'none'} -> {row.new_weights or 'none'}"
-    return [
-        f"{row.sample} [{row.device}]",
-        speedup_text(row.base) if row.base else "n/a",
-        speedup_text(row.new) if row.new else "n/a",
-        change,
-        _time(row.base.median if row.base else None),
-        _time(row.new.median if row.new else None),
-        _pct(row.time_change),
-        _pct(row.eager_change),
-        _outcome(row),
-    ]
-
-
-MEMORY_HEADER = "memory ratio (change)"  # a column of its own where a row has a memory ratio in either run
-
-
-def _memory_cell(row: Row) -> str:
-    """``1.02x -> 0.81x (-20.6%)``: both runs' memory ratios (eager peak / compiled peak) and the change."""
-    return f"{_x(row.base_memory_ratio)} -> {_x(row.new_memory_ratio)} ({_pct(row.memory_change)})"
-
-
-def _table(template: TemplateComparison, markdown: bool) -> list[str]:
-    """A template's rows, with the memory ratio column where any row has one."""
-    if not template.rows:
-        return []
-    memory = any(r.base_memory_ratio is not None or r.new_memory_ratio is not None for r in template.rows)
-    header = [*HEADER, MEMORY_HEADER] if memory else HEADER
-    rows = [[*_cells(r), _memory_cell(r)] if memory else _cells(r) for r in template.rows]
-    return render(header, rows, right=range(1, 8), markdown=markdown)
-
-
-def _count(number: int, what: str) -> str:
-    return f"{number} {what}{'' if number == 1 else 's'}"
-
-
-def _geomean_line(template: TemplateComparison) -> str:
-    """The geomean's change and what it is over: the rows timed in both runs, of how many rows; the entries that
-    only check, counted."""
-    compared, rows = len(template.compared), len(template.rows)
-    over = f"over {_count(compared, 'sample')} timed in both runs"
-    if compared != rows:
-        over += f" (of the {_count(rows, 'row')} below)"
-    if template.check_only:
-        over += f"; {_count(template.check_only, 'check-only entry')} (no timing) not listed"
-    return (
-        f"geomean speedup {_x(template.base_geomean)} -> {_x(template.new_geomean)} "
-        f"({_change(template.geomean_change, template.geomean_interval)}) {over}"
+    return percent_change(change) + (
+        f" [{percent_change(interval[0])}, {percent_change(interval[1])}]" if interval is not None else ""
     )
-
-
-def _notes(comparison: RunComparison) -> list[str]:
-    notes = [f"base: {comparison.base.path} ({comparison.base.machine})"]
-    notes.append(f"new:  {comparison.new.path} ({comparison.new.machine})")
-    if comparison.base.tf32 != comparison.new.tf32:
-        notes.append(
-            f"note: TF32 {comparison.base.tf32} in base, {comparison.new.tf32} in new (--inductor-tf32): an outcome "
-            "may change with the mode alone (TF32 off sees faults below TF32's rounding)"
-        )
-    for which, run in (("base", comparison.base), ("new", comparison.new)):
-        if moved := unsteady_note(run.data.get("machine_info", {})):
-            notes.append(f"note: in the {which} run, {moved}")
-        if run.partial:
-            notes.append(f"note: the {which} run is partial ({run.partial}): items it lacks show as only in the other")
-    if comparison.weights_differ:
-        notes.append(
-            "note: GraphNet sample weights were passed differently "
-            f"({_weights_change(comparison.weights_differ)}): those speedups are not compared, nor in the geomeans "
-            "or the gate"
-        )
-    notes += [f"newly failing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_failing]
-    notes += [f"newly passing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_passing]
-    notes += [f"only in base: {'/'.join(k)}" for k in comparison.only_in_base]
-    notes += [f"only in new: {'/'.join(k)}" for k in comparison.only_in_new]
-    return notes + comparison.compiles.notes()
-
-
-def as_table(comparison: RunComparison) -> str:
-    lines = _notes(comparison)
-    for template in comparison.templates:
-        lines += ["", f"template {template.template}: {_geomean_line(template)}"]
-        lines += _table(template, markdown=False)
-    return "\n".join(lines + compile_changes.lines(comparison.compiles, markdown=False))
-
-
-def as_markdown(comparison: RunComparison) -> str:
-    lines = ["## pytest-inductor-templates compare", ""]
-    lines += [f"- {note}" for note in _notes(comparison)]
-    for template in comparison.templates:
-        lines += ["", f"### {template.template}: {_geomean_line(template)}", ""]
-        lines += _table(template, markdown=True)
-    return "\n".join(lines + compile_changes.lines(comparison.compiles, markdown=True))
-
-
-def _row_json(row: Row) -> dict[str, Any]:
-    fields = ("speedup", "speedup_low", "speedup_high", "unstable", "median", "eager_median", "compiled_median")
-    fields += ("eager_peak_mib", "compiled_peak_mib", "memory_ratio")
-    data: dict[str, Any] = {"sample": row.sample, "device": row.device}
-    data |= {"base_sample_weights": row.base_weights, "new_sample_weights": row.new_weights}
-    for side, record in (("base", row.base), ("new", row.new)):
-        data |= {f"{side}_{name}": getattr(record, name) if record else None for name in fields}
-        data[f"{side}_outcome"] = getattr(row, f"{side}_outcome")
-    interval = row.change_interval
-    data |= {"speedup_change": row.speedup_change, "time_change": row.time_change, "eager_change": row.eager_change}
-    data["speedup_change_interval"] = list(interval) if interval else None
-    data["memory_change"] = row.memory_change
-    return data
-
-
-def as_json(comparison: RunComparison, failures: list[str]) -> str:
-    data: dict[str, Any] = {
-        "base": {"path": comparison.base.path, "machine_info": comparison.base.data.get("machine_info", {})},
-        "new": {"path": comparison.new.path, "machine_info": comparison.new.data.get("machine_info", {})},
-        "templates": {
-            t.template: {
-                "base_geomean": t.base_geomean,
-                "new_geomean": t.new_geomean,
-                "geomean_change": t.geomean_change,
-                "geomean_change_interval": t.geomean_interval,
-                "rows": [_row_json(r) for r in t.rows],
-                "check_only": t.check_only,
-            }
-            for t in comparison.templates
-        },
-        "newly_failing": [{"key": list(k), "base": b, "new": n} for k, b, n in comparison.newly_failing],
-        "newly_passing": [{"key": list(k), "base": b, "new": n} for k, b, n in comparison.newly_passing],
-        "only_in_base": [list(k) for k in comparison.only_in_base],
-        "only_in_new": [list(k) for k in comparison.only_in_new],
-        "compile": compile_changes.as_json(comparison.compiles),
-        "failures": failures,
-    }
-    return json.dumps(data, indent=2)
