@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from . import hookspec, settings
+from . import hookspec, option_table
 from .integrations.auto_workers import auto_workers
 from .integrations.benchmark import BenchmarkJson, quiet_unused_fixture, timing_switched_off_by
 from .integrations.timeout import TimeoutWatch
@@ -35,7 +35,7 @@ MARKERS = (
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    settings.register(parser)
+    option_table.register(parser)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_inductor_templates.option_table import OPTIONS, options_markdown
 from pytest_inductor_templates.record import FORMAT, ItemRecord
 from pytest_inductor_templates.samples.builtin import samples_table
-from pytest_inductor_templates.settings import OPTIONS, options_markdown
 from pytest_inductor_templates.templates.listing import markdown_table
 from pytest_inductor_templates.templates.registry import TemplateRegistry
 

@@ -24,6 +24,7 @@ LAYERS = (  # top to bottom, as docs/design.md draws them; a module may import i
     ("templates",),
     ("runs",),
     ("settings",),
+    ("option_table",),
     ("tables", "dashboard"),
     ("record",),
     ("outcomes", "tolerance", "machine", "memory", "phases", "limits", "cpu_speed"),

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..check.inputs import rolled
 from ..compile.effects import WEIGHTS_AS_INPUTS
-from ..settings import SAMPLE_WEIGHTS
+from ..option_table import SAMPLE_WEIGHTS
 from .base import Inputs, Sample, SampleError, stable_seed
 from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, shown, skip_draws, tensor_bytes, torch_dtype
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..settings import BUILTIN_SAMPLES, Settings, Sourced
+from ..option_table import BUILTIN_SAMPLES
+from ..settings import Settings, Sourced
 from .base import Sample
 from .builtin import BUILTIN_SAMPLES as BUILTINS
 from .cast import CastSample

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from ..machine import Device
-from ..settings import SELECTION_KINDS, Settings, Sourced
+from ..option_table import SELECTION_KINDS
+from ..settings import Settings, Sourced
 from . import torch_config
 from .registry import ALWAYS_SCOPED, Template, TemplateRegistry, needs_inference
 
