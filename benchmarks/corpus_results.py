@@ -153,7 +153,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                     deselect = _deselection(cells)
         command += [
             f"--inductor-results={results}", f"--benchmark-json={out}/corpus-{index}.json",
-            "--benchmark-max-time=0.25", *threads, *deselect, *extra,
+            *threads, *deselect, *extra,
         ]  # fmt: skip
         print(" ".join(command), flush=True)
         done = subprocess.run(command, check=False, capture_output=True, text=True)

@@ -9,7 +9,7 @@
 
 The samples: a GraphNet-format CORPUS, the built-in samples (``--builtins``), or both; --limit N takes N of them spread
 evenly over the selection; PYTEST ARGS (after ``--``) go to every run (``-k EXPR`` narrows the samples). Every run
-checks and times eager and the templates in pairs (``--benchmark-max-time=0.25`` unless PYTEST ARGS set a
+checks and times eager and the templates in pairs (the plugin's default timing unless PYTEST ARGS set a
 ``--benchmark-`` option), starts from cold Inductor and Triton caches of its own (TORCHINDUCTOR_CACHE_DIR and
 TRITON_CACHE_DIR in a fresh temporary folder) and writes a results file and a lock log (``--inductor-lock-log``)
 under $OUT: scaling-{G}gpu-r{R}.jsonl, or scaling-{W}w-{DEVICE}-r{R}.jsonl, each with its .lock.log and its
@@ -22,7 +22,8 @@ first count and the scaling efficiency (T1 / (G x TG)).
 --workers 1,W2,...: ``pytest -n W`` on one device, GPU 0 (CUDA_VISIBLE_DEVICES=0, ``--inductor-devices=cuda``) or
 the CPU (``--device cpu``: ``--inductor-devices=cpu``, no GPU visible); the workers share it, their timings take
 turns and run beside nobody's work (the guide's "Several GPUs"). Prints per worker count the wall time, the speedup
-over the one-worker run, the timing holds (their summed durations in the lock log), and the floor that exclusive
+over the one-worker run, the timing holds (the items' recorded ``timing_seconds`` summed, or for a run of an older
+plugin the summed durations of the lock log's timing holds), and the floor that exclusive
 timing sets: the run's timing holds + (the one-worker run's wall time - its timing holds) / W, the one-worker
 run's other work spread perfectly over W workers; and wall / floor.
 
@@ -59,7 +60,7 @@ from pytest_inductor_templates.samples.graphnet import discover
 from pytest_inductor_templates.tables import render, seconds, speedup_text
 from pytest_inductor_templates.timing.host_lock import TIMING
 
-DEFAULT_TIMING = ["--benchmark-max-time=0.25"]
+DEFAULT_TIMING: list[str] = []  # the plugin's default timing
 
 
 @dataclass
@@ -91,6 +92,13 @@ def timing_holds(log: Path) -> tuple[float | None, int]:
     return sum(timings), len(timings)
 
 
+def recorded_timing(run: Run | None) -> tuple[float | None, int]:
+    """The summed ``timing_seconds`` of a run's items (the wall time each held its device's timing slot), and how
+    many items recorded it; None for the sum where none did (a run of an older plugin: then the lock log's)."""
+    held = [r.timing_seconds for r in run.records if r.timing_seconds is not None] if run is not None else []
+    return (sum(held), len(held)) if held else (None, 0)
+
+
 def timing_args(extra: list[str]) -> list[str]:
     """How long each item is timed: the default, unless the pytest arguments set a pytest-benchmark option."""
     return [] if any(a.startswith("--benchmark-") for a in extra) else DEFAULT_TIMING
@@ -105,7 +113,9 @@ def measured_run(results: Path, wall: float) -> tuple[Measured, str]:
         run, problem = None, f" (no results: {error})"
     else:
         problem = ""
-    return Measured(wall, run, *timing_holds(results.with_suffix(".lock.log"))), problem
+    recorded = recorded_timing(run)
+    held = recorded if recorded[0] is not None else timing_holds(results.with_suffix(".lock.log"))
+    return Measured(wall, run, *held), problem
 
 
 def run_once(

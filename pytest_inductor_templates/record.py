@@ -17,8 +17,11 @@ from typing import Any
 
 from .outcomes import FAILURES, Outcome
 
-FORMAT = 3  # ``inductor_templates.format`` of the saved JSON; readers refuse other versions. 3: paired speedups
-# with intervals, outcomes crashed and timeout, check_rule, pid/rss_mib/cuda_mib
+# ``inductor_templates.format`` of the saved JSON. 3: paired speedups with intervals, outcomes crashed and timeout,
+# check_rule, pid/rss_mib/cuda_mib; 4: a compiled item's rounds are its paired compiled blocks, with its speedup's
+# target, launch shares and timing seconds (fields added only: format 3 files still read). Readers refuse others.
+FORMAT = 4
+READS = (3, 4)
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
 PROPERTY_PREFIX = "inductor_"  # a record field ``outcome`` is the report property ``inductor_outcome``
 EAGER = "eager"  # the uncompiled reference row's template
@@ -87,6 +90,11 @@ class ItemRecord:
     paired_seconds: float | None = None  # the wall time the paired rounds spanned
     cpu_slow_rounds: float | None = None  # share of paired rounds whose CPU-speed probe ran over 1.3x its fastest
     full_speed_speedup: float | None = None  # median ratio over the full-speed rounds (at least 10 of them)
+    speedup_target: float | None = None  # the half-width the paired rounds stopped at (unstable: never reached)
+    launch_bound: bool | None = None  # CUDA: eager or compiled spends at least half of a call launching it
+    eager_host_share: float | None = None  # CUDA: the share of eager's call the host spends launching it
+    compiled_host_share: float | None = None  # ... of the compiled call
+    timing_seconds: float | None = None  # wall time the item held its device's timing slot (peak memory included)
     # peak CUDA memory of a steady call (compiled bench items that passed, timed on CUDA; None on the CPU, which has
     # no allocator peak): torch.cuda.max_memory_allocated over the call, so everything resident counts (weights,
     # inputs, a frozen model's copies of its weights, CUDA-graph pools), the same for both calls
@@ -118,7 +126,8 @@ class ItemRecord:
         nor peaks of memory."""
         self.speedup = self.speedup_low = self.speedup_high = self.unstable = self.device_speedup = None
         self.eager_median = self.compiled_median = self.eager_device_time_ms = self.paired_rounds = None
-        self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = None
+        self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = self.speedup_target = None
+        self.launch_bound = self.eager_host_share = self.compiled_host_share = None
         self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None
 
     @property

@@ -35,6 +35,7 @@ from .tolerance import Tolerance, explicit_tolerance
 
 T = TypeVar("T")
 
+
 @dataclass(frozen=True)
 class Sourced(Generic[T]):
     """A setting's value and where it came from, for error messages, the header and relative paths."""
@@ -104,7 +105,7 @@ class Settings:
         self.timing_threads = int(threads) if threads is not None else None
         self.speedup_precision = _percent(self.get("inductor_speedup_precision"))
         span = self.get("inductor_timing_min_seconds")
-        self.timing_min_seconds = _seconds_or_zero(span) if span is not None else 0.0
+        self.timing_min_seconds = _seconds_or_zero(span) if span is not None else None
         probe = self.get("inductor_cpu_probe")
         self.cpu_probe = _seconds_or_zero(probe) if probe is not None else CPU_PROBE_SECONDS
         self.fullgraph = bool(self.value("inductor_fullgraph"))

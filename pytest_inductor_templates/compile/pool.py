@@ -3,7 +3,9 @@
 Inductor starts its pool of compile processes (``compile_threads`` of them, behind a sidecar process that imports
 torch) in the background, at the first compile of a process, and a compile that hit the cache can return before
 the pool is up. Under pytest-xdist that start would then run beside another worker's timing; so the sample worker
-waits for it before it leaves the work group (``timing.host_lock``).
+waits for it before it leaves the work group (``timing.host_lock``), and a sample worker that shares its host
+starts its pool with its own start (``start_compile_pool``): the workers' pools then start together, at the
+session's start, instead of one after another, each at its worker's first compile, behind the others' timings.
 """
 
 from __future__ import annotations
@@ -14,6 +16,21 @@ import sys
 import time
 
 _reported: set[int] = set()  # the pools whose start was reported already
+
+
+def start_compile_pool() -> None:
+    """Start Inductor's compile pool now (its sidecar and, woken, its processes), where Inductor would use one; a
+    torch without ``AsyncCompile.warm_pool`` or ``wakeup`` starts it at its first compile instead."""
+    from torch._inductor import async_compile
+
+    compiler = async_compile.AsyncCompile
+    with contextlib.suppress(Exception):  # a pool that cannot start fails the compile that needs it, saying why
+        compiler.warm_pool()
+        made = getattr(compiler.process_pool, "cache_info", None)
+        if made is not None and made().currsize:
+            wakeup = getattr(compiler.process_pool(), "wakeup", None)
+            if wakeup is not None:
+                wakeup()  # a SubprocPool's processes start only when woken or given work
 
 
 def wait_for_compile_pool() -> tuple[str, float, float] | None:

@@ -8,6 +8,7 @@ here alone.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -156,7 +157,9 @@ def peak_of(subject: Subject) -> PeakMemory | None:
     eager = no_grad_call(target) if subject.selection.inference_only else target
     eager_run = lambda: subject.timed_call(eager, inputs)  # noqa: E731
     with host_lock.timing(subject.device.type):  # its calls take the GPU: no other worker times on it meanwhile
-        return peak_memory(eager_run, lambda: subject.timed_call(steady, inputs), subject.device)
+        start = time.perf_counter()
+        peak = peak_memory(eager_run, lambda: subject.timed_call(steady, inputs), subject.device)
+        return replace(peak, seconds=round(time.perf_counter() - start, 3)) if peak is not None else None
 
 
 def run_cell(

@@ -7,6 +7,7 @@ here alone.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -52,28 +53,30 @@ def user_chose_min_time(config: pytest.Config) -> bool:
     return float(config.getoption("benchmark_min_time", PYTEST_BENCHMARK_MIN_TIME)) != PYTEST_BENCHMARK_MIN_TIME
 
 
-def mark_timing(item: pytest.Item, device_type: str, paired: bool) -> None:
+def mark_timing(item: pytest.Item, device_type: str, cpu_time: bool = False) -> None:
     """Set the item's timing through pytest-benchmark's marker, keeping its other settings, so that its fixture
     (and the JSON's ``options``) hold what the item is timed with.
 
     On CUDA: the synchronizing timer and rounds of at least 5 ms. Rounds of many calls (as
     ``torch.utils.benchmark.Timer`` times blocks) amortize the synchronization at their ends and let the CPU queue
-    launches ahead of the GPU. A timer or minimum round time the user chose (on the marker, or with
-    ``--benchmark-timer`` / ``--benchmark-min-time``) is left alone.
+    launches ahead of the GPU. On the CPU with ``cpu_time`` (the session times with one thread): the process's CPU
+    time, which leaves out the time the timed thread waited for a CPU on a shared machine. A timer or minimum round
+    time the user chose (on the marker, or with ``--benchmark-timer`` / ``--benchmark-min-time``) is left alone.
 
-    ``paired`` (a compiled model, timed in pairs with eager once it passes): the item's max time (the marker's, else
-    ``--benchmark-max-time``) is its whole budget, half for pytest-benchmark's rounds and half for the paired rounds.
+    A compiled model that passes is timed in pairs with eager for its whole max time (the marker's, else
+    ``--benchmark-max-time``): its compiled blocks are its pytest-benchmark rounds.
     """
     marker = item.get_closest_marker(BENCHMARK_MARKER)
     chosen = dict(marker.kwargs) if marker else {}
     added: dict[str, Any] = {}
-    if device_type == "cuda" and "timer" not in chosen and not user_chose_timer(item.config):
-        added["timer"] = cuda_synchronized_perf_counter
+    if "timer" not in chosen and not user_chose_timer(item.config):
+        if device_type == "cuda":
+            added["timer"] = cuda_synchronized_perf_counter
+        elif cpu_time:
+            added["timer"] = time.process_time
     if device_type == "cuda" and "min_time" not in chosen and not user_chose_min_time(item.config):
         added["min_time"] = CUDA_MIN_ROUND_SECONDS
-    if paired:
-        chosen["max_time"] = float(chosen.get("max_time", item.config.getoption("benchmark_max_time", 1.0))) / 2
-    if added or paired:
+    if added:
         item.add_marker(getattr(pytest.mark, BENCHMARK_MARKER)(**chosen, **added), append=False)
 
 

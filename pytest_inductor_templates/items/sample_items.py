@@ -110,7 +110,7 @@ class SampleCollector(pytest.Collector):
                 if problem:
                     item.add_marker(pytest.mark.skip(reason=problem))
                 elif kind == "bench":
-                    mark_timing(item, case.device.type, paired=case.selection.compiles)
+                    mark_timing(item, case.device.type, plugin_state(self.config).timing.cpu_time)
                 yield item
 
 

@@ -16,7 +16,7 @@ from ..engine.cell import CheckPolicy, Verdict
 from ..engine.diagnosis import DiagnosisPlan, needs_diagnosis, repro_folder
 from ..engine.triples import TripleCache
 from ..integrations.auto_workers import AutoWorkers
-from ..integrations.benchmark import timing_switched_off_by
+from ..integrations.benchmark import timing_switched_off_by, user_chose_timer
 from ..integrations.xdist import XdistHooks, pinned_gpus, shared_host, timed_device, worker_count
 from ..machine import Device, visible_devices
 from ..samples.base import Sample
@@ -290,7 +290,7 @@ class PluginState:
         """In pytest-xdist's controller of ``workers``: the timing policy they run with (their share of the CPUs),
         for the header and ``machine_info``."""
         if workers > 1:
-            self.timing = TimingPolicy.from_settings(self.options, workers)
+            self.timing = TimingPolicy.from_settings(self.options, workers, user_chose_timer(self.config))
 
     @property
     def session(self) -> InductorSession:
@@ -317,6 +317,6 @@ def plugin_state(config: pytest.Config) -> PluginState:
     pytest-xdist worker)."""
     if STATE_KEY not in config.stash:
         options = Settings(config)
-        timing = TimingPolicy.from_settings(options)
+        timing = TimingPolicy.from_settings(options, timer_chosen=user_chose_timer(config))
         config.stash[STATE_KEY] = PluginState(config, options, timing, ThreadScope(timing.threads))
     return config.stash[STATE_KEY]

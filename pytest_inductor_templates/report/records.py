@@ -125,6 +125,11 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
         return
     record.threads, record.warmup_calls, record.timer = timing.threads, timing.warmup_calls, timing.timer
     record.median, record.device_time_ms = timing.median, timing.device_time_ms
+    if timing.seconds is not None:
+        record.timing_seconds = round(timing.seconds + (cell.peak.seconds if cell.peak is not None else 0.0), 3)
+    if timing.host_shares is not None:
+        record.eager_host_share, record.compiled_host_share = timing.host_shares
+        record.launch_bound = timing.launch_bound
     paired = timing.paired
     if paired is None:
         return
@@ -140,6 +145,7 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
     slow = paired.slow_share
     record.cpu_slow_rounds = round(slow, 3) if slow is not None else None
     record.full_speed_speedup = paired.full_speed_speedup
+    record.speedup_target = paired.target
 
 
 def write_diagnosis(record: ItemRecord, diagnosis: Diagnosis) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..outcomes import Outcome
-from ..record import EAGER, FORMAT, SECTION, ItemRecord
+from ..record import EAGER, FORMAT, READS, SECTION, ItemRecord
 from . import results_file
 
 
@@ -102,8 +102,9 @@ def from_data(path: str, data: Any) -> Run:
     if not isinstance(data, dict) or not isinstance(data.get(SECTION), dict):
         raise RunError(f"{path}: no {SECTION!r} section: not a run saved by pytest-inductor-templates")
     version = data[SECTION].get("format")
-    if version != FORMAT:
-        raise RunError(f"{path}: {SECTION} format {version!r}; this version of the plugin reads format {FORMAT}")
+    if version not in READS:
+        readable = " and ".join(map(str, READS))
+        raise RunError(f"{path}: {SECTION} format {version!r}; this version of the plugin reads formats {readable}")
     for name, kind, where in (
         ("items", list, data[SECTION]),
         ("left_out", list, data[SECTION]),

@@ -1,4 +1,6 @@
-"""Timing one model: warm-up, pytest-benchmark's rounds, device time, then paired rounds with eager.
+"""Timing one model: warm-up, then either pytest-benchmark's rounds (a model timed alone: the eager row, a compiled
+model that failed its check) or paired rounds with eager (a compiled model that passed), whose compiled blocks are
+also the item's pytest-benchmark rounds: one measurement behind the speedup and the JSON.
 
 Plain data in (two callables and a ``TimingPlan``), plain data out (``Timing``): no pytest, so the pytest process
 and the sample worker time alike.
@@ -7,6 +9,7 @@ and the sample worker time alike.
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,31 +17,39 @@ from typing import Any
 from . import host_lock
 from .paired import DEFAULT_PRECISION, PairedPlan, PairedTiming, time_paired
 from .rounds import Rounds, RoundsPlan, time_rounds
-from .timers import CUDA_MIN_ROUND_SECONDS, block_timer, device_time_ms, warm_up
+from .timers import CUDA_MIN_ROUND_SECONDS, LAUNCH_BOUND_SHARE, block_timer, device_time_ms, host_share, warm_up
 
 PAIRED_MIN_ROUNDS = 10  # fewer rounds make a bootstrap interval of the median meaningless
 CPU_BLOCK_SECONDS = 0.001  # a paired block on the CPU lasts this long at least: well above the timer's resolution
+CUDA_MIN_SECONDS = 2.0  # paired rounds on CUDA span at least this long by default: several of the CPU's speed states
+CUDA_MAX_SECONDS = 4.0  # ... and at most this long (or the item's max time, if longer) while the band is wider
+LAUNCH_BOUND_PRECISION = 0.04  # the default target where the host's CPU speed is in the figure (launch-bound)
 
 
 @dataclass(frozen=True)
 class TimingPlan:
     """How one model is timed: pytest-benchmark's rounds (``rounds``; None: benchmarks are off, the model is
-    called once), and the paired rounds' target half-width. Paired rounds get the rounds' time budget again."""
+    called once), the paired rounds' target half-width (None: the default, 2%, or 4% for a launch-bound item), and
+    the least span of the paired rounds (None: the device's default, 2 s on CUDA, none on the CPU)."""
 
     rounds: RoundsPlan | None
-    precision: float = DEFAULT_PRECISION
-    min_seconds: float = 0.0  # paired rounds span at least this long (--inductor-timing-min-seconds)
+    precision: float | None = None
+    min_seconds: float | None = None
 
-    def paired(self, cuda: bool) -> PairedPlan:
-        """The paired rounds' plan: blocks at least as long as a round (5 ms on CUDA, 1 ms on the CPU)."""
+    def paired(self, cuda: bool, launch_bound: bool = False) -> PairedPlan:
+        """The paired rounds' plan: blocks at least as long as a round (5 ms on CUDA, 1 ms on the CPU), for the
+        item's whole max time; on CUDA at least 2 s and, while the band is wider than its target, up to 4 s."""
         assert self.rounds is not None
         floor = CUDA_MIN_ROUND_SECONDS if cuda else CPU_BLOCK_SECONDS
+        min_seconds = self.min_seconds if self.min_seconds is not None else (CUDA_MIN_SECONDS if cuda else 0.0)
+        max_seconds = max(self.rounds.max_time, CUDA_MAX_SECONDS if cuda and self.min_seconds is None else 0.0)
+        default_target = LAUNCH_BOUND_PRECISION if launch_bound else DEFAULT_PRECISION
         return PairedPlan(
             block_seconds=max(self.rounds.min_time, floor),
             min_rounds=max(self.rounds.min_rounds, PAIRED_MIN_ROUNDS),
-            max_seconds=self.rounds.max_time,
-            target=self.precision,
-            min_seconds=self.min_seconds,
+            max_seconds=max_seconds,
+            target=self.precision if self.precision is not None else default_target,
+            min_seconds=min_seconds,
         )
 
 
@@ -53,11 +64,19 @@ class Timing:
     device_time_ms: float | None = None
     paired: PairedTiming | None = None
     eager_device_time_ms: float | None = None
+    host_shares: tuple[float, float] | None = None  # CUDA: eager's and compiled's share of a call spent launching it
+    seconds: float | None = None  # wall time the timing held its device (warm-up included)
 
     @property
     def median(self) -> float | None:
         """Seconds per call, the median of the rounds (pytest-benchmark's median)."""
         return statistics.median(self.rounds.per_call) if self.rounds is not None else None
+
+    @property
+    def launch_bound(self) -> bool | None:
+        """Whether the host's CPU speed is in the figure: on CUDA, eager or compiled spent at least half of a call
+        launching it (the GPU then waits on the host); None off CUDA or unpaired."""
+        return max(self.host_shares) >= LAUNCH_BOUND_SHARE if self.host_shares is not None else None
 
 
 def timer_name(timer: Callable[[], float]) -> str:
@@ -65,14 +84,18 @@ def timer_name(timer: Callable[[], float]) -> str:
 
 
 def measure(run: Callable[[], Any], eager_run: Callable[[], Any] | None, cuda: bool, plan: TimingPlan) -> Timing:
-    """Time ``run`` after an untimed warm-up; with ``eager_run``, then time the two in pairs. On CUDA, device time
-    from CUDA events goes beside the (synchronizing) timer's wall time. No other process of the session times on the
-    device meanwhile, nor builds, compiles, checks or releases anything (``host_lock``)."""
+    """Time ``run`` after an untimed warm-up: alone in pytest-benchmark's rounds, or with ``eager_run`` in pairs
+    (the compiled blocks are then ``run``'s rounds). On CUDA, device time from CUDA events goes beside the
+    (synchronizing) timer's wall time. No other process of the session times on the device meanwhile, nor builds,
+    compiles, checks or releases anything (``host_lock``)."""
     if plan.rounds is None:
         run()
         return Timing()
     with host_lock.timing("cuda" if cuda else "cpu"):
-        return _measure(run, eager_run, cuda, plan.rounds, plan)
+        start = time.perf_counter()
+        timing = _measure(run, eager_run, cuda, plan.rounds, plan)
+        timing.seconds = round(time.perf_counter() - start, 3)
+        return timing
 
 
 def _measure(
@@ -83,13 +106,18 @@ def _measure(
     synchronize = torch.cuda.synchronize if cuda else None
     timing = Timing(timer=timer_name(rounds.timer), threads=torch.get_num_threads())
     timing.warmup_calls = warm_up(run, synchronize)
-    timing.rounds = time_rounds(run, rounds)
-    if cuda:
-        timing.device_time_ms = device_time_ms(run)
     if eager_run is None:
+        timing.rounds = time_rounds(run, rounds)
+        if cuda:
+            timing.device_time_ms = device_time_ms(run)
         return timing
     warm_up(eager_run, synchronize)
-    timing.paired = time_paired(eager_run, run, block_timer(rounds.timer, cuda), plan.paired(cuda))
     if cuda:
-        timing.eager_device_time_ms = device_time_ms(eager_run)
+        timing.host_shares = (host_share(eager_run), host_share(run))
+    paired = time_paired(eager_run, run, block_timer(rounds.timer, cuda), plan.paired(cuda, bool(timing.launch_bound)))
+    timing.paired = paired
+    timing.rounds = Rounds(paired.iterations[1], list(paired.compiled))
+    if paired.eager_device and paired.compiled_device:
+        timing.eager_device_time_ms = 1e3 * statistics.median(paired.eager_device)
+        timing.device_time_ms = 1e3 * statistics.median(paired.compiled_device)
     return timing

@@ -28,6 +28,7 @@ class PeakMemory:
 
     eager_bytes: int
     compiled_bytes: int
+    seconds: float = 0.0  # wall time the measurement held the GPU's timing slot
 
     @property
     def eager_mib(self) -> float:

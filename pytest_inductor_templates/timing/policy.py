@@ -1,4 +1,5 @@
-"""How this session times: intra-op threads, the speedup interval's target, the load when the session started."""
+"""How this session times: intra-op threads, the CPU items' clock, the speedup interval's target, the load when the
+session started."""
 
 from __future__ import annotations
 
@@ -8,28 +9,35 @@ from typing import Any
 
 from ..cpu_speed import Steadiness, probe
 from ..settings import Settings
+from .measure import CUDA_MAX_SECONDS, CUDA_MIN_SECONDS, LAUNCH_BOUND_PRECISION
 from .paired import DEFAULT_PRECISION
 from .threads import default_threads, load_average, load_warning, usable_cpus
 
 
 @dataclass(frozen=True)
 class TimingPolicy:
-    """The session's timing policy: intra-op threads (and the load when the session started), and the
-    speedup interval's target half-width."""
+    """The session's timing policy: intra-op threads (and the load when the session started), the speedup
+    interval's target half-width and the paired rounds' least span (None: the defaults), and whether CPU items are
+    timed by the process's CPU time (one timing thread and no timer chosen)."""
 
     threads: int
-    precision: float = DEFAULT_PRECISION
+    precision: float | None = None
     load_at_start: float | None = None
     probe_seconds: float = 0.0  # the CPU-speed probe before timing (0: none)
-    min_seconds: float = 0.0  # each compiled item's paired rounds span at least this long
+    min_seconds: float | None = None  # each compiled item's paired rounds span at least this long
+    cpu_time: bool = False  # CPU items' default timer is time.process_time
 
     @classmethod
-    def from_settings(cls, chosen: Settings, workers: int | None = None) -> TimingPolicy:
-        """The options' values, else the defaults: every usable CPU (shared among pytest-xdist's workers, this
-        process's peers or, in its controller, the ``workers`` it starts), +-2%."""
+    def from_settings(cls, chosen: Settings, workers: int | None = None, timer_chosen: bool = False) -> TimingPolicy:
+        """The options' values, else the defaults: this process's share of the usable CPUs (shared among
+        pytest-xdist's workers, this process's peers or, in its controller, the ``workers`` it starts; one thread
+        on a share of at most two CPUs), +-2% (4% launch-bound). With one timing thread and no ``timer_chosen``
+        (``--benchmark-timer``), CPU items are timed by the process's CPU time: a shared CPU's waits stay out."""
         threads = chosen.timing_threads or default_threads(workers)
-        precision = chosen.speedup_precision or DEFAULT_PRECISION
-        return cls(threads, precision, load_average(), chosen.cpu_probe, chosen.timing_min_seconds)
+        cpu_time = threads == 1 and not timer_chosen
+        return cls(
+            threads, chosen.speedup_precision, load_average(), chosen.cpu_probe, chosen.timing_min_seconds, cpu_time
+        )
 
     @cached_property
     def steadiness(self) -> Steadiness | None:
@@ -37,21 +45,39 @@ class TimingPolicy:
         return probe(self.probe_seconds) if self.probe_seconds > 0 else None
 
     def machine_info(self) -> dict[str, Any]:
-        """What pytest-benchmark's ``machine_info`` gains: the timing threads, usable CPUs, load at start, and
-        what the CPU-speed probe saw where the header probed."""
-        info = {"timing_threads": self.threads, "usable_cpus": usable_cpus(), "load_average": self.load_at_start}
+        """What pytest-benchmark's ``machine_info`` gains: the timing threads, usable CPUs, load at start, the CPU
+        items' clock, and what the CPU-speed probe saw where the header probed."""
+        info = {
+            "timing_threads": self.threads,
+            "usable_cpus": usable_cpus(),
+            "load_average": self.load_at_start,
+            "cpu_timer": "time.process_time" if self.cpu_time else None,
+        }
         found = self.__dict__.get("steadiness")  # never probed here: by now the timings are over
+        info = {k: v for k, v in info.items() if v is not None or k == "load_average"}
         return {**info, **found.machine_info()} if found is not None else info
+
+    def _target(self) -> str:
+        if self.precision is not None:
+            return f"±{self.precision:.1%}"
+        return f"±{DEFAULT_PRECISION:.0%} (±{LAUNCH_BOUND_PRECISION:.0%} launch-bound on CUDA)"
+
+    def _span(self) -> str:
+        if self.min_seconds is not None:
+            return f"paired rounds span at least {self.min_seconds:g} s, within each compiled item's max time"
+        return (
+            f"paired rounds span {CUDA_MIN_SECONDS:g}-{CUDA_MAX_SECONDS:g} s on CUDA and each compiled item's max "
+            "time on the CPU; their compiled blocks are the item's pytest-benchmark rounds"
+        )
 
     def header_lines(self, timed: bool = True) -> list[str]:
         """The timing policy's header lines; where ``timed``, after the CPU-speed probe, its verdict."""
+        clock = "; CPU items timed by the process's CPU time (time.process_time)" if self.cpu_time else ""
         lines = [
-            f"inductor-templates: timing: {self.threads} intra-op thread(s); speedups paired with eager, "
-            f"until their 95% interval is within ±{self.precision:.1%} (within half of each compiled item's max time; "
-            "pytest-benchmark's rounds take the other half)"
-            + (f"; paired rounds span at least {self.min_seconds:g} s" if self.min_seconds else "")
+            f"inductor-templates: timing: {self.threads} intra-op thread(s){clock}; speedups paired with eager, "
+            f"until their 95% interval is within {self._target()}; {self._span()}"
         ]
-        if warning := load_warning(self.threads, self.load_at_start, usable_cpus()):
+        if warning := load_warning(self.threads, self.load_at_start, usable_cpus(), self.cpu_time):
             lines.append(f"inductor-templates: warning: {warning}")
         if timed and self.steadiness is not None:
             lines.append(f"inductor-templates: {self.steadiness.line()}")

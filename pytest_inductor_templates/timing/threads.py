@@ -21,10 +21,20 @@ def xdist_workers() -> int:
     return max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
 
 
-def default_threads(workers: int | None = None) -> int:
-    """Intra-op threads that do not oversubscribe: the usable CPUs, shared among pytest-xdist's workers (``workers``
-    of them, else as many as this process is one of)."""
+SMALL_SHARE = 2  # a process's share of at most this many CPUs is a small, shared CPU: one thread times there
+
+
+def cpu_share(workers: int | None = None) -> int:
+    """The usable CPUs shared among pytest-xdist's workers (``workers`` of them, else as many as this process is one
+    of): this process's share, at least 1."""
     return max(1, usable_cpus() // (workers or xdist_workers()))
+
+
+def default_threads(workers: int | None = None) -> int:
+    """Intra-op threads that do not oversubscribe: this process's share of the usable CPUs, or one thread where the
+    share is small (at most 2 CPUs: a CI runner, a laptop), so that a CPU timing is one thread's work."""
+    share = cpu_share(workers)
+    return 1 if share <= SMALL_SHARE else share
 
 
 def compile_threads_share(workers: int) -> int | None:
@@ -76,13 +86,16 @@ def load_average() -> float | None:
         return None
 
 
-def load_warning(threads: int, load: float | None, cpus: int) -> str | None:
+def load_warning(threads: int, load: float | None, cpus: int, cpu_time: bool = False) -> str | None:
     """A line to warn with when other work already keeps at least one CPU busy and, with the timing threads
-    added, the usable CPUs are oversubscribed; None on a quiet machine."""
+    added, the usable CPUs are oversubscribed; None on a quiet machine. ``cpu_time``: CPU items are timed by the
+    process's CPU time (the waits stay out of them)."""
     if load is None or load < 1 or load + threads <= cpus:
         return None
-    return (
-        f"the machine is already loaded (load average {load:.1f} over the last minute, {cpus} usable CPU(s), "
+    seen = f"the machine is already loaded (load average {load:.1f} over the last minute, {cpus} usable CPU(s), "
+    if cpu_time:
+        return seen + f"{threads} timing thread(s)): CPU items are timed by CPU time; wall-clock timings are noisy"
+    return seen + (
         f"{threads} timing thread(s)): wall-clock timings will be noisy; --inductor-timing-threads=1 "
-        "--benchmark-timer=time.process_time times the CPU work itself"
+        "times the CPU work itself (time.process_time)"
     )

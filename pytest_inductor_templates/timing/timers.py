@@ -16,6 +16,8 @@ DEVICE_TIME_SECONDS = 0.2  # how long CUDA-event sampling runs, at least DEVICE_
 CUDA_MIN_ROUND_SECONDS = 0.005  # a timed round on CUDA lasts this long at least: the syncs at its ends amortize
 DEVICE_TIME_MIN_CALLS = 10
 DEVICE_TIME_MAX_CALLS = 1000
+HOST_SHARE_CALLS = 5  # calls whose launch share is measured (the median is kept)
+LAUNCH_BOUND_SHARE = 0.5  # a call whose launching takes at least this share of it waits on the host: launch-bound
 
 
 def cuda_synchronized_perf_counter() -> float:
@@ -67,6 +69,27 @@ def device_time_ms(run: Callable[[], Any]) -> float:
         end.record()
     torch.cuda.synchronize()
     return statistics.median(begin.elapsed_time(end) for begin, end in zip(starts, ends, strict=True))
+
+
+def host_share(run: Callable[[], Any]) -> float:
+    """The share of one call's time the host spends launching it: from an idle GPU, the time until the call
+    returns over the time until the GPU has finished it (the median of a few calls).
+
+    Near 1 the GPU waits for each launch (launch-bound at this size: the host CPU's speed is in the call's time);
+    well below, the host queues work ahead of the GPU. The lent H200 hosts' CPUs run at two speeds 1.7-2x apart, so
+    a call launching for more than half its time can become host-bound whichever speed the CPU runs at.
+    """
+    import torch
+
+    shares = []
+    for _ in range(HOST_SHARE_CALLS):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        run()
+        launched = time.perf_counter()
+        torch.cuda.synchronize()
+        shares.append((launched - start) / max(time.perf_counter() - start, 1e-9))
+    return round(statistics.median(shares), 3)
 
 
 def block_timer(timer: Callable[[], float], cuda: bool) -> BlockTimer:

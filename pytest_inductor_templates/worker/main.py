@@ -21,7 +21,7 @@ import traceback
 
 from .. import phases
 from ..compile.failures import first_line
-from ..compile.pool import wait_for_compile_pool
+from ..compile.pool import start_compile_pool, wait_for_compile_pool
 from ..engine.triples import TripleCache
 from ..machine import Device
 from ..timing import host_lock
@@ -153,6 +153,8 @@ def main() -> int:
 
         if hello.threads is not None and torch.get_num_threads() != hello.threads:  # as the pytest process runs
             torch.set_num_threads(hello.threads)  # its items (Inductor bakes the count into the CPU kernels)
+        if hello.host_lock is not None:  # beside the other workers' starts, not later beside their timings
+            start_compile_pool()
 
     lock = threading.Lock()
 
