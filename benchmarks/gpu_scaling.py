@@ -119,20 +119,32 @@ def measured_run(results: Path, wall: float) -> tuple[Measured, str]:
 
 
 def run_once(
-    selection: list[str], workers: int, visible: str, templates: str, extra: list[str], results: Path
+    selection: list[str],
+    workers: int,
+    visible: str,
+    templates: str,
+    extra: list[str],
+    results: Path,
+    env_extra: dict[str, str] | None = None,
+    conftest: str | None = None,
 ) -> tuple[float, str]:
     """One pytest run with ``workers`` xdist workers and ``visible`` as CUDA_VISIBLE_DEVICES: its wall time and
-    pytest's last line (its whole output goes to a .txt beside ``results``, written as it runs)."""
+    pytest's last line (its whole output goes to a .txt beside ``results``, written as it runs). ``env_extra`` goes
+    into its environment (PYTHONPATH: another version of the plugin); ``conftest`` is the source of a conftest.py
+    the run loads (a planted fault)."""
     lock_log = results.with_suffix(".lock.log")
     lock_log.unlink(missing_ok=True)
     results.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "no_tests").mkdir()
+        if conftest is not None:
+            (Path(tmp) / "no_tests" / "conftest.py").write_text(conftest)
         env = dict(
             os.environ,
             CUDA_VISIBLE_DEVICES=visible,
             TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
             TRITON_CACHE_DIR=f"{tmp}/triton",
+            **(env_extra or {}),
         )
         command = [
             sys.executable, "-m", "pytest", f"{tmp}/no_tests", "-c", "/dev/null", "-q", "-p", "no:cacheprovider",

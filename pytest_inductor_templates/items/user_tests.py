@@ -78,7 +78,7 @@ def prepare_checking_tests(state: InductorSession, items: list[pytest.Item]) -> 
         case = case_of(state, item)
         start(item, new_record(case, user_test_id(item, case.selection), kind, "test"))
         if kind == "bench":
-            mark_timing(item, case.device.type, state.timing.cpu_time)
+            mark_timing(item, case.device.type, plugin_state(item.config).timing.cpu_time)
 
 
 def marker_tolerance(node: Any) -> Tolerance | None:

@@ -1,0 +1,269 @@
+"""The GPU-timing figures on one device, from one selection: how stable the default speedups are, whether a repeat run
+lands inside their bands, whether the compare gate stays quiet on a same-commit pair and fails a planted 10% compiled
+slowdown, how the wall time falls with workers sharing the GPU, and what the timing costs against an older plugin.
+
+    OUT=/tmp/proof python benchmarks/gpu_timing_proof.py CORPUS [--samples benchmarks/gpu_timing_samples.txt]
+        [--workers 1,4,8] [--best W] [--baseline-src DIR] [--steps baseline,scaling,repeat,gate] [--resume]
+        [-- PYTEST ARGS]
+
+Every run is ``gpu_scaling.py``'s: eager + ``--templates`` (default ``default``) on GPU 0 with W xdist workers, from
+cold Inductor and Triton caches of its own, checked and timed with the plugin's default timing, a results file and a
+lock log under $OUT. The runs (each kept by --resume once finished, wall times in $OUT/walls.json):
+
+- ``baseline-1w``: the plugin as unpacked in --baseline-src (PYTHONPATH), one worker: the cost's base.
+- ``run-Ww`` for each --workers count: the scaling table (wall time, speed over one worker, the floor: the items'
+  recorded timing seconds + the one-worker run's other time / W, and wall / floor, outcomes, agreement with one
+  worker by ``compare``'s rule).
+- ``repeat-Bw``: the best count (--best, else the fastest count) again: each speedup's change against ``run-Bw``,
+  by the record's ``launch_bound``, and whether the repeat's speedup lies inside the first run's band.
+- ``slowed-Bw``: the best count with a planted slowdown of every compiled call (a conftest wraps torch.compile's
+  result): a tenth of the call's own time (its median synchronized time over its first 10 calls) spent both on the
+  GPU (``torch.cuda._sleep``) and on the host (a busy wait), so that the call is slower whichever side bounds it.
+  ``compare --fail-on speedup:5%`` of ``run-Bw`` against ``repeat-Bw`` (should pass) and against ``slowed-Bw``
+  (should fail each slowed entry).
+
+Stable: over ``run-1w`` and ``run-Bw``, the share of speedups whose band's half-width is within 2% (bound by the GPU)
+or 4% (launch-bound), and the median half-width of each. Prints everything and writes it to $OUT/summary.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import gpu_scaling as scaling
+
+from pytest_inductor_templates.record import ItemRecord
+from pytest_inductor_templates.runs.files import Run, load
+from pytest_inductor_templates.tables import render, seconds
+
+GPU_BOUND_TARGET, LAUNCH_BOUND_TARGET = 0.02, 0.04
+SLOWDOWN = 0.10
+PLANTED_SLOWDOWN = f"""
+import statistics
+import time
+
+import torch
+
+SLOWDOWN = {SLOWDOWN}
+CALIBRATION_CALLS = 10  # the first calls (the check's, the warm-up's) measure the call's own synchronized time
+_compile = torch.compile
+_cycles: list[float] = []
+
+
+def cycles_per_second() -> float:
+    if not torch.cuda.is_available():  # a dry run on the CPU: the host's share alone
+        return 0.0
+    if not _cycles:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        torch.cuda._sleep(20_000_000)
+        torch.cuda.synchronize()
+        _cycles.append(20_000_000 / (time.perf_counter() - start))
+    return _cycles[0]
+
+
+def slowed_compile(*args, **kwargs):
+    compiled = _compile(*args, **kwargs)
+    spent: list[float] = []
+
+    def run(*call_args, **call_kwargs):
+        sync = torch.cuda.synchronize if torch.cuda.is_available() else lambda: None
+        if len(spent) < CALIBRATION_CALLS:
+            sync()
+            start = time.perf_counter()
+            out = compiled(*call_args, **call_kwargs)
+            sync()
+            spent.append(time.perf_counter() - start)
+            return out
+        extra = SLOWDOWN * statistics.median(spent)
+        start = time.perf_counter()
+        out = compiled(*call_args, **call_kwargs)
+        if cycles_per_second():
+            torch.cuda._sleep(int(extra * cycles_per_second()))  # a call bound by the GPU waits for this
+        while time.perf_counter() - start < extra:  # ... one bound by the host for this
+            pass
+        return out
+
+    return run
+
+
+torch.compile = slowed_compile
+"""
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if "--" in argv:
+        at = argv.index("--")
+        argv, extra = argv[:at], argv[at + 1 :]
+    else:
+        extra = []
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("corpus", type=Path)
+    parser.add_argument("--samples", type=Path, default=Path(__file__).with_name("gpu_timing_samples.txt"))
+    parser.add_argument("--templates", default="default")
+    parser.add_argument("--device", default="cuda", help="cuda (GPU 0), or cpu for a dry run of the script")
+    parser.add_argument("--workers", default="1,4,8")
+    parser.add_argument("--best", type=int, help="the worker count of the repeat and gate runs (default: fastest)")
+    parser.add_argument("--baseline-src", type=Path, help="an older plugin, unpacked: the cost's base")
+    parser.add_argument("--steps", default="baseline,scaling,repeat,gate")
+    parser.add_argument("--resume", action="store_true")
+    return parser.parse_args(argv), extra
+
+
+def half_width(record: ItemRecord) -> float | None:
+    if record.speedup is None or record.speedup_low is None or record.speedup_high is None:
+        return None
+    return (record.speedup_high - record.speedup_low) / 2 / record.speedup
+
+
+def compiled_bench(run: Run) -> dict[tuple[str, str, str], ItemRecord]:
+    return {r.key: r for r in run.records if r.kind == "bench" and r.template != "eager" and r.speedup is not None}
+
+
+def stable_lines(name: str, run: Run) -> list[str]:
+    lines = []
+    entries = compiled_bench(run).values()
+    for label, launch, target in (
+        ("bound by the GPU", False, GPU_BOUND_TARGET),
+        ("launch-bound", True, LAUNCH_BOUND_TARGET),
+    ):
+        widths = [w for r in entries if bool(r.launch_bound) is launch and (w := half_width(r)) is not None]
+        if not widths:
+            lines.append(f"{name}: {label}: none")
+            continue
+        within = sum(w <= target for w in widths)
+        lines.append(
+            f"{name}: {label}: {within} of {len(widths)} within ±{target:.0%} ({within / len(widths):.0%}); median "
+            f"half-width ±{statistics.median(widths):.1%}, largest ±{max(widths):.1%}"
+        )
+    return lines
+
+
+def repeat_lines(first: Run, second: Run) -> list[str]:
+    one, two = compiled_bench(first), compiled_bench(second)
+    rows, lines = [], []
+    for launch, label, limit in ((False, "bound by the GPU", 0.05), (True, "launch-bound", 0.08)):
+        keys = [k for k in one if k in two and bool(one[k].launch_bound) is launch]
+        if not keys:
+            continue
+        changes = [abs(two[k].speedup / one[k].speedup - 1) for k in keys]
+        inside = sum(one[k].speedup_low <= two[k].speedup <= one[k].speedup_high for k in keys)
+        lines.append(
+            f"repeat: {label}: {len(keys)} entries; change median {statistics.median(changes):.1%}, largest "
+            f"{max(changes):.1%} (target {limit:.0%}); the repeat inside the first run's band: {inside} of {len(keys)}"
+        )
+        rows += [
+            [k[0], label, f"{one[k].speedup:.3g}x ±{half_width(one[k]):.1%}", f"{two[k].speedup:.3g}x", f"{c:+.1%}"]
+            for k, c in zip(keys, [two[k].speedup / one[k].speedup - 1 for k in keys], strict=True)
+        ]
+    keys = [k for k in one if k in two]
+    if keys:
+        changes = [abs(two[k].speedup / one[k].speedup - 1) for k in keys]
+        inside = sum(one[k].speedup_low <= two[k].speedup <= one[k].speedup_high for k in keys)
+        lines.append(
+            f"repeat: all: change median {statistics.median(changes):.1%}, largest {max(changes):.1%}; inside the "
+            f"first run's band: {inside} of {len(keys)} ({inside / len(keys):.0%})"
+        )
+    return [*lines, "", *render(["sample", "kind", "first run", "repeat", "change"], rows, markdown=True)]
+
+
+def gate_lines(base: Path, same: Path, slowed: Path) -> list[str]:
+    command = [sys.executable, "-m", "pytest_inductor_templates.runs.cli", "compare"]
+    lines = []
+    for label, new in (("same-commit pair", same), ("planted 10% slowdown", slowed)):
+        done = subprocess.run(
+            [*command, str(base), str(new), "--fail-on", "speedup:5%"], capture_output=True, text=True
+        )
+        failed = done.stdout.split("\nFAILED:\n")[1].splitlines() if "\nFAILED:\n" in done.stdout else []
+        failed = [line for line in failed if line.startswith("- ") and "speedup on" in line]
+        lines.append(f"gate, {label}: exit {done.returncode}; {len(failed)} entries failed the gate")
+        lines += [f"  {line}" for line in failed[:40]]
+    total = len(compiled_bench(load(str(base))))
+    lines.append(f"(compiled entries with a speedup in the base run: {total})")
+    return lines
+
+
+def main() -> int:
+    args, extra = parse(sys.argv[1:])
+    out = Path(os.environ.get("OUT") or "gpu-timing-proof").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    corpus = args.corpus.resolve()
+    selection = [
+        f"--inductor-samples={corpus}",
+        f"--inductor-sample-list={args.samples.resolve()}",
+        f"--inductor-devices={args.device}",
+    ]
+    steps = set(args.steps.split(","))
+    counts = [int(c) for c in args.workers.split(",")]
+    visible = "0" if args.device == "cuda" else ""
+    walls_file = out / "walls.json"
+    walls: dict[str, float] = json.loads(walls_file.read_text()) if args.resume and walls_file.exists() else {}
+
+    def run(name: str, workers: int, env: dict[str, str] | None = None, conftest: str | None = None) -> Path:
+        results = out / f"{name}.jsonl"
+        if name in walls and results.exists():
+            print(f"{name}: kept from an earlier invocation ({walls[name]:.0f} s)", flush=True)
+            return results
+        walls[name], last = scaling.run_once(selection, workers, visible, args.templates, extra, results, env, conftest)
+        walls_file.write_text(json.dumps(walls, indent=1) + "\n")
+        print(f"{name}: {walls[name]:.0f} s, {last}", flush=True)
+        return results
+
+    if "baseline" in steps and args.baseline_src:  # the older plugin's own default timing (--benchmark-max-time 1)
+        run("baseline-1w", 1, {"PYTHONPATH": str(args.baseline_src.resolve())})
+    measured: dict[int, scaling.Measured] = {}
+    if "scaling" in steps:
+        for count in counts:
+            path = run(f"run-{count}w", count)
+            measured[count] = scaling.measured_run(path, walls[f"run-{count}w"])[0]
+    best = args.best or (min(measured, key=lambda c: measured[c].wall) if measured else counts[-1])
+    lines = [
+        f"selection: {len(scaling_samples(args.samples))} samples of {args.samples.name}, eager + {args.templates}"
+    ]
+    if measured:
+        base = measured[counts[0]]
+        rows = []
+        for count, m in measured.items():
+            floor = (m.timing or 0) + (base.wall - (base.timing or 0)) / count
+            agree = scaling.agreement(base.run, m.run) if base.run and m.run and count != counts[0] else None
+            rows.append([
+                str(count), seconds(m.wall), f"{m.wall / base.wall:.2f}x", seconds(m.timing or 0), seconds(floor),
+                f"{m.wall / floor:.2f}", "{} of {}".format(*scaling.ended(m.run)) if m.run else "-",
+                f"{agree[0]} of {agree[1]}" if agree else "-",
+            ])  # fmt: skip
+        header = ["workers", "wall", "of one worker", "timing (recorded)", "floor", "wall / floor",
+                  "items with an outcome", "speedups agreeing with one worker"]  # fmt: skip
+        lines += ["", *render(header, rows, markdown=True), ""]
+        for count, m in measured.items():
+            if m.run is not None:
+                lines += stable_lines(f"run-{count}w", m.run)
+    if "baseline-1w" in walls and f"run-{counts[0]}w" in walls:
+        new, old = walls[f"run-{counts[0]}w"], walls["baseline-1w"]
+        lines.append(f"cost: one worker {new:.0f} s against {old:.0f} s with {args.baseline_src}: {new / old:.2f}x")
+    first = out / f"run-{best}w.jsonl"
+    if "repeat" in steps and first.exists():
+        repeat = run(f"repeat-{best}w", best)
+        lines += ["", f"repeat at {best} workers:", *repeat_lines(load(str(first)), load(str(repeat)))]
+    if "gate" in steps and first.exists():
+        slowed = run(f"slowed-{best}w", best, conftest=PLANTED_SLOWDOWN)
+        same = out / f"repeat-{best}w.jsonl"
+        if same.exists():
+            lines += ["", *gate_lines(first, same, slowed)]
+    text = "\n".join(lines)
+    print(text)
+    (out / "summary.md").write_text(text + "\n")
+    return 0
+
+
+def scaling_samples(listed: Path) -> list[str]:
+    return [line.strip() for line in listed.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
