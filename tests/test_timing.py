@@ -62,11 +62,18 @@ def _entries(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {b["fullname"]: b for b in data["benchmarks"]}
 
 
-def _paired(info: dict[str, Any]) -> None:
+def _paired(entry: dict[str, Any]) -> None:
     """A compiled entry's paired figures: at least 10 rounds, the speedup inside its interval, unstable exactly
-    when the interval is wider than the default target (+-2%)."""
+    when the interval is wider than the default target (+-2%); its pytest-benchmark rounds are its paired compiled
+    blocks (one measurement behind the JSON's statistics and the speedup)."""
+    info = entry["extra_info"]
     assert info["paired_rounds"] >= 10 and info["eager_median"] > 0 and info["threads"] >= 1
-    assert 0 <= info["cpu_slow_rounds"] < 1 and info.get("full_speed_speedup", 1.0) > 0  # the rounds' CPU probe
+    assert entry["stats"]["rounds"] == info["paired_rounds"]
+    assert entry["stats"]["median"] == pytest.approx(info["compiled_median"]) == pytest.approx(info["median"])
+    assert info["speedup_target"] == 0.02 and info["timing_seconds"] >= info["paired_seconds"]
+    assert 0 <= info["cpu_slow_rounds"] < 1  # the rounds' CPU probe
+    full_speed = info.get("full_speed_speedup")  # at least 10 full-speed rounds: their median ratio
+    assert full_speed is None or info["speedup_low"] / 2 < full_speed < info["speedup_high"] * 2
     assert 0 < info["speedup_low"] <= info["speedup"] <= info["speedup_high"]
     half_width = (info["speedup_high"] - info["speedup_low"]) / 2 / info["speedup"]
     assert info["unstable"] is (half_width > 0.02)
@@ -78,16 +85,17 @@ def test_compiled_entries_carry_a_paired_speedup_with_its_interval(timed_run) ->
     entries = _entries(data)
     eager = entries["inductor-samples::builtin/launch_bound::bench[eager-cpu]"]
     for template in ("default", "freezing"):
-        paired = entries[f"inductor-samples::builtin/launch_bound::bench[{template}-cpu]"]["extra_info"]
-        _paired(paired)
-        assert paired["paired_seconds"] >= 0.3  # --inductor-timing-min-seconds=0.3, beyond the max time of 0.05 s
+        entry = entries[f"inductor-samples::builtin/launch_bound::bench[{template}-cpu]"]
+        _paired(entry)
+        assert entry["extra_info"]["paired_seconds"] >= 0.3  # --inductor-timing-min-seconds=0.3, beyond the max time of 0.05 s
     info = entries["inductor-samples::builtin/launch_bound::bench[freezing-cpu]"]["extra_info"]
     assert not {"speedup", "paired_rounds", "eager_median"} & set(eager["extra_info"])  # the eager row: its time
     assert eager["extra_info"]["threads"] == info["threads"] == data["machine_info"]["timing_threads"]
     assert info["sample"] == "builtin/launch_bound" and info["template"] == "freezing" and info["device"] == "cpu"
     assert info["settings"] == {"freezing": True} and info["outcome"] == "pass" and info.get("gpu") is None
     assert info["compile_seconds"] > 0 and info["graphs"] == 1 and info["graph_breaks"] == 0
-    assert info["cudagraph_skips"] == 0 and info["warmup_calls"] >= 5 and info["timer"] == "time.perf_counter"
+    clock = "time.process_time" if info["threads"] == 1 else "time.perf_counter"  # one timing thread: CPU time
+    assert info["cudagraph_skips"] == 0 and info["warmup_calls"] >= 5 and info["timer"] == clock
     assert "device_time_ms" not in info and "device_speedup" not in info  # CUDA only
 
 
@@ -108,7 +116,7 @@ def test_user_benchmark_pairs_eager_in_the_same_test(timed_run) -> None:
     entry = _entries(data)["test_user.py::test_block_speed[default]"]
     info = entry["extra_info"]
     assert info["sample"] == "test_user.py::test_block_speed" and info["source"] == "test"
-    _paired(info)
+    _paired(entry)
     assert entry["params"] == {"inductor_selection": "default"}
 
 
@@ -119,7 +127,9 @@ def test_machine_info_and_outcomes_in_the_json(timed_run) -> None:
     machine = data["machine_info"]
     assert machine["torch"] == torch.__version__ and machine["cuda"] == torch.version.cuda
     assert {"gpu", "gpu_count", "gpu_compute_capability", "gpu_driver", "triton", "load_average"} <= set(machine)
-    assert machine["timing_threads"] == max(1, machine["usable_cpus"])  # the default: every usable CPU
+    usable = machine["usable_cpus"]  # the default: every usable CPU, one thread on a share of at most two
+    assert machine["timing_threads"] == (1 if usable <= 2 else usable)
+    assert machine.get("cpu_timer") == ("time.process_time" if usable <= 2 else None)
     outcomes = data["inductor_templates"]["items"]
     assert {(o["sample"], o["template"], o["outcome"]) for o in outcomes} >= {
         ("builtin/launch_bound", "eager", "pass"),
@@ -325,7 +335,7 @@ from pytest_inductor_templates.integrations.benchmark import mark_timing
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        mark_timing(item, "cuda", paired=False)
+        mark_timing(item, "cuda", cpu_time=True)  # a CUDA item keeps the synchronizing timer
 """
 CUDA_MARKER_TESTS = """
 import pytest
@@ -375,45 +385,49 @@ def test_cuda_items_get_the_synchronizing_timer_and_long_rounds_unless_chosen(
     assert plain in result.stdout.str() and own in result.stdout.str()
 
 
-PAIRED_MARKER_CONFTEST = """
+CPU_CLOCK_CONFTEST = """
 from pytest_inductor_templates.integrations.benchmark import mark_timing
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        mark_timing(item, "cpu", paired="paired" in item.name)
+        mark_timing(item, "cpu", cpu_time="cputime" in item.name)
 """
-PAIRED_MARKER_TESTS = """
+CPU_CLOCK_TESTS = """
 import pytest
 
 
-def max_time(request):
+def settings(request):
     marker = request.node.get_closest_marker("benchmark")
-    return marker.kwargs.get("max_time") if marker else None
+    return sorted((k, getattr(v, "__name__", v)) for k, v in marker.kwargs.items()) if marker else None
 
 
-def test_paired(request):
-    print("PAIRED", max_time(request))
+def test_cputime(request):
+    print("CPUTIME", settings(request))
 
 
-@pytest.mark.benchmark(max_time=3.0)
-def test_paired_own(request):
-    print("PAIRED_OWN", max_time(request))
+@pytest.mark.benchmark(max_time=3.0, timer=lambda: 0.0)
+def test_cputime_own(request):
+    print("OWN", settings(request))
 
 
-def test_eager_row(request):
-    print("EAGER", max_time(request))
+def test_wall(request):
+    print("WALL", settings(request))
 """
 
 
-def test_a_paired_items_budget_is_split_between_pytest_benchmarks_rounds_and_the_paired_rounds(
+def test_cpu_items_of_a_one_thread_session_are_timed_by_cpu_time_and_keep_their_whole_max_time(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makeconftest(PAIRED_MARKER_CONFTEST)
-    pytester.makepyfile(PAIRED_MARKER_TESTS)
+    """A session timing with one thread gives its CPU items the process's CPU time as their timer, unless the item
+    chose one; nothing halves an item's max time any more (a compiled item's rounds are its paired blocks)."""
+    pytester.makeconftest(CPU_CLOCK_CONFTEST)
+    pytester.makepyfile(CPU_CLOCK_TESTS)
     result = pytester.runpytest_inprocess("-s", "--benchmark-max-time=0.4")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*PAIRED 0.2*", "*PAIRED_OWN 1.5*", "*EAGER None*"])
+    printed = result.stdout.str()
+    assert "CPUTIME [('timer', 'process_time')]" in printed
+    assert "OWN [('max_time', 3.0), ('timer', '<lambda>')]" in printed and "WALL None" in printed
 
 
 def test_sample_items_in_the_worker_process_run_with_the_sessions_threads_and_are_timed_in_pairs(
@@ -428,9 +442,9 @@ def test_sample_items_in_the_worker_process_run_with_the_sessions_threads_and_ar
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:]
     entries = _entries(json.loads((tmp_path / "run.json").read_text()))
-    compiled = entries["inductor-samples::builtin/launch_bound::bench[default-cpu]"]["extra_info"]
+    compiled = entries["inductor-samples::builtin/launch_bound::bench[default-cpu]"]
     eager = entries["inductor-samples::builtin/launch_bound::bench[eager-cpu]"]["extra_info"]
-    assert compiled["threads"] == eager["threads"] == 1
+    assert compiled["extra_info"]["threads"] == eager["threads"] == 1
     _paired(compiled)
 
 

@@ -19,7 +19,7 @@ from pytest_inductor_templates.integrations.auto_workers import CPUS_PER_WORKER,
 from pytest_inductor_templates.machine import gpu_free_memory
 from pytest_inductor_templates.outcomes import Outcome
 from pytest_inductor_templates.runs.files import load
-from pytest_inductor_templates.timing.threads import COMPILE_THREADS, compile_threads_share, usable_cpus
+from pytest_inductor_templates.timing.threads import COMPILE_THREADS, compile_threads_share, default_threads, usable_cpus
 from pytest_inductor_templates.worker.client import WorkerProcess
 from pytest_inductor_templates.worker.protocol import Hello
 
@@ -74,7 +74,7 @@ def test_two_workers_time_every_bench_item_one_at_a_time_beside_no_work(
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     ran = re.findall(r"\[(gw\d)\] .*PASSED inductor-samples::builtin/(\w+)::", run.stdout)
     assert len(ran) == 8 and len(set(ran)) == 2, ran  # each sample's four items on one worker
-    assert f"inductor-templates: timing: {max(1, usable_cpus() // 2)} intra-op thread(s)" in run.stdout  # a worker's
+    assert f"inductor-templates: timing: {default_threads(2)} intra-op thread(s)" in run.stdout  # a worker's
     assert (
         "inductor-templates: pytest-xdist: 2 workers share the CPU and time their CPU sample items, one timing at a "
         "time, while no worker builds, compiles, checks or releases a sample; TORCHINDUCTOR_COMPILE_THREADS=2, as set"
@@ -90,10 +90,14 @@ def test_two_workers_time_every_bench_item_one_at_a_time_beside_no_work(
     assert len(timings) == len(bench) and {s[2] for s in timings} == {"cpu"}
     for timing in timings:
         assert [s for s in found if s is not timing and overlap(s, timing)] == []
-    (pool,) = [s for s in found if s[1] == "pool"]
+    pools = [s for s in found if s[1] == "pool"]
+    assert {p[0] for p in pools} == workers  # each sample worker starts its pool with its own start
     tick = 1 / os.sysconf("SC_CLK_TCK")  # the pool's start is read from /proc, to a clock tick
-    work = [s for s in found if s[1] == "work" and s[0] == pool[0]]
-    assert any(w[3] - tick <= pool[3] <= pool[4] <= w[4] for w in work)  # started and ready within work
+    first_timing = min(t[3] for t in timings)
+    for pool in pools:
+        work = [s for s in found if s[1] == "work" and s[0] == pool[0]]
+        assert any(w[3] - tick <= pool[3] <= pool[4] <= w[4] for w in work)  # started and ready within work
+        assert pool[4] <= first_timing  # ready before any timing began, not later beside one
 
 
 @pytest.mark.gpu
