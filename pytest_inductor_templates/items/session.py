@@ -225,11 +225,12 @@ class InductorSession:
         cuda = sum(d.type == "cuda" for d in self.visible)
         gpus = pinned_gpus(config, cuda, str(devices.value).strip() if devices else None) if self.samples else []
         cpu_alone = bool(self.samples) and all(d.type == "cpu" for d in self.devices)
-        timed = "cuda" if gpus else "cpu" if cpu_alone else None
+        workers = worker_count(config)  # 0 without -n: no xdist worker times anything
+        timed = None if not workers else "cuda" if gpus else "cpu" if cpu_alone else None
         untimed = timing_switched_off_by(config) if settings.isolated else "--inductor-isolation=none"
         samples = bool(self.samples) and settings.isolated
-        return XdistHooks(gpus, list(dict.fromkeys(cases)), timed, untimed, worker_count(config), settings.lock_log,
-                          auto, samples)  # fmt: skip
+        return XdistHooks(gpus, list(dict.fromkeys(cases)), timed, untimed, workers, settings.lock_log, auto,
+                          samples)  # fmt: skip
 
 
 def templates_listing(config: pytest.Config, settings: Settings) -> str:
