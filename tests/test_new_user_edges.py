@@ -3,9 +3,45 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from conftest import QUIET
+from conftest import FAST, QUIET, run_pytest
+
+USER_TESTS = """
+import pytest
+import torch
+
+
+def test_block(compiled_model, inductor_device):
+    model = torch.nn.Linear(4, 4).to(inductor_device).eval()
+    x = torch.randn(2, 4, device=inductor_device)
+    torch.testing.assert_close(compiled_model(model)(x), model(x))
+
+
+def test_checked(inductor_check):
+    inductor_check(torch.nn.Linear(4, 4).eval(), torch.randn(2, 4))
+
+
+def test_speed(inductor_benchmark):
+    with torch.no_grad():
+        inductor_benchmark(torch.nn.Linear(4, 4).eval(), torch.randn(2, 4))
+
+
+def test_on_cuda_only(compiled_model, inductor_device):
+    if inductor_device.type != "cuda":
+        pytest.skip("exercised on CUDA")
+
+
+def test_not_the_plugins():
+    pytest.skip("a skip of the user's own")
+"""
+LONG_NAMES = (  # GraphNet ids as long as the corpus's: rotated under the bars, they take the figure's height
+    "graphnet-corpus/transformers-auto-model/fcakyon_timesformer-large-finetuned-k400",
+    "graphnet-corpus/torchvision/resnet50",
+)
 
 
 def test_without_xdist_the_header_says_nothing_of_its_workers(pytester: pytest.Pytester) -> None:
@@ -14,3 +50,55 @@ def test_without_xdist_the_header_says_nothing_of_its_workers(pytester: pytest.P
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert "inductor-templates: devices: cpu" in result.stdout.str()  # the plugin's header is there
     assert "pytest-xdist" not in "\n".join(line for line in result.stdout.lines if "inductor-templates:" in line)
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, pytest.LineMatcher, Path]:
+    """A ``default``-only run of the user tests, saved as JSON (its exit code, its output, its folder): in a fresh
+    process, as a second in-process compile would register torch's cache artifacts twice; Dynamo's eager backend,
+    as the summary is the point."""
+    folder = tmp_path_factory.mktemp("default-run")
+    (folder / "test_user.py").write_text(USER_TESTS)
+    args = ("--inductor-template=default", "--inductor-backend=eager", "--benchmark-json=run.json", *FAST, *QUIET)
+    done = run_pytest(folder, *args)
+    return done.returncode, pytest.LineMatcher(done.stdout.splitlines()), folder
+
+
+def test_the_plot_keeps_every_label_inside_the_image(default_run, tmp_path: Path) -> None:
+    """Long sample names (rotated under the bars) and the axis label: every text of the chart lies inside the
+    figure, read from matplotlib's renderer; the chart is written as a PNG."""
+    pytest.importorskip("matplotlib")
+    from pytest_inductor_templates.runs.files import load
+    from pytest_inductor_templates.runs.plot import plot_speedups, speedup_figure
+
+    saved = default_run[2] / "run.json"
+    data = json.loads(saved.read_text())
+    timed = [r for r in data["inductor_templates"]["items"] if r["kind"] == "bench"]
+    assert [r["template"] for r in timed] == ["default"] and timed[0]["speedup"] > 0
+    twins = [dict(r, sample=LONG_NAMES[1]) for r in timed]  # a second sample: two groups of bars
+    for record in timed:
+        record["sample"] = LONG_NAMES[0]
+    data["inductor_templates"]["items"] += twins
+    long_names = tmp_path / "long.json"
+    long_names.write_text(json.dumps(data))
+    run = load(str(long_names))
+    figure = speedup_figure(run)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    inside = figure.bbox.padded(1)  # a pixel of rounding
+    axes = figure.axes[0]
+    low, high = axes.get_ylim()
+    undrawn = {id(t) for t in axes.yaxis.get_ticklabels(which="both") if not low <= t.get_position()[1] <= high}
+    texts = [
+        t
+        for t in figure.findobj(lambda a: hasattr(a, "get_text"))
+        if t.get_visible() and t.get_text() and id(t) not in undrawn  # ticks beyond the axis's span are not drawn
+    ]
+    label = axes.yaxis.label
+    assert label in texts and "speedup over eager" in label.get_text()
+    outside = [t.get_text() for t in texts if not inside.contains(*t.get_window_extent(renderer).min)]
+    outside += [t.get_text() for t in texts if not inside.contains(*t.get_window_extent(renderer).max)]
+    assert not outside, f"outside the image: {outside}"
+    png = tmp_path / "speedups.png"
+    plot_speedups(run, str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
