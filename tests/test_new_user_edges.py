@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST, QUIET, run_pytest
+from conftest import FAST, QUIET, no_cuda_machine, run_pytest
 
 USER_TESTS = """
 import pytest
@@ -52,6 +52,37 @@ def test_without_xdist_the_header_says_nothing_of_its_workers(pytester: pytest.P
     assert "pytest-xdist" not in "\n".join(line for line in result.stdout.lines if "inductor-templates:" in line)
 
 
+@no_cuda_machine
+def test_a_run_where_nothing_could_run_says_why_and_names_require_run(pytester: pytest.Pytester) -> None:
+    """Every item skipped, by the plugin (a template or a device this machine lacks) or by the test itself: the
+    summary says so in one line with the reasons and what ``--inductor-require-run`` does; the plugin's skipped
+    items are listed with their reasons, the user's own skip only in that line."""
+    pytester.makepyfile(test_user=USER_TESTS)
+    result = pytester.runpytest_inprocess("--inductor-template=cudagraphs", *QUIET)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.assert_outcomes(skipped=5)
+    cudagraphs = "template 'cudagraphs' is unavailable on cpu: needs a cuda device, not cpu"
+    result.stdout.fnmatch_lines(
+        [
+            "*= inductor-templates: skipped items of the plugin, with why =*",
+            f"4 items (test_user.py::test_block[[]cudagraphs-cpu[]], ...): {cudagraphs}",
+            "*= inductor-templates: nothing ran =*",
+            "every item was skipped, so the run passes (--inductor-require-run would fail it): "
+            f"{cudagraphs} (4 items); a skip of the user's own (1 item)",
+        ]
+    )
+    assert "test_not_the_plugins: a skip" not in result.stdout.str()  # not the plugin's: pytest's -rs names it
+
+    required = pytester.runpytest_inprocess("--inductor-devices=cuda", "--inductor-require-run", *QUIET)
+    assert required.ret == pytest.ExitCode.TESTS_FAILED, required.stdout.str()
+    required.stdout.fnmatch_lines(
+        [
+            "--inductor-require-run: every item was skipped, so the run fails: cuda:0 is not available: this machine "
+            "has no CUDA device (4 items); a skip of the user's own (1 item)",
+        ]
+    )
+
+
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, pytest.LineMatcher, Path]:
     """A ``default``-only run of the user tests, saved as JSON (its exit code, its output, its folder): in a fresh
@@ -62,6 +93,24 @@ def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, pytest.L
     args = ("--inductor-template=default", "--inductor-backend=eager", "--benchmark-json=run.json", *FAST, *QUIET)
     done = run_pytest(folder, *args)
     return done.returncode, pytest.LineMatcher(done.stdout.splitlines()), folder
+
+
+def test_a_default_run_says_what_default_did_and_why_items_were_skipped(default_run) -> None:
+    """``default`` sets nothing, so there is nothing to take effect: the effect section says so and what it compiled;
+    the test the plugin parametrized that skipped itself is listed with its reason, without ``-rs``."""
+    code, output, _ = default_run
+    assert code == pytest.ExitCode.OK, output.str()
+    output.fnmatch_lines(
+        [
+            "*= inductor-templates: skipped items of the plugin, with why =*",
+            "test_user.py::test_on_cuda_only[[]default-cpu[]]: exercised on CUDA",
+            "*= inductor-templates: did each template take effect*",
+            "default: sets no option of its own, so nothing to take effect: 2 items compiled 2 graphs (0 graph "
+            "breaks) with the backend's defaults",
+            "*= 3 passed, 2 skipped in *",
+        ]
+    )
+    assert "nothing ran" not in output.str() and "test_not_the_plugins" not in output.str()
 
 
 def test_the_plot_keeps_every_label_inside_the_image(default_run, tmp_path: Path) -> None:
