@@ -11,7 +11,7 @@ import pytest
 from ..dashboard import summary_table
 from ..outcomes import SHORT_NAMES, Outcome
 from ..record import EAGER, ItemRecord, geomean
-from ..tables import memory_cell, render, speedup_cell, times
+from ..tables import memory_cell, plural, render, speedup_cell, times
 from .book import RecordBook
 from .records import CHECK_ENDED, matrix_params
 
@@ -96,14 +96,10 @@ def nothing_to_take_effect(records: list[ItemRecord]) -> list[str]:
             continue
         graphs, breaks = sum(r.graphs or 0 for r in compiled), sum(r.graph_breaks or 0 for r in compiled)
         lines.append(
-            f"{template}: sets no option of its own, so nothing to take effect: {_plural(len(compiled), 'item')} "
-            f"compiled {_plural(graphs, 'graph')} ({_plural(breaks, 'graph break')}) with the backend's defaults"
+            f"{template}: sets no option of its own, so nothing to take effect: {plural(len(compiled), 'item')} "
+            f"compiled {plural(graphs, 'graph')} ({plural(breaks, 'graph break')}) with the backend's defaults"
         )
     return lines
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'s' if count != 1 else ''}"
 
 
 def _reason_key(reason: str) -> str:
@@ -125,9 +121,9 @@ def nothing_ran_line(skipped: list[tuple[str, str]], require_run: bool) -> str:
     """Why nothing ran, in one line: the most common reasons the items were skipped for, and what
     ``--inductor-require-run`` does with such a run."""
     counts = Counter(_reason_key(reason) for _, reason in skipped)
-    reasons = [f"{reason} ({_plural(n, 'item')})" for reason, n in counts.most_common(REASONS_SHOWN)]
+    reasons = [f"{reason} ({plural(n, 'item')})" for reason, n in counts.most_common(REASONS_SHOWN)]
     if len(counts) > REASONS_SHOWN:
-        reasons.append(f"and {_plural(len(counts) - REASONS_SHOWN, 'other reason')}")
+        reasons.append(f"and {plural(len(counts) - REASONS_SHOWN, 'other reason')}")
     ends = NOTHING_RAN if require_run else NOTHING_RAN_PASSES
     return f"{ends}: {'; '.join(reasons)}" if reasons else ends
 
