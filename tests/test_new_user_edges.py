@@ -151,3 +151,23 @@ def test_the_plot_keeps_every_label_inside_the_image(default_run, tmp_path: Path
     png = tmp_path / "speedups.png"
     plot_speedups(run, str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_skip_reasons_are_grouped_and_the_nothing_ran_line_stays_one_line() -> None:
+    """The bench items of failed checks share one line (their checks are under the failing items); the nothing-ran
+    line names the three most common reasons and counts the others."""
+    from pytest_inductor_templates.report.terminal import nothing_ran_line, skipped_lines
+
+    failed = [
+        (f"inductor-samples::s{i}::bench[default-cpu]", f"the triple's check ended compile_fail: {i}") for i in "ab"
+    ]
+    assert skipped_lines([*failed, ("t.py::test_x[default]", "needs CUDA")]) == [
+        "2 items (inductor-samples::sa::bench[default-cpu], ...): the triple's check ended in a failure (under failing "
+        "items)",
+        "t.py::test_x[default]: needs CUDA",
+    ]
+    reasons = [(f"t.py::test_{i}[default]", why) for i, why in enumerate("aabbbcde")]
+    assert nothing_ran_line(reasons, require_run=False) == (
+        "every item was skipped, so the run passes (--inductor-require-run would fail it): b (3 items); a (2 items); "
+        "c (1 item); and 2 other reasons"
+    )
