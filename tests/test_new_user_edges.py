@@ -154,7 +154,7 @@ def test_the_plot_keeps_every_label_inside_the_image(default_run, tmp_path: Path
 
 
 def test_skip_reasons_are_grouped_and_the_nothing_ran_line_stays_one_line() -> None:
-    """The bench items of failed checks share one line (their checks are under the failing items); the nothing-ran
+    """The bench items of checks that did not pass share one line (their check items say how); the nothing-ran
     line names the three most common reasons and counts the others."""
     from pytest_inductor_templates.report.terminal import nothing_ran_line, skipped_lines
 
@@ -162,8 +162,8 @@ def test_skip_reasons_are_grouped_and_the_nothing_ran_line_stays_one_line() -> N
         (f"inductor-samples::s{i}::bench[default-cpu]", f"the triple's check ended compile_fail: {i}") for i in "ab"
     ]
     assert skipped_lines([*failed, ("t.py::test_x[default]", "needs CUDA")]) == [
-        "2 items (inductor-samples::sa::bench[default-cpu], ...): the triple's check ended in a failure (under failing "
-        "items)",
+        "2 items (inductor-samples::sa::bench[default-cpu], ...): the triple's check did not pass (its check item "
+        "says how)",
         "t.py::test_x[default]: needs CUDA",
     ]
     reasons = [(f"t.py::test_{i}[default]", why) for i, why in enumerate("aabbbcde")]

@@ -34,7 +34,7 @@ NO_EFFECT_NOTE = (
 NOTHING_RAN = "--inductor-require-run: every item was skipped, so the run fails"
 NOTHING_RAN_PASSES = "every item was skipped, so the run passes (--inductor-require-run would fail it)"
 SKIPPED_TITLE = "skipped items of the plugin, with why"
-CHECK_FAILED = f"{CHECK_ENDED} in a failure (under failing items)"  # one line for the bench items of failed checks
+CHECK_FAILED = "the triple's check did not pass (its check item says how)"  # one line for all such bench items
 REASONS_SHOWN = 3  # the most common reasons a nothing-ran line names
 SUMMARY_TITLE = "summary per template (as PyTorch's compiler dashboard: pass rate, geomean speedup, mean compile time)"
 
