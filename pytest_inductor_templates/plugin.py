@@ -94,7 +94,8 @@ def _register_reporting(config: pytest.Config, state: PluginState) -> None:
     book = RecordBook(results, info)
     config.pluginmanager.register(book, BOOK_NAME)
     xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
-    summary = TerminalSummary(book, xdist_active, options.require_run)
+    cases = lambda: state.resolved.matrix_cases if state.resolved is not None else []  # noqa: E731
+    summary = TerminalSummary(book, xdist_active, options.require_run, cases)
     config.pluginmanager.register(summary, "inductor-templates-summary")
     config.pluginmanager.import_plugin("pytest_inductor_templates.report.progress")  # per-sample progress lines
     if controller and (options.any_set or state.resolved is not None):  # only where the plugin is used

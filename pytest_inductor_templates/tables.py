@@ -8,6 +8,11 @@ from .outcomes import SHORT_NAMES
 from .record import ItemRecord
 
 
+def plural(count: int, word: str) -> str:
+    """``1 item``, ``2 items``."""
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
 def render(
     header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = (), markdown: bool = False
 ) -> list[str]:

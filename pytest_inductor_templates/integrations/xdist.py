@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from ..report.records import ROOT_NODEID, SAMPLE_NODEID, crashed_record
+from ..tables import plural
 from ..timing import host_lock
 from ..timing.threads import COMPILE_THREADS, compile_threads_share
 from .auto_workers import AutoWorkers
@@ -103,10 +104,6 @@ def _compile_threads(workers: int) -> str | None:
     return f"Inductor's compile threads: {share} a worker ({COMPILE_THREADS})" if share is not None else None
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'s' if count != 1 else ''}"
-
-
 class XdistHooks:
     """The controller's pytest-xdist hooks."""
 
@@ -150,9 +147,9 @@ class XdistHooks:
         elif self.workers > len(self.gpus):
             count = len(self.gpus)
             where = f"worker i on GPU i mod {count}, which it sees as cuda:0" if count > 1 else "each sees it as cuda:0"
-            shared = f"{self.workers} workers share {_plural(count, 'GPU')} ({where})"
+            shared = f"{self.workers} workers share {plural(count, 'GPU')} ({where})"
         else:
-            shared = f"each of the {_plural(self.workers, 'worker')} owns one GPU (it sees it as cuda:0)"
+            shared = f"each of the {plural(self.workers, 'worker')} owns one GPU (it sees it as cuda:0)"
         verb, its = ("times", "its") if one else ("time", "their")
         if self.lock_folder is None:
             return [*lines, f"inductor-templates: pytest-xdist: {shared} and {verb} nothing ({self.untimed})"]

@@ -15,7 +15,7 @@ from ..integrations.timeout import item_limit
 from ..limits import Limit
 from ..machine import Device
 from ..outcomes import ENDED_EARLY
-from ..report.records import ROOT_NODEID, conclude, new_record, sample_item_name, start
+from ..report.records import CHECK_ENDED, ROOT_NODEID, conclude, new_record, sample_item_name, start
 from ..samples.base import Sample
 from ..samples.sources import largest_graphs_first
 from ..templates.matrix import Case
@@ -68,7 +68,7 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
     earlier = triple.verdict
     if earlier is not None and earlier.result.outcome in ENDED_EARLY:  # its check item ended the triple
         mark_untimed(item)
-        pytest.skip(f"the triple's check ended {earlier.result.outcome.value}: {earlier.result.reason}")
+        pytest.skip(f"{CHECK_ENDED} {earlier.result.outcome.value}: {earlier.result.reason}")
     name_benchmark(benchmark, f"{triple.sample.id}[{triple.case.device.name}]")
     plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case))
     cell = triple.result(plan, item_limit(item, session.timeout))

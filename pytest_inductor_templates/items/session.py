@@ -118,6 +118,13 @@ class InductorSession:
         columns = [eager] + [c for c in self.columns if c.compiles]
         return [Case(column, device) for device in self.devices for column in columns]
 
+    @cached_property
+    def matrix_cases(self) -> list[tuple[str, str]]:
+        """(template label, device name) of every cell of the matrix, samples' and user tests'."""
+        cases = [(c.selection.label, c.device.name) for c in self.sample_cases]
+        cases += [(column.label, device.name) for column in self.columns for device in self.devices]
+        return list(dict.fromkeys(cases))
+
     def test_params(self, node: pytest.Item, with_device: bool) -> list[Any]:
         """``pytest.param``s of (selection[, device]) for a user test, honouring its marker."""
         columns = [c for c in self.columns if c.compiles] or self.columns
@@ -219,17 +226,16 @@ class InductorSession:
         """The controller's pytest-xdist hooks: the matrix's cells (to record a crashed user test) and, for
         sample runs, the GPUs the workers share and the device type whose sample items they time; ``auto``: how
         ``-n auto`` was sized."""
-        cases = [(c.selection.label, c.device.name) for c in self.sample_cases]
-        cases += [(column.label, device.name) for column in self.columns for device in self.devices]
         devices = settings.get("inductor_devices")
         cuda = sum(d.type == "cuda" for d in self.visible)
         gpus = pinned_gpus(config, cuda, str(devices.value).strip() if devices else None) if self.samples else []
         cpu_alone = bool(self.samples) and all(d.type == "cpu" for d in self.devices)
-        timed = "cuda" if gpus else "cpu" if cpu_alone else None
+        workers = worker_count(config)  # 0 without -n: no xdist worker times anything
+        timed = None if not workers else "cuda" if gpus else "cpu" if cpu_alone else None
         untimed = timing_switched_off_by(config) if settings.isolated else "--inductor-isolation=none"
         samples = bool(self.samples) and settings.isolated
-        return XdistHooks(gpus, list(dict.fromkeys(cases)), timed, untimed, worker_count(config), settings.lock_log,
-                          auto, samples)  # fmt: skip
+        return XdistHooks(gpus, self.matrix_cases, timed, untimed, workers, settings.lock_log, auto,
+                          samples)  # fmt: skip
 
 
 def templates_listing(config: pytest.Config, settings: Settings) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from ..record import ItemRecord
 from ..runs.results_file import ResultsWriter
-from .records import counted
+from .records import counted, first_line
 
 TERMINATED = "terminated by SIGTERM"
 NOTHING_FAILED = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -44,6 +44,7 @@ class RecordBook:
     def __init__(self, results: ResultsWriter | None = None, machine_info: Any = None) -> None:
         self.records: list[ItemRecord] = []
         self.ran = 0  # items that ran (not skipped), the plugin's or not
+        self.skipped: list[tuple[str, str]] = []  # (node id, reason) of each skipped item, the plugin's or not
         self.interrupted: str | None = None  # why the run was cut short
         self.results = results
         self._machine_info = machine_info  # a thunk: torch is imported only when the results file starts
@@ -55,7 +56,9 @@ class RecordBook:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not counted(report):
             return
-        if not report.skipped:
+        if report.skipped:
+            self.skipped.append((report.nodeid, first_line(report).removeprefix("Skipped: ")))
+        else:
             self.ran += 1
         record = ItemRecord.from_properties(report.user_properties)
         if record is not None:
@@ -66,9 +69,13 @@ class RecordBook:
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         self.interrupted = TERMINATED if isinstance(excinfo.value, Terminated) else "interrupted (KeyboardInterrupt)"
 
+    def nothing_ran(self, exitstatus: int) -> bool:
+        """Whether every item was skipped, and nothing else failed."""
+        return self.ran == 0 and exitstatus in NOTHING_FAILED
+
     def fails_for_nothing_run(self, require_run: bool, exitstatus: int) -> bool:
         """Whether ``--inductor-require-run`` fails this run: every item was skipped, and nothing else failed."""
-        return require_run and self.ran == 0 and exitstatus in NOTHING_FAILED
+        return require_run and self.nothing_ran(exitstatus)
 
     def end(self, exitstatus: int, left_out: list[tuple[str, str]]) -> None:
         """Write the results file's last line (called at the end of the session)."""

@@ -30,6 +30,9 @@ SAMPLE_NODEID = re.compile(
 )
 
 
+CHECK_ENDED = "the triple's check ended"  # how a bench item whose triple's check did not pass is skipped
+
+
 class NoEffectWarning(UserWarning):
     """A template had no effect on an item: what ran is what default would have compiled."""
 
@@ -73,6 +76,14 @@ def user_test_id(node: pytest.Item, selection: Selection) -> str:
     return user_test_name(node.nodeid.partition("[")[0], callspec.id, matrix_id)
 
 
+def matrix_params(nodeid: str, cases: list[tuple[str, str]]) -> tuple[str, str, str] | None:
+    """(template, device, the matrix's part of the parameter id) of a user test parametrized by the plugin: its id
+    ends in ``TEMPLATE-DEVICE`` or ``TEMPLATE`` of one of ``cases``, (template, device); None for another test."""
+    params = nodeid.partition("[")[2].removesuffix("]")
+    found = next(((t, d, f"{t}-{d}") for t, d in cases if params == f"{t}-{d}" or params.endswith(f"-{t}-{d}")), None)
+    return found or next(((t, d, t) for t, d in cases if params == t or params.endswith(f"-{t}")), None)
+
+
 def crashed_record(nodeid: str, worker: str, cases: list[tuple[str, str]]) -> ItemRecord | None:
     """The record of an item whose pytest-xdist worker died running it: a sample item, or a user test parametrized
     by the plugin (its id ends in one of ``cases``, (template, device)); None for other tests."""
@@ -80,16 +91,12 @@ def crashed_record(nodeid: str, worker: str, cases: list[tuple[str, str]]) -> It
     if match := SAMPLE_NODEID.fullmatch(nodeid):
         sample, template, device, kind, source = *match.group("sample", "template", "device", "kind"), "sample"
     else:
-        base, _, params = nodeid.partition("[")
-        params = params.removesuffix("]")
-        found = next(
-            ((t, d, f"{t}-{d}") for t, d in cases if params == f"{t}-{d}" or params.endswith(f"-{t}-{d}")), None
-        )
-        found = found or next(((t, d, t) for t, d in cases if params == t or params.endswith(f"-{t}")), None)
+        found = matrix_params(nodeid, cases)
         if found is None:
             return None
         (template, device, matrix_id), kind, source = found, "check", "test"
-        sample = user_test_name(base, params, matrix_id)
+        base, _, params = nodeid.partition("[")
+        sample = user_test_name(base, params.removesuffix("]"), matrix_id)
     return ItemRecord(
         sample, template, device, kind, source=source, nodeid=nodeid, outcome=Outcome.CRASHED, reason=reason
     )
@@ -202,7 +209,8 @@ def counted(report: pytest.TestReport) -> bool:
     return report.when == "call" or (report.when == "setup" and not report.passed)
 
 
-def _first_line(report: pytest.TestReport) -> str:
+def first_line(report: pytest.TestReport) -> str:
+    """The first line of what a report says: a skip's reason, or a failure's first line."""
     text = str(report.longrepr) if report.longrepr else ""
     if report.skipped and isinstance(report.longrepr, tuple):
         text = report.longrepr[2]
@@ -217,9 +225,9 @@ def complete(item: pytest.Item, report: pytest.TestReport) -> None:
     if record is None or not counted(report):
         return
     if report.skipped and record.outcome in (None, Outcome.PASS):
-        record.outcome, record.reason = Outcome.SKIPPED, _first_line(report)
+        record.outcome, record.reason = Outcome.SKIPPED, first_line(report)
     elif report.failed and record.outcome not in FAILURES:
-        record.outcome, record.reason = Outcome.RUNTIME_FAIL, _first_line(report)
+        record.outcome, record.reason = Outcome.RUNTIME_FAIL, first_line(report)
     elif report.passed and record.outcome is None:
         record.outcome = Outcome.PASS
     if record.outcome is not Outcome.PASS:

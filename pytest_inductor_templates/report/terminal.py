@@ -4,15 +4,16 @@ per template."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from ..dashboard import summary_table
 from ..outcomes import SHORT_NAMES, Outcome
 from ..record import EAGER, ItemRecord, geomean
-from ..tables import memory_cell, render, speedup_cell, times
+from ..tables import memory_cell, plural, render, speedup_cell, times
 from .book import RecordBook
+from .records import CHECK_ENDED, matrix_params
 
 VERDICTS = ("effect", "no effect", "not observed")
 SPEEDUP_TITLE = "speedup over eager (median of paired rounds, ±half-width of its 95% interval)"
@@ -31,6 +32,10 @@ NO_EFFECT_NOTE = (
     "template without effect passes and warns (its count is in the effect table below)"
 )
 NOTHING_RAN = "--inductor-require-run: every item was skipped, so the run fails"
+NOTHING_RAN_PASSES = "every item was skipped, so the run passes (--inductor-require-run would fail it)"
+SKIPPED_TITLE = "skipped items of the plugin, with why"
+CHECK_FAILED = "the triple's check did not pass (its check item says how)"  # one line for all such bench items
+REASONS_SHOWN = 3  # the most common reasons a nothing-ran line names
 SUMMARY_TITLE = "summary per template (as PyTorch's compiler dashboard: pass rate, geomean speedup, mean compile time)"
 
 
@@ -77,6 +82,52 @@ def effect_table(records: list[ItemRecord]) -> list[str]:
     return render(["template", *VERDICTS], rows, right=range(1, len(VERDICTS) + 1)) if rows else []
 
 
+def nothing_to_take_effect(records: list[ItemRecord]) -> list[str]:
+    """A line for each compiled template that sets no option (``default``, a backend alone): nothing of its own to
+    take effect, and what its items compiled."""
+    by_template: dict[str, list[ItemRecord]] = defaultdict(list)
+    for r in records:
+        if r.template != EAGER:
+            by_template[r.template].append(r)
+    lines = []
+    for template, items in by_template.items():
+        compiled = [r for r in items if r.graphs is not None]
+        if not compiled or any(r.effect is not None or r.settings for r in items):
+            continue
+        graphs, breaks = sum(r.graphs or 0 for r in compiled), sum(r.graph_breaks or 0 for r in compiled)
+        lines.append(
+            f"{template}: sets no option of its own, so nothing to take effect: {plural(len(compiled), 'item')} "
+            f"compiled {plural(graphs, 'graph')} ({plural(breaks, 'graph break')}) with the backend's defaults"
+        )
+    return lines
+
+
+def _reason_key(reason: str) -> str:
+    return CHECK_FAILED if reason.startswith(CHECK_ENDED) else reason
+
+
+def skipped_lines(skipped: list[tuple[str, str]]) -> list[str]:
+    """One line per reason: the item skipped for it, or how many were and the first of them."""
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for nodeid, reason in skipped:
+        by_reason[_reason_key(reason)].append(nodeid)
+    return [
+        f"{ids[0]}: {reason}" if len(ids) == 1 else f"{len(ids)} items ({ids[0]}, ...): {reason}"
+        for reason, ids in by_reason.items()
+    ]
+
+
+def nothing_ran_line(skipped: list[tuple[str, str]], require_run: bool) -> str:
+    """Why nothing ran, in one line: the most common reasons the items were skipped for, and what
+    ``--inductor-require-run`` does with such a run."""
+    counts = Counter(_reason_key(reason) for _, reason in skipped)
+    reasons = [f"{reason} ({plural(n, 'item')})" for reason, n in counts.most_common(REASONS_SHOWN)]
+    if len(counts) > REASONS_SHOWN:
+        reasons.append(f"and {plural(len(counts) - REASONS_SHOWN, 'other reason')}")
+    ends = NOTHING_RAN if require_run else NOTHING_RAN_PASSES
+    return f"{ends}: {'; '.join(reasons)}" if reasons else ends
+
+
 def speedup_table(records: list[ItemRecord]) -> list[str]:
     """Samples (per device) x templates, cells of speedups over eager with their intervals (a failed item: its
     outcome), and beside a template whose items have memory ratios, a column of them; a geomean row."""
@@ -106,10 +157,22 @@ def speedup_table(records: list[ItemRecord]) -> list[str]:
 class TerminalSummary:
     """Prints the plugin's tables at the end of the session (a pytest plugin object)."""
 
-    def __init__(self, book: RecordBook, xdist_active: bool, require_run: bool = False) -> None:
+    def __init__(
+        self,
+        book: RecordBook,
+        xdist_active: bool,
+        require_run: bool = False,
+        cases: Callable[[], list[tuple[str, str]]] = list,
+    ) -> None:
         self.book = book
         self.xdist_active = xdist_active
         self.require_run = require_run
+        self.cases = cases  # the matrix's (template, device): to tell the tests the plugin parametrized
+
+    def plugin_skipped(self) -> list[tuple[str, str]]:
+        """(node id, reason) of each skipped item of the plugin: an item with a record, or a test it parametrized."""
+        recorded, cases = {r.nodeid for r in self.book.records}, self.cases()
+        return [(n, why) for n, why in self.book.skipped if n in recorded or matrix_params(n, cases) is not None]
 
     @pytest.hookimpl(wrapper=True, trylast=True)  # inside pytest's own summary wrapper, outside the plain hooks
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, exitstatus: int) -> Iterator[None]:
@@ -149,7 +212,9 @@ class TerminalSummary:
             section("-", "passed with nothing compared in some output")
             for r in uncompared:
                 terminalreporter.write_line(f"{r.nodeid}: {r.uncompared}")
-        self._lines(terminalreporter, EFFECT_TITLE, effect_table(checked))
+        plugin_skipped = self.plugin_skipped()
+        self._lines(terminalreporter, SKIPPED_TITLE, skipped_lines(plugin_skipped))
+        self._lines(terminalreporter, EFFECT_TITLE, [*effect_table(checked), *nothing_to_take_effect(checked)])
         without = [r for r in checked if r.effect == "no effect"]
         if without:
             section("-", "no effect")
@@ -161,8 +226,8 @@ class TerminalSummary:
         elif self.xdist_active and bench:
             self._lines(terminalreporter, "timing", [XDIST_NOTE])
         self._lines(terminalreporter, SUMMARY_TITLE, summary_table(records))
-        if self.book.fails_for_nothing_run(self.require_run, exitstatus):
-            self._lines(terminalreporter, "nothing ran", [NOTHING_RAN])
+        if self.book.nothing_ran(exitstatus) and (plugin_skipped or self.require_run):
+            self._lines(terminalreporter, "nothing ran", [nothing_ran_line(self.book.skipped, self.require_run)])
 
     @staticmethod
     def _lines(terminalreporter: pytest.TerminalReporter, title: str, lines: list[str]) -> None:

@@ -53,7 +53,7 @@ def speedup_figure(run: Run) -> Any:
     cells = {(f"{s} [{d}]", t): cell for (s, t, d), cell in compiled.items()}
     labels = [*groups, "geomean"]
     width = 0.8 / len(templates)
-    figure, axes = plt.subplots(figsize=(max(6.0, 0.9 * len(labels) * max(1, len(templates)) ** 0.5 + 2), 4.8))
+    figure, axes = plt.subplots()
     for index, template in enumerate(templates):
         benches = [cells[(g, template)].bench if (g, template) in cells else None for g in groups]
         speedups = [b.speedup if b is not None else None for b in benches]
@@ -82,12 +82,28 @@ def speedup_figure(run: Run) -> Any:
     axes.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     _speedup_axis(axes)
     axes.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
-    axes.set_ylabel("speedup over eager (paired median, 95% interval)")
+    axes.set_ylabel("speedup over eager\n(paired median, 95% interval)")
     gpu = run.gpu or "CPU"
     axes.set_title(f"pytest-inductor-templates: {run.path.rsplit('/', 1)[-1]} ({gpu})", fontsize=10)
     axes.legend(fontsize=8)
-    figure.tight_layout()
+    _fit_around(figure, axes, (max(4.0, 0.9 * len(labels) * max(1, len(templates)) ** 0.5), 3.6))
     return figure
+
+
+def _fit_around(figure: Any, axes: Any, size: tuple[float, float], pad: float = 0.15) -> None:
+    """Give the axes ``size`` (inches) and size the figure around it, so that every label lies inside the image:
+    long sample names, rotated, take room below and to the left, and the axis label, the title and the bar labels
+    their own (``tight_layout`` shrank the axes instead, until the axis label stood out of the image)."""
+    figure.set_size_inches(*size)
+    figure.subplots_adjust(left=0, right=1, bottom=0, top=1)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    box, tight, dpi = axes.get_window_extent(renderer), axes.get_tightbbox(renderer), figure.dpi
+    left, bottom = (box.x0 - tight.x0) / dpi + pad, (box.y0 - tight.y0) / dpi + pad
+    right, top = (tight.x1 - box.x1) / dpi + pad, (tight.y1 - box.y1) / dpi + pad
+    width, height = left + size[0] + right, bottom + size[1] + top
+    figure.set_size_inches(width, height)
+    figure.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height)
 
 
 def plot_speedups(run: Run, output: str) -> None:
