@@ -35,6 +35,7 @@ from .tolerance import Tolerance, explicit_tolerance
 
 T = TypeVar("T")
 
+
 @dataclass(frozen=True)
 class Sourced(Generic[T]):
     """A setting's value and where it came from, for error messages, the header and relative paths."""
