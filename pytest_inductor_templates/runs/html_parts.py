@@ -74,6 +74,7 @@ class Grid:
         return (
             f'<div class="controls">{"".join(controls)}<span id="count"></span></div>'
             f'<table class="grid" id="grid"><thead><tr>{head}</tr></thead><tbody></tbody></table>'
+            '<button type="button" id="more" hidden></button>'
             '<aside id="story" hidden><button type="button">close</button><div class="content"></div></aside>'
             f'<script type="application/json" id="grid-data">{_script_json(data)}</script>'
         )

@@ -56,25 +56,41 @@
     if (cell[2] !== null) return '<td class="' + cls + ' story" data-story="' + cell[2] + '">' + cell[1] + "</td>";
     return '<td class="' + cls + '">' + cell[1] + "</td>";
   }
+  var WINDOW = 200, matched = [], painted = 0, shown = [];
+  var more = document.getElementById("more");
+  function paintMore() {
+    var end = Math.min(matched.length, painted + WINDOW), html = [];
+    for (var n = painted; n < end; n++) {
+      var row = rows[matched[n]], parts = ["<tr>"];
+      for (var k = 0; k < row.length; k++) if (shown[k]) parts.push(cellHtml(row[k], k));
+      parts.push("</tr>");
+      html.push(parts.join(""));
+    }
+    body.insertAdjacentHTML("beforeend", html.join(""));
+    painted = end;
+    var rest = matched.length - painted;
+    more.hidden = rest <= 0;
+    more.textContent = rest > 0 ? "show " + Math.min(rest, WINDOW) + " more of the " + rest + " rows left" : "";
+    document.getElementById("count").textContent = "showing " + matched.length + " of " + rows.length + " rows" +
+      (rest > 0 ? " (the first " + painted + " painted; scroll for more)" : "");
+  }
   function paint() {
-    var shown = columns.map(function (_, c) { return visible(c); });
+    shown = columns.map(function (_, c) { return visible(c); });
     var head = table.tHead.rows[0].cells;
     for (var c = 0; c < columns.length; c++) {
       head[c].style.display = shown[c] ? "" : "none";
       head[c].dataset.dir = c === state.column ? (state.dir > 0 ? "asc" : "desc") : "";
     }
-    var html = [], count = 0;
-    for (var n = 0; n < order.length; n++) {
-      var i = order[n];
-      if (!matches(i)) continue;
-      count++;
-      var row = rows[i], parts = ["<tr>"];
-      for (var k = 0; k < row.length; k++) if (shown[k]) parts.push(cellHtml(row[k], k));
-      parts.push("</tr>");
-      html.push(parts.join(""));
-    }
-    body.innerHTML = html.join("");
-    document.getElementById("count").textContent = "showing " + count + " of " + rows.length + " rows";
+    matched = order.filter(matches);
+    painted = 0;
+    body.textContent = "";
+    paintMore();
+  }
+  more.addEventListener("click", paintMore);
+  if (window.IntersectionObserver) {
+    new IntersectionObserver(function (entries) {
+      if (entries[0].isIntersecting && painted < matched.length) paintMore();
+    }, { rootMargin: "400px" }).observe(more);
   }
   function sortBy(c) {
     state.dir = state.column === c ? -state.dir : 1;
