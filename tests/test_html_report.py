@@ -14,6 +14,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,13 @@ def pages(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
                "--fail-on", "speedup:20%")  # fmt: skip
     assert diff.returncode == 1, diff.stdout + diff.stderr  # the gate's verdict, as with the other formats
     return {"run": root / "run.html", "diff": root / "diff.html"}
+
+
+def test_the_page_modules_import_neither_torch_nor_pytest() -> None:
+    """The pages are views of the records: the command writes them without torch or pytest."""
+    modules = ", ".join(f"pytest_inductor_templates.runs.{name}" for name in ("html_page", "html_compare", "svg"))
+    code = f"import sys, {modules}; print(sorted({{m.split('.')[0] for m in sys.modules}} & {{'torch', 'pytest'}}))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
 
 
 class Opened:
