@@ -107,8 +107,10 @@ def strip_chart(
         jitter = [(i * 7 % 11 - 5) for i in range(len(points))] if len(points) > 1 else [0]
         if len(points) > DOTS:
             parts += _box(points, axis, y)
-            dots = "".join(f"M{axis.x(p.value):.1f} {y + j:.0f}h0" for p, j in zip(points, jitter, strict=True))
-            parts.append(f'<path d="{dots}" class="dots"/>')
+            by_colour: dict[str, list[str]] = {}
+            for p, j in zip(points, jitter, strict=True):
+                by_colour.setdefault(p.colour, []).append(f"M{axis.x(p.value):.1f} {y + j:.0f}h0")
+            parts += [f'<path d="{"".join(d)}" class="dots" style="stroke:{c}"/>' for c, d in by_colour.items()]
             continue
         for point, j in zip(points, jitter, strict=True):
             tip = escape(point.label or _number(point.value, unit))
@@ -157,7 +159,7 @@ def scatter(points: dict[str, list[tuple[float, float, str]]], x_title: str, y_t
                          f"<title>{escape(name)}: {escape(label)}</title></circle>")  # fmt: skip
         if len(series) > DOTS:
             rest = "".join(f"M{x_axis.x(x):.1f} {y_of(y):.1f}h0" for x, y, _ in series[DOTS:])
-            parts.append(f'<path d="{rest}" class="dots" stroke="{colour}"/>')
+            parts.append(f'<path d="{rest}" class="dots" style="stroke:{colour}"/>')
         parts.append(f'<text x="{WIDTH - RIGHT}" y="{TOP + 12 + 14 * index}" class="legend" fill="{colour}">'
                      f"{escape(name)}</text>")  # fmt: skip
     parts.append("</svg>")
