@@ -88,7 +88,7 @@ def pages(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     diff = cli("compare", str(made["base"]), str(root / "new.json"), "--format", "html", "-o", str(root / "diff.html"),
                "--fail-on", "speedup:20%")  # fmt: skip
     assert diff.returncode == 1, diff.stdout + diff.stderr  # the gate's verdict, as with the other formats
-    return {"run": root / "run.html", "diff": root / "diff.html"}
+    return {"run": root / "run.html", "diff": root / "diff.html", "failing": root / "failing.json"}
 
 
 def test_the_page_modules_import_neither_torch_nor_pytest() -> None:
@@ -182,6 +182,39 @@ def test_a_screenshot_shows_the_grid(run_page: Opened, tmp_path: Path) -> None:
     assert (0xFD, 0xE2, 0xE1) in colours  # the red cell's background
     assert (0xE6, 0xF4, 0xEA) in colours  # a passing cell's
     assert image.width > 400 and image.height > 60
+
+
+def test_a_long_grid_paints_its_first_rows_and_filters_and_sorts_over_all_of_them(
+    browser: Any, pages: dict[str, Path], tmp_path: Path
+) -> None:
+    """300 copies of the failing run's two samples (planted names, real records): 200 rows painted, more on
+    scrolling; a text filter and a sort reach the rows not painted yet."""
+    data = json.loads(pages["failing"].read_text())
+    items = data["inductor_templates"]["items"]
+    data["inductor_templates"]["items"] = [
+        {**r, "sample": f"{r['sample']}-{n:03d}", "nodeid": r["nodeid"].replace("::builtin/", f"::copy{n:03d}/")}
+        for n in range(300)
+        for r in items
+    ]
+    (tmp_path / "long.json").write_text(json.dumps(data))
+    assert (
+        cli("report", str(tmp_path / "long.json"), "--format", "html", "-o", str(tmp_path / "long.html")).returncode
+        == 0
+    )
+    opened = Opened(browser, tmp_path / "long.html")
+    page = opened.page
+    assert page.inner_text("#count") == "showing 600 of 600 rows (the first 200 painted; scroll for more)"
+    assert len(opened.column(1)) == 200
+    page.locator("#more").scroll_into_view_if_needed()
+    page.wait_for_function("document.querySelectorAll('#grid tbody tr').length > 200")
+    page.fill("#filter-text", "embedding-299")  # the last row of all
+    assert opened.column(1) == ["builtin/embedding-299"] and page.inner_text("#count") == "showing 1 of 600 rows"
+    page.fill("#filter-text", "")
+    page.click("#grid th:nth-child(1)")
+    page.click("#grid th:nth-child(1)")  # descending: the last names first
+    assert opened.column(1)[:2] == ["builtin/launch_bound-299", "builtin/launch_bound-298"]
+    assert opened.problems == []
+    page.close()
 
 
 def test_the_comparison_page_lists_the_planted_regression_first(browser: Any, pages: dict[str, Path]) -> None:
