@@ -125,5 +125,4 @@
   panel.querySelector("button").addEventListener("click", function () { panel.hidden = true; });
   document.addEventListener("keydown", function (event) { if (event.key === "Escape") panel.hidden = true; });
   paint();
-  document.body.dataset.painted = String(performance.now());
 })();
