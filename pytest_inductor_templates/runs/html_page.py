@@ -23,6 +23,7 @@ FIGURES = ("speedup", "memory ratio", "compile seconds", "outcome (failures firs
 CLASSES = {o.value: "red" if o in FAILURES else "green" for o in Outcome}
 CLASSES |= {Outcome.SKIPPED.value: "grey", Outcome.EAGER_NONDETERMINISTIC.value: "amber"}
 RANK = {o.value: 0 if o in FAILURES else 1 for o in Outcome} | {"skipped": 2, "pass": 3}
+EFFECT_HEADERS = {"effect": "took effect", "no effect": "no effect", "not observed": "effect not observed"}
 CACHE_COLOURS = {"cold": "#2b6cb0", "warm": "#2f855a", "mixed": "#c05621", "uncached": "#718096"}
 
 
@@ -167,7 +168,7 @@ def _summary(run: Run) -> str:
         counted = Counter(r.outcome.value for r in template.verdicts if r.outcome)
         verdicts = Counter(r.effect for r in template.verdicts if r.effect)
         row += [str(counted[o]) for o in outcomes] + [str(verdicts[e]) for e in effects]
-    header = ["template", *(c.header for c in shown), *outcomes, *(f"effect: {e}" for e in effects)]
+    header = ["template", *(c.header for c in shown), *outcomes, *(EFFECT_HEADERS.get(e, e) for e in effects)]
     figures = [i + 1 for i, c in enumerate(shown) if c.figure] + list(range(len(shown) + 1, len(header)))
     notes = [
         "pass rate: the cells that passed of those that ran (skipped left out); geomean speedup: over each "

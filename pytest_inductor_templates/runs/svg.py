@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from html import escape
 
 DOTS = 300  # points a row drawn one by one (with a tooltip each)
-WIDTH, LEFT, RIGHT, ROW, TOP, BOTTOM = 760, 150, 20, 34, 10, 36
+WIDTH, LEFT, RIGHT, ROW, TOP, BOTTOM = 760, 150, 20, 34, 16, 36
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def _axis(axis: LogAxis, height: float, unit: str, mark: float | None, title: st
     if mark is not None:
         x = axis.x(mark)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{height - BOTTOM}" class="mark"/>')
-        parts.append(f'<text x="{x:.1f}" y="{TOP + 9}" class="mark-label">{_number(mark, unit)}</text>')
+        parts.append(f'<text x="{x + 3:.1f}" y="{TOP - 4}" class="mark-label">{_number(mark, unit)}</text>')
     parts.append(
         f'<text x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{height - 4}" class="axis-title">{escape(title)}</text>'
     )
