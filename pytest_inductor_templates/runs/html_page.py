@@ -99,8 +99,13 @@ def _cell(grid: Grid, cell: Cell | None, eager: Cell | None) -> list[object] | N
     if record.compile_seconds is not None:
         lines.append(f"compile {seconds(record.compile_seconds)} ({record.cache_state})")
     told = grid.story(_story(cell)) if _tells(record) else None
-    speedup = bench.speedup if bench is not None else None
-    return [outcome, escape("\n".join(lines)), told, speedup, memory, record.compile_seconds, RANK.get(outcome, 1)]
+    keys = [bench.speedup if bench is not None else None, memory, record.compile_seconds]
+    return [outcome, escape("\n".join(lines)), told, *map(_key, keys), RANK.get(outcome, 1)]
+
+
+def _key(value: float | None) -> float | None:
+    """A sort figure, to four significant digits (the page is smaller, the order the same to the eye)."""
+    return None if value is None else float(f"{value:.4g}")
 
 
 def grid_of(run: Run) -> Grid:

@@ -107,9 +107,9 @@ def strip_chart(
         jitter = [(i * 7 % 11 - 5) for i in range(len(points))] if len(points) > 1 else [0]
         if len(points) > DOTS:
             parts += _box(points, axis, y)
-            by_colour: dict[str, list[str]] = {}
+            by_colour: dict[str, dict[str, None]] = {}  # a dot per pixel: the same pixel drawn once
             for p, j in zip(points, jitter, strict=True):
-                by_colour.setdefault(p.colour, []).append(f"M{axis.x(p.value):.1f} {y + j:.0f}h0")
+                by_colour.setdefault(p.colour, {})[f"M{axis.x(p.value):.0f} {y + j:.0f}h0"] = None
             parts += [f'<path d="{"".join(d)}" class="dots" style="stroke:{c}"/>' for c, d in by_colour.items()]
             continue
         for point, j in zip(points, jitter, strict=True):
@@ -154,12 +154,12 @@ def scatter(points: dict[str, list[tuple[float, float, str]]], x_title: str, y_t
     palette = ("#2b6cb0", "#c05621", "#2f855a", "#6b46c1", "#b83280", "#2c7a7b", "#975a16", "#4a5568", "#9b2c2c")
     for index, (name, series) in enumerate(points.items()):
         colour = palette[index % len(palette)]
-        for x, y, label in series[:DOTS]:
+        if len(series) > DOTS:  # a dot per pixel, no tooltips
+            dots = dict.fromkeys(f"M{x_axis.x(x):.0f} {y_of(y):.0f}h0" for x, y, _ in series)
+            parts.append(f'<path d="{"".join(dots)}" class="dots" style="stroke:{colour}"/>')
+        for x, y, label in series if len(series) <= DOTS else ():
             parts.append(f'<circle cx="{x_axis.x(x):.1f}" cy="{y_of(y):.1f}" r="3.5" fill="{colour}">'
                          f"<title>{escape(name)}: {escape(label)}</title></circle>")  # fmt: skip
-        if len(series) > DOTS:
-            rest = "".join(f"M{x_axis.x(x):.1f} {y_of(y):.1f}h0" for x, y, _ in series[DOTS:])
-            parts.append(f'<path d="{rest}" class="dots" style="stroke:{colour}"/>')
         parts.append(f'<text x="{WIDTH - RIGHT}" y="{TOP + 12 + 14 * index}" class="legend" fill="{colour}">'
                      f"{escape(name)}</text>")  # fmt: skip
     parts.append("</svg>")
