@@ -88,7 +88,11 @@ def pages(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     diff = cli("compare", str(made["base"]), str(root / "new.json"), "--format", "html", "-o", str(root / "diff.html"),
                "--fail-on", "speedup:20%")  # fmt: skip
     assert diff.returncode == 1, diff.stdout + diff.stderr  # the gate's verdict, as with the other formats
-    return {"run": root / "run.html", "diff": root / "diff.html", "failing": root / "failing.json"}
+    newly = cli("compare", str(made["base"]), str(made["failing"]), "--format", "html", "-o", str(root / "newly.html"),
+                "--fail-on", "correctness")  # fmt: skip
+    assert newly.returncode == 1, newly.stdout + newly.stderr
+    pages = {name: root / f"{name}.html" for name in ("run", "diff", "newly")}
+    return {**pages, "failing": root / "failing.json"}
 
 
 def test_the_page_modules_import_neither_torch_nor_pytest() -> None:
@@ -230,6 +234,10 @@ def test_the_comparison_page_lists_the_planted_regression_first(browser: Any, pa
     page.locator("#grid td.story").first.click()
     assert "compiled time\n+100.0%" in page.inner_text("#story").replace("\t", "\n")
     page.close()
+    newly = Opened(browser, pages["newly"])  # the planted miscompile: newly failing, first, said once
+    assert newly.column(2)[0] == "builtin/embedding [cpu]" and newly.column(3)[0] == "newly failing"
+    assert newly.column(11)[0] == "pass -> accuracy_fail" and newly.problems == []
+    newly.page.close()
 
 
 PLANTED_BACKEND = """

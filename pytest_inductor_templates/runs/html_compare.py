@@ -124,7 +124,7 @@ def grid_of(comparison: RunComparison, gate: Gate) -> Grid:
             cells = [
                 escape(template.template),
                 escape(f"{row.sample} [{row.device}]"),
-                [verdict, escape("\n".join([verdict, *flags])), told, VERDICTS[verdict][1]],
+                [verdict, escape("\n".join(dict.fromkeys([verdict, *flags]))), told, VERDICTS[verdict][1]],
                 _number(speedup_text(row.base) if row.base else "n/a", row.base_speedup),
                 _number(speedup_text(row.new) if row.new else "n/a", row.new_speedup),
                 _number(change_text(row.speedup_change, row.change_interval), row.speedup_change),
