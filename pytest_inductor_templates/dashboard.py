@@ -89,11 +89,17 @@ COLUMNS = (
 )
 
 
-def summary_table(records: list[ItemRecord], markdown: bool = False) -> list[str]:
-    """One row per compiled template; no lines when no compiled template has a record."""
+def summary_rows(records: list[ItemRecord]) -> tuple[list[Column], list[list[str]]]:
+    """The columns shown (an optional one only where some row has it) and one row per compiled template, its name
+    first."""
     templates = by_template(records)
     cells = {c.header: [c.cell(t) for t in templates.values()] for c in COLUMNS}
     shown = [c for c in COLUMNS if not (c.optional and all(cell == "n/a" for cell in cells[c.header]))]
-    rows = [[name, *(cells[c.header][i] for c in shown)] for i, name in enumerate(templates)]
+    return shown, [[name, *(cells[c.header][i] for c in shown)] for i, name in enumerate(templates)]
+
+
+def summary_table(records: list[ItemRecord], markdown: bool = False) -> list[str]:
+    """One row per compiled template; no lines when no compiled template has a record."""
+    shown, rows = summary_rows(records)
     right = [i + 1 for i, c in enumerate(shown) if c.figure]
     return render(["template", *(c.header for c in shown)], rows, right=right, markdown=markdown) if rows else []

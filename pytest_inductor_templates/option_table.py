@@ -179,6 +179,13 @@ OPTIONS = (
         "FILE",
     ),
     Option(
+        "inductor_html",
+        "write the run as one self-contained HTML page to FILE at the end of the session (the page "
+        "`pytest-inductor-templates report RUN --format html` writes: summary per template, charts, the grid of "
+        "samples x templates, each failure's story); also under pytest-xdist",
+        "FILE",
+    ),
+    Option(
         "inductor_require_run",
         "fail a run in which every item was skipped",
         ini_type="bool",

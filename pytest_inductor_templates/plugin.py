@@ -104,6 +104,15 @@ def _register_reporting(config: pytest.Config, state: PluginState) -> None:
         resolved = state.resolved
         hooks = resolved.xdist_hooks(config, options, state.auto_workers) if resolved is not None else XdistHooks()
         config.pluginmanager.register(hooks, XDIST_NAME)
+    if options.html is not None and controller:
+        from .report.html_report import HtmlReport
+
+        left = lambda: state.resolved.left_out if state.resolved is not None else []  # noqa: E731
+        config.pluginmanager.register(HtmlReport(options.html, book, info, left), "inductor-templates-html")
+    if config.pluginmanager.hasplugin("html") and controller:
+        from .integrations.html_results import HtmlResultsColumns
+
+        config.pluginmanager.register(HtmlResultsColumns(), "inductor-templates-pytest-html")
     if config.pluginmanager.hasplugin("timeout"):
         config.pluginmanager.register(TimeoutWatch(), "inductor-templates-timeout")
     if config.pluginmanager.hasplugin("benchmark"):

@@ -137,6 +137,7 @@ class Settings:
         self.recycle_triples = int(recycle) if recycle is not None else RECYCLE_TRIPLES
         self.results = _results_path(self.get("inductor_results"))
         self.lock_log = _results_path(self.get("inductor_lock_log"))
+        self.html = _results_path(self.get("inductor_html"), "run.html")
 
     def levels(self, name: str) -> tuple[list[Sourced[Any]], list[Sourced[Any]]]:
         """An option's values on the command line and in the ini file (a repeatable option may have several)."""
@@ -189,17 +190,17 @@ def _positive(raw: Sourced[Any] | None, kind: type, example: str) -> float | Non
     return value
 
 
-def _results_path(raw: Sourced[Any] | None) -> Path | None:
-    """The path of a file to write (the results file, the lock log), or None when not given: a file that can be
-    created or overwritten."""
+def _results_path(raw: Sourced[Any] | None, example: str = "results.jsonl") -> Path | None:
+    """The path of a file to write (the results file, the lock log, the HTML page), or None when not given: a file
+    that can be created or overwritten."""
     if raw is None:
         return None
     path = raw.path()
     if path.is_dir():
-        raise raw.usage_error(f"{path} is a directory: name a file, such as results.jsonl")
+        raise raw.usage_error(f"{path} is a directory: name a file, such as {example}")
     folder = next(parent for parent in path.parents if parent.exists())  # where the missing folders will be made
     if not folder.is_dir():
-        raise raw.usage_error(f"{folder} is a file, not a folder: the results file cannot be made below it")
+        raise raw.usage_error(f"{folder} is a file, not a folder: {path.name} cannot be made below it")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise raw.usage_error(f"{path} cannot be written (no permission)")
     return path

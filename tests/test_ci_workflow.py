@@ -253,3 +253,14 @@ def test_the_summary_is_written_every_time(pull_requests) -> None:
         if change != "broken_config":
             assert "## pytest-inductor-templates compare" in job.summary, change
             assert ("**FAILED**" in job.summary) == (job.steps["Gate"] == "failure"), change
+
+
+def test_the_pages_for_the_artifact_are_written(pull_requests) -> None:
+    """The new commit's run writes its page (--inductor-html) and the summary step the comparison's, whatever the
+    gate says; only the run that never happened has neither."""
+    for change, job in pull_requests.items():
+        run_page = re.search(r"inductor-templates: HTML page: file://(\S+/run\.html)", job.log)
+        compare_page = re.search(r"wrote (\S+/compare\.html)", job.log)
+        assert (run_page is not None, compare_page is not None) == ((change != "broken_config",) * 2), job.log
+        for found in (run_page, compare_page) if run_page and compare_page else ():
+            assert Path(found.group(1)).read_text().startswith("<!DOCTYPE html>"), change

@@ -66,12 +66,17 @@ def _parser() -> argparse.ArgumentParser:
         "ratio (eager peak / compiled peak, CUDA) fell by more than N%% (memory:N%%); when an item gained graph "
         "breaks or recompiles (graph-breaks); or when an item newly fails (correctness); repeatable",
     )
-    compare.add_argument("--format", choices=("table", "markdown", "json"), default="table")
+    compare.add_argument("--format", choices=("table", "markdown", "json", "html"), default="table")
+    compare.add_argument("-o", "--output", metavar="OUT", help="write the comparison here (default: stdout)")
     merge_command = commands.add_parser("merge", help="one run from shards run on other workers or machines")
     merge_command.add_argument("runs", nargs="+", metavar="RUN.json")
     merge_command.add_argument("-o", "--output", required=True, metavar="OUT.json")
-    report = commands.add_parser("report", help="a run as markdown: samples x templates, outcome, effect, speedup")
+    report = commands.add_parser(
+        "report", help="a run as markdown or one HTML page: samples x templates, outcome, effect, speedup"
+    )
     report.add_argument("run", metavar="RUN.json")
+    report.add_argument("--format", choices=("markdown", "html"), default="markdown")
+    report.add_argument("-o", "--output", metavar="OUT", help="write the report here (default: stdout)")
     plot = commands.add_parser("plot", help="a chart of speedup per template and sample (needs matplotlib)")
     plot.add_argument("run", metavar="RUN.json")
     plot.add_argument("-o", "--output", required=True, metavar="OUT.png")
@@ -103,19 +108,30 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"compile times not compared: {compile_why}", file=sys.stderr)
     failures += _memory_failures(comparison, limits["memory"], failures)
     if args.format == "json":
-        print(compare_output.as_json(comparison, failures))
+        _emit(compare_output.as_json(comparison, failures), args.output)
+        return EXIT_REGRESSION if failures else EXIT_OK
+    if args.format == "html":
+        from .html_compare import Gate, compare_page
+
+        gate = Gate({kind: found for kind, found in limits.items() if found}, failures, waived + compile_waived)
+        _emit(compare_page(comparison, gate), args.output)
         return EXIT_REGRESSION if failures else EXIT_OK
     markdown = args.format == "markdown"
-    print(compare_output.as_markdown(comparison) if markdown else compare_output.as_table(comparison))
+    lines = [compare_output.as_markdown(comparison) if markdown else compare_output.as_table(comparison)]
     if waived:
-        print("\nnot flagged: fell by more than the limit, but the 95% interval of the change reaches within it:")
-        print("\n".join(f"- {line}" for line in waived))
+        lines.append(
+            "\nnot flagged: fell by more than the limit, but the 95% interval of the change reaches within it:"
+        )
+        lines += [f"- {line}" for line in waived]
     if compile_waived:
-        print(f"\nnot flagged: grew by more than the limit, but by less than {NOISE_SECONDS:g} s (compile-time noise):")
-        print("\n".join(f"- {line}" for line in compile_waived))
+        lines.append(
+            f"\nnot flagged: grew by more than the limit, but by less than {NOISE_SECONDS:g} s (compile-time noise):"
+        )
+        lines += [f"- {line}" for line in compile_waived]
     if failures:
-        print("\n" + ("**FAILED**" if markdown else "FAILED") + ":")
-        print("\n".join(f"- {line}" for line in failures))
+        lines.append("\n" + ("**FAILED**" if markdown else "FAILED") + ":")
+        lines += [f"- {line}" for line in failures]
+    _emit("\n".join(lines), args.output)
     return EXIT_REGRESSION if failures else EXIT_OK
 
 
@@ -141,10 +157,25 @@ def _merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _emit(text: str, output: str | None) -> None:
+    """Print ``text``, or write it to ``output`` and say so."""
+    if output is None:
+        print(text)
+        return
+    write_text(output, text)
+    print(f"wrote {output}")
+
+
 def _report(args: argparse.Namespace) -> int:
+    run = load(args.run)
+    if args.format == "html":
+        from .html_page import run_page
+
+        _emit(run_page(run), args.output)
+        return EXIT_OK
     from .markdown import as_markdown
 
-    print(as_markdown(load(args.run)))
+    _emit(as_markdown(run), args.output)
     return EXIT_OK
 
 

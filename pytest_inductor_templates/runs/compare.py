@@ -318,7 +318,6 @@ def compare_runs(base: Run, new: Run) -> RunComparison:
     )
 
 
-
 def weights_change(rows: list[Row]) -> str:
     """``inputs -> parameters`` (for each distinct change among ``rows``), with how many rows each covers."""
     changes = Counter(f"{r.base_weights or 'none'} -> {r.new_weights or 'none'}" for r in rows)

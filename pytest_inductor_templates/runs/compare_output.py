@@ -75,7 +75,7 @@ def _count(number: int, what: str) -> str:
     return f"{number} {what}{'' if number == 1 else 's'}"
 
 
-def _geomean_line(template: TemplateComparison) -> str:
+def geomean_line(template: TemplateComparison) -> str:
     """The geomean's change and what it is over: the rows timed in both runs, of how many rows; the entries that
     only check, counted."""
     compared, rows = len(template.compared), len(template.rows)
@@ -90,45 +90,45 @@ def _geomean_line(template: TemplateComparison) -> str:
     )
 
 
-def _notes(comparison: RunComparison) -> list[str]:
-    notes = [f"base: {comparison.base.path} ({comparison.base.machine})"]
-    notes.append(f"new:  {comparison.new.path} ({comparison.new.machine})")
+def notes(comparison: RunComparison) -> list[str]:
+    found = [f"base: {comparison.base.path} ({comparison.base.machine})"]
+    found.append(f"new:  {comparison.new.path} ({comparison.new.machine})")
     if comparison.base.tf32 != comparison.new.tf32:
-        notes.append(
+        found.append(
             f"note: TF32 {comparison.base.tf32} in base, {comparison.new.tf32} in new (--inductor-tf32): an outcome "
             "may change with the mode alone (TF32 off sees faults below TF32's rounding)"
         )
     for which, run in (("base", comparison.base), ("new", comparison.new)):
         if moved := unsteady_note(run.data.get("machine_info", {})):
-            notes.append(f"note: in the {which} run, {moved}")
+            found.append(f"note: in the {which} run, {moved}")
         if run.partial:
-            notes.append(f"note: the {which} run is partial ({run.partial}): items it lacks show as only in the other")
+            found.append(f"note: the {which} run is partial ({run.partial}): items it lacks show as only in the other")
     if comparison.weights_differ:
-        notes.append(
+        found.append(
             "note: GraphNet sample weights were passed differently "
             f"({weights_change(comparison.weights_differ)}): those speedups are not compared, nor in the geomeans "
             "or the gate"
         )
-    notes += [f"newly failing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_failing]
-    notes += [f"newly passing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_passing]
-    notes += [f"only in base: {'/'.join(k)}" for k in comparison.only_in_base]
-    notes += [f"only in new: {'/'.join(k)}" for k in comparison.only_in_new]
-    return notes + comparison.compiles.notes()
+    found += [f"newly failing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_failing]
+    found += [f"newly passing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_passing]
+    found += [f"only in base: {'/'.join(k)}" for k in comparison.only_in_base]
+    found += [f"only in new: {'/'.join(k)}" for k in comparison.only_in_new]
+    return found + comparison.compiles.notes()
 
 
 def as_table(comparison: RunComparison) -> str:
-    lines = _notes(comparison)
+    lines = notes(comparison)
     for template in comparison.templates:
-        lines += ["", f"template {template.template}: {_geomean_line(template)}"]
+        lines += ["", f"template {template.template}: {geomean_line(template)}"]
         lines += _table(template, markdown=False)
     return "\n".join(lines + compile_changes.lines(comparison.compiles, markdown=False))
 
 
 def as_markdown(comparison: RunComparison) -> str:
     lines = ["## pytest-inductor-templates compare", ""]
-    lines += [f"- {note}" for note in _notes(comparison)]
+    lines += [f"- {note}" for note in notes(comparison)]
     for template in comparison.templates:
-        lines += ["", f"### {template.template}: {_geomean_line(template)}", ""]
+        lines += ["", f"### {template.template}: {geomean_line(template)}", ""]
         lines += _table(template, markdown=True)
     return "\n".join(lines + compile_changes.lines(comparison.compiles, markdown=True))
 

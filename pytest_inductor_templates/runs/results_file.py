@@ -109,4 +109,7 @@ def as_run_data(header: dict[str, Any], records: list[dict[str, Any]], end: dict
         section["left_out"] = end["left_out"]
     if not complete:
         section["partial"] = (end or {}).get("interrupted") or "the results file has no end line: the run was cut off"
-    return {"machine_info": header.get("machine_info", {}), "benchmarks": [], "inductor_templates": section}
+    if header.get("argv") is not None:
+        section["argv"] = header["argv"]
+    data = {"machine_info": header.get("machine_info", {}), "benchmarks": [], "inductor_templates": section}
+    return {**data, "datetime": header["started"]} if header.get("started") else data
