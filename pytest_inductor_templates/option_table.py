@@ -209,7 +209,8 @@ OPTIONS = (
     Option(
         "inductor_timing_threads",
         "torch's intra-op CPU threads for every item the plugin runs (built, compiled, checked, timed); default: "
-        "the CPUs this process may use, shared among pytest-xdist workers",
+        "the CPUs this process may use, shared among pytest-xdist workers (one thread on a share of at most 2 CPUs; "
+        "with one thread, CPU items are timed by the process's CPU time unless --benchmark-timer is given)",
         "N",
     ),
     Option(
@@ -221,15 +222,16 @@ OPTIONS = (
     ),
     Option(
         "inductor_speedup_precision",
-        "paired timing goes on, within half of a compiled item's --benchmark-max-time, until the speedup's 95 "
-        "percent interval is within +-PCT percent of it (default 2); an entry whose interval stays wider is marked "
-        "unstable",
+        "paired timing goes on, within a compiled item's --benchmark-max-time (2-4 s on CUDA), until the speedup's "
+        "95 percent interval is within +-PCT percent of it (default 2, or 4 for a launch-bound CUDA item); an entry "
+        "whose interval stays wider is marked unstable",
         "PCT",
     ),
     Option(
         "inductor_timing_min_seconds",
         "paired timing of a compiled item spans at least SECONDS, beyond its --benchmark-max-time if need be, so "
-        "that its rounds meet each speed a CPU switches between (default 0: the max time alone)",
+        "that its rounds meet each speed a CPU switches between (default: 2 on CUDA, up to 4 while the interval is "
+        "wider than its target; 0 on the CPU)",
         "SECONDS",
     ),
     Option(

@@ -1,6 +1,6 @@
 """The results file (``--inductor-results FILE``): each item's record, appended as JSON lines as the item ends.
 
-    {"inductor_templates_results": 1, "format": 3, "started": "...", "argv": [...], "machine_info": {...}}
+    {"inductor_templates_results": 1, "format": 4, "started": "...", "argv": [...], "machine_info": {...}}
     {"record": {...}}                      one line per item, written and flushed when its report arrives
     {"end": {"exitstatus": 0, "complete": true, "finished": "...", "left_out": [...]}}
 
