@@ -19,7 +19,12 @@ from pytest_inductor_templates.integrations.auto_workers import CPUS_PER_WORKER,
 from pytest_inductor_templates.machine import gpu_free_memory
 from pytest_inductor_templates.outcomes import Outcome
 from pytest_inductor_templates.runs.files import load
-from pytest_inductor_templates.timing.threads import COMPILE_THREADS, compile_threads_share, default_threads, usable_cpus
+from pytest_inductor_templates.timing.threads import (
+    COMPILE_THREADS,
+    compile_threads_share,
+    default_threads,
+    usable_cpus,
+)
 from pytest_inductor_templates.worker.client import WorkerProcess
 from pytest_inductor_templates.worker.protocol import Hello
 
