@@ -91,6 +91,8 @@ class ItemRecord:
     cpu_slow_rounds: float | None = None  # share of paired rounds whose CPU-speed probe ran over 1.3x its fastest
     full_speed_speedup: float | None = None  # median ratio over the full-speed rounds (at least 10 of them)
     speedup_target: float | None = None  # the half-width the paired rounds stopped at (unstable: never reached)
+    speedup_of: str | None = None  # ``full-speed rounds`` or ``all rounds``: which rounds ``speedup`` is the median of
+    all_rounds_speedup: float | None = None  # the median ratio over every round, beside a full-speed ``speedup``
     launch_bound: bool | None = None  # CUDA: eager or compiled spends at least half of a call launching it
     eager_host_share: float | None = None  # CUDA: the share of eager's call the host spends launching it
     compiled_host_share: float | None = None  # ... of the compiled call
@@ -127,6 +129,7 @@ class ItemRecord:
         self.speedup = self.speedup_low = self.speedup_high = self.unstable = self.device_speedup = None
         self.eager_median = self.compiled_median = self.eager_device_time_ms = self.paired_rounds = None
         self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = self.speedup_target = None
+        self.speedup_of = self.all_rounds_speedup = None
         self.launch_bound = self.eager_host_share = self.compiled_host_share = None
         self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None
 

@@ -252,3 +252,8 @@ def test_a_minimum_span_times_over_both_cpu_speeds_and_the_probe_tells_the_full_
     assert spanned.slow_share is not None and 0.3 < spanned.slow_share < 0.7
     assert spanned.full_speed_speedup == pytest.approx(3.0)
     assert set(map(round, ratios(spanned.eager, spanned.compiled), [1] * spanned.rounds)) == {3.0, 4.5}
+    # the speedup (and its interval) is the full-speed rounds': the share of slow rounds, which moves from process
+    # to process, does not move it; the all-rounds figure stays beside it
+    assert spanned.speedup_of == "full-speed rounds" and alone.speedup_of == "all rounds"
+    assert spanned.speedup.low <= 3.0 <= spanned.speedup.high and spanned.speedup.median == pytest.approx(3.0)
+    assert spanned.speedup.half_width < 0.01 < spanned.all_rounds.half_width  # the slow rounds widen it

@@ -6,8 +6,12 @@ Each block starts with one untimed call: the other side's block has just filled 
 weights and code, and a block timed cold would charge that to whichever side comes second.
 The speedup is the median of the per-round ratios, with a 95% confidence interval spanning two: a bootstrap of the
 rounds and a batch-means interval over contiguous segments of them (the state of the machine drifts, so rounds
-next to each other are alike and resampling single rounds alone claims too much). Rounds go on until the interval
-is narrow enough or the time budget is spent. Python's cyclic garbage collector is held off meanwhile (as ``timeit``
+next to each other are alike and resampling single rounds alone claims too much). A short CPU-speed probe before
+each round tells the rounds the CPU ran at full speed from those it ran slow (some VMs switch a CPU between two
+speeds): where at least 10 rounds ran at full speed and some did not, the speedup is theirs (a launch-bound side
+moves with the CPU's speed, so the share of slow rounds, which differs from process to process, would move an
+all-rounds median), and the all-rounds figure stays beside it. Rounds go on until the interval is narrow enough or
+the time budget is spent. Python's cyclic garbage collector is held off meanwhile (as ``timeit``
 holds it off), so that no collection of a heap full of compiled graphs lands in one block and not in its pair.
 
 Pure functions of the callables and a block timer: no pytest, no torch (numpy for the bootstrap), so that
@@ -25,6 +29,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..cpu_speed import SLOW, loop_ms
@@ -41,6 +46,7 @@ DEFAULT_PRECISION = 0.02  # the stop rule's default target half-width (--inducto
 SEGMENTS = 8  # at most this many contiguous segments of the rounds for the batch-means interval
 PROBE_LOOP = 3_000  # iterations of the CPU-speed probe timed before each round (about 0.1-0.3 ms)
 FULL_SPEED_MIN_ROUNDS = 10  # fewer full-speed rounds than this give no full-speed speedup
+FULL_SPEED_ROUNDS, ALL_ROUNDS = "full-speed rounds", "all rounds"  # what a speedup is the median of
 T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365)  # Student's t, 97.5th percentile, 1 to 7 degrees of freedom
 
 
@@ -80,7 +86,7 @@ class PairedTiming:
     eager_device: list[float] | None  # device seconds per call, when the block timer reports device time
     compiled_device: list[float] | None
     iterations: tuple[int, int]  # calls per block: eager, compiled
-    speedup: Interval
+    all_rounds: Interval  # the speedup over every round
     target: float
     seconds: float  # wall time spent, calibration included
     probes: list[float] = dataclasses.field(default_factory=list)  # ms of the CPU-speed probe before each round
@@ -88,6 +94,17 @@ class PairedTiming:
     @property
     def rounds(self) -> int:
         return len(self.eager)
+
+    @cached_property
+    def speedup(self) -> Interval:
+        """The speedup and its interval: over the full-speed rounds where ``speedup_of`` says so, else every round."""
+        kept = full_speed_ratios(self.eager, self.compiled, self.probes)
+        return speedup_interval(kept) if kept is not None else self.all_rounds
+
+    @property
+    def speedup_of(self) -> str:
+        """Which rounds the speedup is the median of: ``full-speed rounds`` or ``all rounds``."""
+        return ALL_ROUNDS if full_speed_ratios(self.eager, self.compiled, self.probes) is None else FULL_SPEED_ROUNDS
 
     @property
     def unstable(self) -> bool:
@@ -131,6 +148,20 @@ class PairedTiming:
         if not self.eager_device or not self.compiled_device:
             return None
         return statistics.median(ratios(self.eager_device, self.compiled_device))
+
+
+def full_speed_ratios(eager: Sequence[float], compiled: Sequence[float], probes: Sequence[float]) -> list[float] | None:
+    """The per-round ratios of the rounds whose probe ran within ``SLOW`` of the fastest, where some rounds ran slow
+    and at least ``FULL_SPEED_MIN_ROUNDS`` did not (None otherwise: every round counts)."""
+    if len(probes) != len(eager) or not probes:
+        return None
+    fastest = min(probes)
+    fast = [probe <= SLOW * fastest for probe in probes]
+    if all(fast) or sum(fast) < FULL_SPEED_MIN_ROUNDS:
+        return None
+    return ratios(
+        [e for e, f in zip(eager, fast, strict=True) if f], [c for c, f in zip(compiled, fast, strict=True) if f]
+    )
 
 
 def ratios(eager: Sequence[float], compiled: Sequence[float]) -> list[float]:
@@ -239,7 +270,6 @@ def _time_paired(
     walls: tuple[list[float], list[float]] = ([], [])
     devices: tuple[list[float], list[float]] = ([], [])
     next_check = plan.min_rounds
-    interval: Interval | None = None
     probes: list[float] = []
     max_seconds = max(plan.max_seconds, plan.min_seconds)
     while True:
@@ -255,10 +285,10 @@ def _time_paired(
         if rounds >= MAX_ROUNDS or (rounds >= plan.min_rounds and clock() - start >= max_seconds):
             break
         if rounds >= next_check and clock() - start >= plan.min_seconds:
-            interval = speedup_interval(ratios(*walls))
-            if interval.half_width <= plan.target:
+            kept = full_speed_ratios(*walls, probes)
+            if speedup_interval(kept if kept is not None else ratios(*walls)).half_width <= plan.target:
                 break
-            interval, next_check = None, max(rounds + 1, math.ceil(rounds * CHECK_GROWTH))
+            next_check = max(rounds + 1, math.ceil(rounds * CHECK_GROWTH))
     with_device = len(devices[0]) == len(walls[0])
     return PairedTiming(
         eager=walls[0],
@@ -266,7 +296,7 @@ def _time_paired(
         eager_device=devices[0] if with_device else None,
         compiled_device=devices[1] if with_device else None,
         iterations=iterations,
-        speedup=interval or speedup_interval(ratios(*walls)),
+        all_rounds=speedup_interval(ratios(*walls)),
         target=plan.target,
         seconds=clock() - start,
         probes=probes,
