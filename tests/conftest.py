@@ -6,7 +6,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -57,6 +57,54 @@ def made_once(
             make(root)
             (root / "made").write_text("")
     return root
+
+
+class SharedRuns(Mapping[str, Path]):
+    """Inner runs made once a session, each on first use: ``runs[name]`` makes run ``name`` in a folder of its own
+    (``make(name, folder)``, behind its own lock) unless a test of this session already did, and gives the path of
+    its benchmark JSON (``NAME.json``; its output and exit code beside it, ``NAME.out`` and ``NAME.returncode``).
+    Under pytest-xdist the workers make different runs at once; a worker waits only for a run it reads."""
+
+    def __init__(
+        self, tmp_path_factory: pytest.TempPathFactory, worker_id: str, names: tuple[str, ...], make: Callable
+    ) -> None:
+        self.factory, self.worker_id, self.names, self.make = tmp_path_factory, worker_id, names, make
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self.names:
+            raise KeyError(name)
+        folder = made_once(self.factory, self.worker_id, f"run-{name}", lambda root: self.make(name, root))
+        return folder / f"{name}.json"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+@pytest.fixture(scope="session")
+def builtin_runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> SharedRuns:
+    """The session's built-in runs (tests/shared_runs.py): base, rerun, failing, slowed, shard1 and shard2."""
+    from shared_runs import BUILTIN_RUNS, make_builtin_run
+
+    return SharedRuns(tmp_path_factory, worker_id, tuple(BUILTIN_RUNS), make_builtin_run)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_inductor_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[None]:
+    """One Inductor cache for the session, shared by its xdist workers and every inner run they start: the first
+    compile of a graph fills it, every later one of the same graph reads it warm, and no run depends on what the
+    machine's default cache (``/tmp/torchinductor_USER``) holds from earlier sessions or other users. A cache named in
+    the environment is kept (a CI cache kept between jobs, say). A test that needs a cold cache makes its own."""
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        yield
+        return
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared.parent if worker_id != "master" else shared
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(shared / "inductor-cache"))
+        yield
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
