@@ -137,6 +137,14 @@ class SamplesCollector(pytest.Collector):
             yield SampleCollector.from_parent(self, name=sample.id, sample=sample, cases=self.cases)
 
 
+def timed_by_the_plugin(item: pytest.Item) -> bool:
+    """Whether ``item`` is a sample's bench item that its worker times although pytest-benchmark switched itself off
+    (under pytest-xdist)."""
+    item_case = item.stash.get(CASE_KEY, None)
+    session = plugin_state(item.config).session
+    return item_case is not None and item_case.kind == "bench" and session.times_without_benchmark(item_case.case)
+
+
 def release_after(item: pytest.Item, nextitem: pytest.Item | None, triples: Any) -> None:
     """Release the item's triple when the next item belongs to another one."""
     following = nextitem.stash.get(CASE_KEY, None) if nextitem is not None else None
