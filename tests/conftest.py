@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -17,6 +19,8 @@ import torch
 import torch._dynamo
 import torch._dynamo.backends.registry
 import torch._inductor.config
+
+T = TypeVar("T")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,11 +63,24 @@ def made_once(
     return root
 
 
+def made_once_value(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, compute: Callable[[Path], T]
+) -> T:
+    """``compute(folder)``'s value, computed once a session in a folder ``name`` by the first pytest-xdist worker to
+    ask (``made_once``); the others read its pickle. For a module-scoped fixture's run: under pytest-xdist a module's
+    tests land on both workers, and a module-scoped fixture alone would run once on each."""
+
+    def make(root: Path) -> None:
+        (root / "value.pickle").write_bytes(pickle.dumps(compute(root)))
+
+    return pickle.loads((made_once(tmp_path_factory, worker_id, name, make) / "value.pickle").read_bytes())
+
+
 class SharedRuns(Mapping[str, Path]):
     """Inner runs made once a session, each on first use: ``runs[name]`` makes run ``name`` in a folder of its own
     (``make(name, folder)``, behind its own lock) unless a test of this session already did, and gives the path of
-    its benchmark JSON (``NAME.json``; its output and exit code beside it, ``NAME.out`` and ``NAME.returncode``).
-    Under pytest-xdist the workers make different runs at once; a worker waits only for a run it reads."""
+    its benchmark JSON (``NAME.json``; its output and exit code beside it: ``output(name)``). Under pytest-xdist the
+    workers make different runs at once; a worker waits only for a run it reads."""
 
     def __init__(
         self, tmp_path_factory: pytest.TempPathFactory, worker_id: str, names: tuple[str, ...], make: Callable
@@ -82,13 +99,18 @@ class SharedRuns(Mapping[str, Path]):
     def __len__(self) -> int:
         return len(self.names)
 
+    def output(self, name: str) -> tuple[int, str]:
+        """Run ``name``'s exit code and its output (stdout, then stderr)."""
+        path = self[name]
+        return int(path.with_suffix(".returncode").read_text()), path.with_suffix(".out").read_text()
+
 
 @pytest.fixture(scope="session")
-def builtin_runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> SharedRuns:
-    """The session's built-in runs (tests/shared_runs.py): base, rerun, failing, slowed, shard1 and shard2."""
-    from shared_runs import BUILTIN_RUNS, make_builtin_run
+def shared_runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> SharedRuns:
+    """The session's shared inner runs (tests/shared_runs.py), by name."""
+    from shared_runs import RUNS, make_run
 
-    return SharedRuns(tmp_path_factory, worker_id, tuple(BUILTIN_RUNS), make_builtin_run)
+    return SharedRuns(tmp_path_factory, worker_id, tuple(RUNS), make_run)
 
 
 @pytest.fixture(scope="session", autouse=True)

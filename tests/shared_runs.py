@@ -1,9 +1,15 @@
-"""Inner pytest runs that tests in several files read, each made once a session (``conftest.builtin_runs``).
+"""Inner pytest runs that tests read, each made once a session on first use (``conftest.shared_runs``): real runs
+of built-in samples on the CPU (a worker process each, real Inductor compiles), saved as pytest-benchmark JSON
+(``NAME.json``), with their output (``NAME.out``) and exit code (``NAME.returncode``).
 
-The built-in runs: real runs of built-in samples on the CPU (a worker process each, real Inductor compiles), saved as
-pytest-benchmark JSON (``NAME.json``), with their output (``NAME.out``) and exit code (``NAME.returncode``); the base
-run also as a results file (``base.jsonl``). Read by tests/test_compare_cli.py (compare, merge, report, plot),
-tests/test_memory_peak.py (the base run) and tests/test_records.py (the aten shard).
+- The built-in runs (base, rerun, failing, slowed, shard1, shard2), beside a planted clock and planted backends: read
+  by tests/test_compare_cli.py (compare, merge, report, plot), tests/test_memory_peak.py (base, also saved as a
+  results file) and tests/test_records.py (shard2, the aten shard).
+- The timed run (timed): two built-ins and a user test under default and freezing, timed in pairs: read by
+  tests/test_timing.py and tests/test_samples.py.
+
+A new test that needs a real run of a selection one of these runs already makes reads it; a run several tests read
+goes here.
 """
 
 from __future__ import annotations
@@ -84,22 +90,47 @@ torch._dynamo.register_backend(name="slowed")(slowed)
 """
 
 
+TIMED_USER_TESTS = """
+import torch
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x)) * 2
+
+
+def test_block_speed(inductor_benchmark):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        inductor_benchmark(Block().eval(), torch.randn(8, 32))
+"""
+PLANTED = {"planted_clock.py": PLANTED_CLOCK, "conftest.py": PLANTED_FAULT}
+
 _K = ("-k", "launch_bound or embedding")
 _BY_TEMPLATE = tuple(a if a != "--inductor-template=default" else "--inductor-template=aten" for a in SAMPLES)
-BUILTIN_RUNS = {
-    "base": (*SAMPLES, *_K, "--inductor-results=base.jsonl", *GATED),  # also a results file
-    "rerun": (*SAMPLES, "-k", "embedding", *GATED),  # the same commit again
-    "failing": (*SAMPLES, *_K, "--inductor-backend=shifted", *FAST, *QUIET),  # a planted miscompile
-    "slowed": (*SAMPLES, "-k", "embedding", "--inductor-backend=slowed", *GATED),  # a planted slowdown
-    "shard1": (*SAMPLES, "-k", "launch_bound", *FAST, *QUIET),  # two shards split by template, each with its
-    "shard2": (*_BY_TEMPLATE, "-k", "launch_bound", *FAST, *QUIET),  # eager row (as one CI job a template runs them)
+_TIMED = ("--inductor-samples", "--inductor-template=default,freezing", "--inductor-devices=cpu")
+_TIMED = (*_TIMED, "-k", "launch_bound or norm_softmax or block_speed", "--inductor-timing-min-seconds=0.3")
+RUNS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {  # name: (the files in its folder, its arguments)
+    "base": (PLANTED, (*SAMPLES, *_K, "--inductor-results=base.jsonl", *GATED)),  # also a results file
+    "rerun": (PLANTED, (*SAMPLES, "-k", "embedding", *GATED)),  # the same commit again
+    "failing": (PLANTED, (*SAMPLES, *_K, "--inductor-backend=shifted", *FAST, *QUIET)),  # a planted miscompile
+    "slowed": (PLANTED, (*SAMPLES, "-k", "embedding", "--inductor-backend=slowed", *GATED)),  # a planted slowdown
+    # two shards split by template, each with its eager row (as one CI job a template runs them)
+    "shard1": (PLANTED, (*SAMPLES, "-k", "launch_bound", *FAST, *QUIET)),
+    "shard2": (PLANTED, (*_BY_TEMPLATE, "-k", "launch_bound", *FAST, *QUIET)),
+    "timed": ({"test_user.py": TIMED_USER_TESTS}, (*_TIMED, *FAST, *QUIET)),
 }
 
 
-def make_builtin_run(name: str, root: Path) -> None:
-    """Built-in run ``name`` in ``root``, beside the planted clock and backends."""
-    (root / "planted_clock.py").write_text(PLANTED_CLOCK)
-    (root / "conftest.py").write_text(PLANTED_FAULT)
-    result = run_pytest(root, *BUILTIN_RUNS[name], f"--benchmark-json={name}.json")
+def make_run(name: str, root: Path) -> None:
+    """Run ``name`` in ``root``, beside its files."""
+    files, args = RUNS[name]
+    for file, text in files.items():
+        (root / file).write_text(text)
+    result = run_pytest(root, *args, f"--benchmark-json={name}.json")
     (root / f"{name}.out").write_text(result.stdout + result.stderr)
     (root / f"{name}.returncode").write_text(str(result.returncode))

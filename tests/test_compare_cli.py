@@ -17,9 +17,9 @@ from pytest_inductor_templates.tables import speedup_text
 
 
 @pytest.fixture
-def runs(builtin_runs: SharedRuns) -> SharedRuns:
+def runs(shared_runs: SharedRuns) -> SharedRuns:
     """The session's built-in runs (tests/shared_runs.py): base, rerun, failing, slowed, shard1 and shard2."""
-    return builtin_runs
+    return shared_runs
 
 
 def _row(output: str, sample: str) -> str:

@@ -32,10 +32,10 @@ FIELDS = ("eager_peak_mib", "compiled_peak_mib", "memory_ratio")
 
 
 @pytest.fixture(scope="module")
-def cpu_run(builtin_runs: SharedRuns) -> tuple[dict[str, Path], str]:
+def cpu_run(shared_runs: SharedRuns) -> tuple[dict[str, Path], str]:
     """A real run of two built-in samples (launch_bound, embedding) on the CPU, saved as pytest-benchmark JSON and as
     a results file, with its terminal output: the session's base run (tests/shared_runs.py)."""
-    base = builtin_runs["base"]
+    base = shared_runs["base"]
     output = base.with_suffix(".out").read_text()
     assert base.with_suffix(".returncode").read_text() == "0", output[-3000:]
     return {"run.json": base, "run.jsonl": base.with_suffix(".jsonl")}, output

@@ -116,12 +116,12 @@ def test_a_speedup_reads_with_significant_digits_and_its_interval_and_is_dropped
     assert not (dropped | {"eager_device_time_ms"}) & set(record.to_dict())
 
 
-def test_a_no_effect_sample_says_no_effect_in_every_output(tmp_path: Path, builtin_runs: SharedRuns) -> None:
+def test_a_no_effect_sample_says_no_effect_in_every_output(tmp_path: Path, shared_runs: SharedRuns) -> None:
     """The check item and the bench item of a triple read one verdict: with --inductor-require-effect, an
     ``aten`` template on a model without a GEMM is ``no_effect`` in the properties, the JUnit XML, the bench
     entry's extra_info, the records, the report and compare (regression: the bench item used to say pass). The base
     run is the session's aten shard (tests/shared_runs.py): the same selection without --inductor-require-effect."""
-    base = builtin_runs["shard2"]
+    base = shared_runs["shard2"]
     assert base.with_suffix(".returncode").read_text() == "0", base.with_suffix(".out").read_text()[-2000:]
     new = run_pytest(
         tmp_path, *ATEN_LAUNCH_BOUND, "--inductor-require-effect", "--benchmark-json=new.json",
