@@ -73,8 +73,12 @@ def test_configs_are_back_to_what_they_were():
 
 
 def test_stats_isolation_and_recompile_warning(pytester: pytest.Pytester) -> None:
+    """Graphs, breaks and recompiles are Dynamo's, the configs restored the plugin's: on Dynamo's eager backend (no
+    Inductor compile to wait for, eight of them cold on CI)."""
     pytester.makepyfile(test_stats=STATS_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-W", "ignore::DeprecationWarning")
+    result = pytester.runpytest_subprocess(
+        "--inductor-backend=eager", "-p", "no:randomly", "-W", "ignore::DeprecationWarning"
+    )
     result.assert_outcomes(passed=6, warnings=1)
     result.stdout.fnmatch_lines(
         [
