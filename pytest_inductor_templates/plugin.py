@@ -9,11 +9,11 @@ import pytest
 
 from . import hookspec, option_table
 from .integrations.auto_workers import auto_workers
-from .integrations.benchmark import BenchmarkJson, quiet_unused_fixture, timing_switched_off_by
+from .integrations.benchmark import BenchmarkJson, quiet_unused_fixture, quiet_xdist_warning, timing_switched_off_by
 from .integrations.timeout import TimeoutWatch
 from .integrations.xdist import XdistHooks, group_triples, pin_this_worker, worker_count
 from .items import user_tests
-from .items.sample_items import CASE_KEY, SAMPLE_MARKER, collect_sample_items, release_after
+from .items.sample_items import CASE_KEY, SAMPLE_MARKER, collect_sample_items, release_after, timed_by_the_plugin
 from .items.session import TEMPLATES_MARKER, PluginState, plugin_state, templates_listing
 from .machine import machine_info
 from .report.book import RecordBook, stop_on_sigterm
@@ -172,8 +172,11 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the sample worker while the first items are set up: its torch import overlaps them."""
+    """Start the sample worker while the first items are set up: its torch import overlaps them. Under pytest-xdist,
+    no "benchmarks are disabled" warning where the plugin times every benchmark item itself."""
     resolved = plugin_state(session.config).resolved
+    if resolved is not None:
+        quiet_xdist_warning(session.config, session.items, timed_by_the_plugin)
     if resolved is not None and isinstance(resolved.triples, RemoteTriples) and not session.config.option.collectonly:
         if any(CASE_KEY in item.stash and item.get_closest_marker("skip") is None for item in session.items):
             resolved.triples.worker.start()

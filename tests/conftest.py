@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -17,6 +19,8 @@ import torch
 import torch._dynamo
 import torch._dynamo.backends.registry
 import torch._inductor.config
+
+T = TypeVar("T")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,6 +61,72 @@ def made_once(
             make(root)
             (root / "made").write_text("")
     return root
+
+
+def made_once_value(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, compute: Callable[[Path], T]
+) -> T:
+    """``compute(folder)``'s value, computed once a session in a folder ``name`` by the first pytest-xdist worker to
+    ask (``made_once``); the others read its pickle. For a module-scoped fixture's run: under pytest-xdist a module's
+    tests land on both workers, and a module-scoped fixture alone would run once on each."""
+
+    def make(root: Path) -> None:
+        (root / "value.pickle").write_bytes(pickle.dumps(compute(root)))
+
+    return pickle.loads((made_once(tmp_path_factory, worker_id, name, make) / "value.pickle").read_bytes())
+
+
+class SharedRuns(Mapping[str, Path]):
+    """Inner runs made once a session, each on first use: ``runs[name]`` makes run ``name`` in a folder of its own
+    (``make(name, folder)``, behind its own lock) unless a test of this session already did, and gives the path of
+    its benchmark JSON (``NAME.json``; its output and exit code beside it: ``output(name)``). Under pytest-xdist the
+    workers make different runs at once; a worker waits only for a run it reads."""
+
+    def __init__(
+        self, tmp_path_factory: pytest.TempPathFactory, worker_id: str, names: tuple[str, ...], make: Callable
+    ) -> None:
+        self.factory, self.worker_id, self.names, self.make = tmp_path_factory, worker_id, names, make
+
+    def __getitem__(self, name: str) -> Path:
+        if name not in self.names:
+            raise KeyError(name)
+        folder = made_once(self.factory, self.worker_id, f"run-{name}", lambda root: self.make(name, root))
+        return folder / f"{name}.json"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def output(self, name: str) -> tuple[int, str]:
+        """Run ``name``'s exit code and its output (stdout, then stderr)."""
+        path = self[name]
+        return int(path.with_suffix(".returncode").read_text()), path.with_suffix(".out").read_text()
+
+
+@pytest.fixture(scope="session")
+def shared_runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> SharedRuns:
+    """The session's shared inner runs (tests/shared_runs.py), by name."""
+    from shared_runs import RUNS, make_run
+
+    return SharedRuns(tmp_path_factory, worker_id, tuple(RUNS), make_run)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_inductor_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[None]:
+    """One Inductor cache for the session, shared by its xdist workers and every inner run they start: the first
+    compile of a graph fills it, every later one of the same graph reads it warm, and no run depends on what the
+    machine's default cache (``/tmp/torchinductor_USER``) holds from earlier sessions or other users. A cache named in
+    the environment is kept (a CI cache kept between jobs, say). A test that needs a cold cache makes its own."""
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        yield
+        return
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared.parent if worker_id != "master" else shared
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(shared / "inductor-cache"))
+        yield
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

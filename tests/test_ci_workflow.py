@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import standalone_environment
+from conftest import made_once_value, standalone_environment
 
 yaml = pytest.importorskip("yaml")
 
@@ -168,15 +168,19 @@ def git(cwd: Path, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def pull_requests(tmp_path_factory: pytest.TempPathFactory) -> dict[str, JobRun]:
-    """Each pull request's job: the base run shared (every pull request has the same base), then the rest."""
+def pull_requests(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, JobRun]:
+    """Each pull request's job: the base run shared (every pull request has the same base), then the rest; run
+    once a session."""
+    return made_once_value(tmp_path_factory, worker_id, "ci-pull-requests", _pull_requests)
+
+
+def _pull_requests(root: Path) -> dict[str, JobRun]:
     job = workflow_job()
     run_names = [step["name"] for step in job["steps"] if "run" in step]
     install = [name for name in run_names if name.startswith("Install")]
     assert len(install) == 1, run_names  # the only run step not taken here
     base_step, *head_steps = [name for name in run_names if name not in install]
     assert base_step == "Time the base commit", run_names
-    root = tmp_path_factory.mktemp("ci")
     project, runner_temp = root / "project", root / "runner-temp"
     project.mkdir()
     runner_temp.mkdir()

@@ -9,106 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_runs import GATE
 
-from conftest import FAST, QUIET, cli, made_once, run_pytest
+from conftest import FAST, QUIET, SharedRuns, cli, run_pytest
 from pytest_inductor_templates.record import FORMAT, ItemRecord
 from pytest_inductor_templates.tables import speedup_text
 
-SAMPLES = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore")
-# The runs the speedup gate compares (base, rerun, slowed) are timed by a planted clock (PLANTED_CLOCK): what they
-# measure is fixed, so that the gate's verdicts hold on a machine however loaded (another test run beside this one
-# moved real timings by more than the gate's 20%). The clock is pytest-benchmark's timer and so paired timing's.
-GATED = ("--benchmark-max-time=0.4", "--benchmark-timer=planted_clock.now", "-p", "no:cacheprovider")
-GATE = ("--fail-on", "speedup:20%")
 
-# A clock that moves 1 ms at each module call made outside compiled code (each of an eager model's modules, the one
-# OptimizedModule of a compiled model), by what the slowed backend adds, and 1 ns at each read (pytest-benchmark
-# reads the timer's resolution from it); nothing else moves it. On it the embedding sample's eager call takes 3 ms
-# (its model and two submodules), the compiled call 1 ms.
-PLANTED_CLOCK = """
-import torch
-
-NOW = [0.0]
-MODULE_CALL = 1e-3
-
-
-def now():
-    NOW[0] += 1e-9
-    return NOW[0]
-
-
-def advance(seconds):
-    NOW[0] += seconds
-
-
-def _module_call(module, args):
-    if not torch.compiler.is_compiling():
-        NOW[0] += MODULE_CALL
-
-
-torch.nn.modules.module.register_module_forward_pre_hook(_module_call)
-"""
-
-# Backends that compile with Inductor and then add 0.5 to the first output element of the embedding sample (a real,
-# planted miscompile), or make every compiled call take twice as long on the planted clock (a planted slowdown).
-PLANTED_FAULT = """
-import planted_clock
-import torch
-
-
-def shifted(gm, example_inputs):
-    compiled = torch._inductor.compile(gm, example_inputs)
-    if not any(t.dtype == torch.int64 for t in example_inputs if isinstance(t, torch.Tensor)):
-        return compiled
-
-    def run(*args):
-        out = list(compiled(*args))
-        out[0] = out[0] + 0.5
-        return out
-
-    return run
-
-
-torch._dynamo.register_backend(name="shifted")(shifted)
-
-
-def slowed(gm, example_inputs):  # Inductor's program, taking as long again on the planted clock
-    compiled = torch._inductor.compile(gm, example_inputs)
-
-    def run(*args):
-        planted_clock.advance(planted_clock.MODULE_CALL)
-        return compiled(*args)
-
-    return run
-
-
-torch._dynamo.register_backend(name="slowed")(slowed)
-"""
-
-
-RUN_NAMES = ("base", "rerun", "failing", "slowed", "shard1", "shard2")
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Path]:
-    """Real runs: a base, a rerun, a run with a planted miscompile, one with a planted slowdown, and two shards
-    split by template (each with its eager row, as one CI job per template runs them). Made once a session."""
-    root = made_once(tmp_path_factory, worker_id, "compare-runs", _make_runs)
-    return {name: root / f"{name}.json" for name in RUN_NAMES}
-
-
-def _make_runs(root: Path) -> None:
-    (root / "planted_clock.py").write_text(PLANTED_CLOCK)
-    (root / "conftest.py").write_text(PLANTED_FAULT)
-    k = ("-k", "launch_bound or embedding")
-    run_pytest(root, *SAMPLES, *k, "--benchmark-json=base.json", *GATED)
-    run_pytest(root, *SAMPLES, "-k", "embedding", "--benchmark-json=rerun.json", *GATED)
-    run_pytest(root, *SAMPLES, *k, "--inductor-backend=shifted", "--benchmark-json=failing.json", *FAST, *QUIET)
-    run_pytest(root, *SAMPLES, "-k", "embedding", "--inductor-backend=slowed", "--benchmark-json=slowed.json", *GATED)
-    run_pytest(root, *SAMPLES, "-k", "launch_bound", "--benchmark-json=shard1.json", *FAST, *QUIET)
-    by_template = [a if a != "--inductor-template=default" else "--inductor-template=aten" for a in SAMPLES]
-    # one job a template
-    run_pytest(root, *by_template, "-k", "launch_bound", "--benchmark-json=shard2.json", *FAST, *QUIET)
+@pytest.fixture
+def runs(shared_runs: SharedRuns) -> SharedRuns:
+    """The session's built-in runs (tests/shared_runs.py): base, rerun, failing, slowed, shard1 and shard2."""
+    return shared_runs
 
 
 def _row(output: str, sample: str) -> str:

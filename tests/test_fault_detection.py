@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from conftest import junit_properties, run_pytest
+from conftest import junit_properties, made_once_value, run_pytest
 
 FAULTY_BACKEND = """
 import pytest
@@ -166,8 +167,12 @@ EXPECTED = {  # outcome, reason, the rule that decided
 
 
 @pytest.fixture(scope="module")
-def fault_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, dict[str, str]]]:
-    root = tmp_path_factory.mktemp("faults")
+def fault_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[str, dict[str, dict[str, str]]]:
+    """One run of every planted fault (its output and each test's JUnit properties), made once a session."""
+    return made_once_value(tmp_path_factory, worker_id, "fault-run", _fault_run)
+
+
+def _fault_run(root: Path) -> tuple[str, dict[str, dict[str, str]]]:
     (root / "conftest.py").write_text(FAULTY_BACKEND)
     (root / "test_faults.py").write_text(FAULT_TESTS)
     run = run_pytest(

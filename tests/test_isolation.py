@@ -180,9 +180,11 @@ def test_hangs_end_in_timeout_naming_the_phase(tmp_path: Path) -> None:
     assert found[("hang_forward", "bench")][0] == "skipped"
 
 
-def test_a_timeout_prints_the_worker_stack_once(tmp_path: Path) -> None:
-    """faulthandler's stack of a hung worker is in the item's reason once, not again as its captured stderr;
-    what the sample printed before it hung is shown once too."""
+def test_a_timeout_prints_the_worker_stack_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """faulthandler's stack of a hung worker is in the item's reason once, not again as its captured stderr nor in
+    the short summary (which quotes whole failure messages on CI: the run has CI=true, as CI sets it); what the
+    sample printed before it hung is shown once too."""
+    monkeypatch.setenv("CI", "true")
     hang = fault_model(forward="print('about to hang', file=sys.stderr, flush=True); time.sleep(600)")
     write_fault_sample(tmp_path / "corpus" / "faults" / "hang_forward", hang)
     result = run_pytest(
@@ -194,6 +196,9 @@ def test_a_timeout_prints_the_worker_stack_once(tmp_path: Path) -> None:
     assert result.stdout.count("Stack (most recent call first)") == 1, result.stdout
     assert result.stdout.count('hang_forward/model.py", line') == 1, result.stdout
     assert result.stdout.count("about to hang") == 1, result.stdout
+    summary = result.stdout.split("short test summary info")[1].splitlines()[1:]
+    assert summary[0].startswith("FAILED inductor-samples::corpus/faults/hang_forward::check[eager-cpu] - Failed: ")
+    assert summary[0].endswith("; the worker process was stopped") and summary[1].startswith("="), summary
 
 
 @pytest.mark.slow  # ~30 s: the hang must outlast the worker's start on a loaded machine (limits: test_worker_parts)

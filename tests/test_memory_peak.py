@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FAST, QUIET, cli, run_pytest
+from conftest import SharedRuns, cli
 from pytest_inductor_templates.check.result import CheckResult
 from pytest_inductor_templates.engine.cell import CellResult, Verdict
 from pytest_inductor_templates.machine import CPU
@@ -28,18 +28,17 @@ from pytest_inductor_templates.timing.memory_peak import PeakMemory, peak_memory
 from pytest_inductor_templates.worker import protocol
 
 MiB = 1024 * 1024
-RUN = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-k", "launch_bound or embedding")
 FIELDS = ("eager_peak_mib", "compiled_peak_mib", "memory_ratio")
 
 
 @pytest.fixture(scope="module")
-def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A real run of two built-in samples on the CPU, saved as pytest-benchmark JSON and as a results file, with its
-    terminal output."""
-    root = tmp_path_factory.mktemp("memory")
-    result = run_pytest(root, *RUN, "--benchmark-json=run.json", "--inductor-results=run.jsonl", *FAST, *QUIET)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return root, result.stdout
+def cpu_run(shared_runs: SharedRuns) -> tuple[dict[str, Path], str]:
+    """A real run of two built-in samples (launch_bound, embedding) on the CPU, saved as pytest-benchmark JSON and as
+    a results file, with its terminal output: the session's base run (tests/shared_runs.py)."""
+    base = shared_runs["base"]
+    output = base.with_suffix(".out").read_text()
+    assert base.with_suffix(".returncode").read_text() == "0", output[-3000:]
+    return {"run.json": base, "run.jsonl": base.with_suffix(".jsonl")}, output
 
 
 def with_peaks(source: Path, target: Path, peaks: dict[str, tuple[float, float]]) -> Path:
@@ -70,13 +69,13 @@ def with_peaks(source: Path, target: Path, peaks: dict[str, tuple[float, float]]
 def test_a_real_cpu_run_records_no_peak(cpu_run) -> None:
     """The compiled bench items were timed in pairs with eager (the condition for peaks on CUDA), yet on the CPU no
     record, entry or results line has a peak, and the speedup table has no memory column."""
-    root, stdout = cpu_run
-    for path in ("run.json", "run.jsonl"):
-        records = load(str(root / path)).records
+    paths, stdout = cpu_run
+    for path in paths.values():
+        records = load(str(path)).records
         timed = [r for r in records if r.kind == "bench" and r.template == "default"]
         assert len(timed) == 2 and all(r.speedup is not None for r in timed), [r.to_dict() for r in timed]
         assert all(getattr(r, name) is None for r in records for name in FIELDS)
-    for entry in json.loads((root / "run.json").read_text())["benchmarks"]:
+    for entry in json.loads(paths["run.json"].read_text())["benchmarks"]:
         assert not set(FIELDS) & set(entry["extra_info"])
     assert SPEEDUP_TITLE in stdout and "default memory" not in stdout and MEMORY_NOTE not in stdout
 
@@ -109,17 +108,18 @@ def test_the_peaks_cross_the_worker_pipe_into_the_record() -> None:
 
 
 @pytest.fixture(scope="module")
-def planted(cpu_run) -> dict[str, Path]:
+def planted(cpu_run, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The CPU run with the peaks a GPU would measure: ``base`` (JSON) and ``same`` (its results file) with the same
     peaks; ``heavier`` (the results file) where launch_bound's compiled call peaks 50 MiB higher."""
-    root, _ = cpu_run
+    paths, _ = cpu_run
+    root = tmp_path_factory.mktemp("memory")
     base = {"builtin/launch_bound": (100.0, 100.0), "builtin/embedding": (200.0, 100.0)}
     heavier = {**base, "builtin/launch_bound": (100.0, 150.0)}
     return {
-        "run": root / "run.json",
-        "base": with_peaks(root / "run.json", root / "base.json", base),
-        "same": with_peaks(root / "run.jsonl", root / "same.jsonl", base),
-        "heavier": with_peaks(root / "run.jsonl", root / "heavier.jsonl", heavier),
+        "run": paths["run.json"],
+        "base": with_peaks(paths["run.json"], root / "base.json", base),
+        "same": with_peaks(paths["run.jsonl"], root / "same.jsonl", base),
+        "heavier": with_peaks(paths["run.jsonl"], root / "heavier.jsonl", heavier),
     }
 
 

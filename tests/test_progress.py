@@ -9,10 +9,11 @@ import pytest
 
 from pytest_inductor_templates.report.progress import duration, sample_of
 
-RUN = (
-    "--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-k", "embedding or launch_bound",
-    "--inductor-backend=eager", "--benchmark-disable", "-p", "no:cacheprovider", "-W", "ignore",
-)  # fmt: skip  (Dynamo's eager backend: the lines are the point, not Inductor's compiles)
+# Dynamo's eager backend: the lines are the point, not Inductor's compiles; the runs without -n in the pytest
+# process (--inductor-isolation=none, in a pytest subprocess): no sample worker to start
+RUN = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-k", "embedding or launch_bound")
+RUN = (*RUN, "--inductor-backend=eager", "--benchmark-disable", "-p", "no:cacheprovider", "-W", "ignore")
+IN_PYTEST = (*RUN, "--inductor-isolation=none")
 LINE = re.compile(
     r"inductor-templates: builtin/(\w+) done \(2 templates, 4 items: 4 passed\); sample (\d) of 2, (\d) of 8 items, "
     r"\d+ s elapsed(, about \d+ (s|min \d\d s) left)?"
@@ -24,7 +25,7 @@ def _progress(result: pytest.RunResult) -> list[re.Match[str]]:
 
 
 def test_a_line_per_sample_with_what_is_left(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(*RUN)
+    result = pytester.runpytest_subprocess(*IN_PYTEST)
     assert result.ret == 0, result.stdout.str()
     lines = _progress(result)
     assert [m.group(1) for m in lines] == ["launch_bound", "embedding"], result.stdout.str()
@@ -34,10 +35,10 @@ def test_a_line_per_sample_with_what_is_left(pytester: pytest.Pytester) -> None:
 
 
 def test_quiet_with_q_and_shown_with_v(pytester: pytest.Pytester) -> None:
-    quiet = pytester.runpytest_subprocess(*RUN, "-q")
+    quiet = pytester.runpytest_subprocess(*IN_PYTEST, "-q")
     assert quiet.ret == 0 and not _progress(quiet), quiet.stdout.str()
     assert "inductor-templates: builtin/" not in quiet.stdout.str()
-    verbose = pytester.runpytest_subprocess(*RUN, "-v")
+    verbose = pytester.runpytest_subprocess(*IN_PYTEST, "-v")
     assert len(_progress(verbose)) == 2, verbose.stdout.str()
     verbose.stdout.fnmatch_lines(["*::bench[[]default-cpu[]] PASSED*", "inductor-templates: builtin/embedding done*"])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST, QUIET, cli, junit_properties, no_cuda_machine, run_pytest
+from conftest import FAST, QUIET, SharedRuns, cli, junit_properties, no_cuda_machine, run_pytest
 from pytest_inductor_templates.outcomes import Outcome
 from pytest_inductor_templates.record import FORMAT, ItemRecord
 from pytest_inductor_templates.tables import percent, speedup_cell, speedup_text, times
@@ -52,6 +53,32 @@ def test_the_rule_that_decided_reaches_the_record_and_the_report() -> None:
     assert "- corpus/opt/default/cpu: accuracy_fail: call 1 of 2: out[0]: ..." in report  # the first comparison
 
 
+def test_the_paired_rounds_cpu_probe_reaches_the_record() -> None:
+    """cpu_slow_rounds is the share of paired rounds whose CPU probe ran slow; full_speed_speedup the median ratio over
+    the other rounds (here 3x, where the median over all rounds reads 4.5x), left out below 10 full-speed rounds."""
+    from pytest_inductor_templates.check.result import CheckResult
+    from pytest_inductor_templates.engine.cell import CellResult, Verdict
+    from pytest_inductor_templates.report.records import write_cell
+    from pytest_inductor_templates.timing.measure import Timing
+    from pytest_inductor_templates.timing.paired import Interval, PairedTiming
+    from pytest_inductor_templates.timing.rounds import Rounds
+
+    def record_of(full: int, slow: int) -> ItemRecord:
+        eager, probes = [3e-3] * full + [4.5e-3] * slow, [1.0] * full + [2.0] * slow  # slow: the probe took 2x
+        paired = PairedTiming(eager, [1e-3] * (full + slow), None, None, (1, 1), Interval(4.5, 4.4, 4.6), 0.02, 1.0)
+        paired = dataclasses.replace(paired, probes=probes)
+        timing = Timing(Rounds(1, [1e-3] * 3), "time.perf_counter", 1, 5, paired=paired)
+        record = ItemRecord("builtin/x", "default", "cpu", "bench")
+        write_cell(record, CellResult(Verdict(CheckResult(Outcome.PASS)), timing=timing))
+        return record
+
+    record = record_of(full=10, slow=11)
+    assert record.speedup == 4.5 and record.full_speed_speedup == pytest.approx(3.0)
+    assert record.cpu_slow_rounds == round(11 / 21, 3) and record.paired_rounds == 21
+    few = record_of(full=9, slow=11)
+    assert few.full_speed_speedup is None and "full_speed_speedup" not in few.to_dict()
+
+
 def test_a_speedup_whose_interval_means_nothing_prints_as_noise_and_contradicting_medians_are_named() -> None:
     """A loaded 2-core machine once printed ``attention 3.75x ±268%`` while pytest-benchmark's medians were eager
     64 us and compiled 60 ms: no ``±N%`` past 100%, no point figure for a span over 2x, the medians named."""
@@ -90,12 +117,13 @@ def test_a_speedup_reads_with_significant_digits_and_its_interval_and_is_dropped
     assert not (dropped | {"eager_device_time_ms"}) & set(record.to_dict())
 
 
-def test_a_no_effect_sample_says_no_effect_in_every_output(tmp_path: Path) -> None:
+def test_a_no_effect_sample_says_no_effect_in_every_output(tmp_path: Path, shared_runs: SharedRuns) -> None:
     """The check item and the bench item of a triple read one verdict: with --inductor-require-effect, an
     ``aten`` template on a model without a GEMM is ``no_effect`` in the properties, the JUnit XML, the bench
-    entry's extra_info, the records, the report and compare (regression: the bench item used to say pass)."""
-    base = run_pytest(tmp_path, *ATEN_LAUNCH_BOUND, "--benchmark-json=base.json", *FAST, *QUIET, "-W", "ignore")
-    assert base.returncode == 0, base.stdout[-2000:]
+    entry's extra_info, the records, the report and compare (regression: the bench item used to say pass). The base
+    run is the session's aten shard (tests/shared_runs.py): the same selection without --inductor-require-effect."""
+    base = shared_runs["shard2"]
+    assert base.with_suffix(".returncode").read_text() == "0", base.with_suffix(".out").read_text()[-2000:]
     new = run_pytest(
         tmp_path, *ATEN_LAUNCH_BOUND, "--inductor-require-effect", "--benchmark-json=new.json",
         "--junitxml=new.xml", *FAST, *QUIET, "-W", "ignore",
@@ -116,7 +144,7 @@ def test_a_no_effect_sample_says_no_effect_in_every_output(tmp_path: Path) -> No
     assert (
         "| builtin/launch_bound [cpu] | no_effect / **no effect** |" in cli("report", str(tmp_path / "new.json")).stdout
     )
-    gate = cli("compare", str(tmp_path / "base.json"), str(tmp_path / "new.json"), "--fail-on", "correctness")
+    gate = cli("compare", str(base), str(tmp_path / "new.json"), "--fail-on", "correctness")
     assert gate.returncode == 1, gate.stdout
     assert "builtin/launch_bound/aten/cpu: newly failing (pass -> no_effect)" in gate.stdout
 

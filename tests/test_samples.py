@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from graphnet_tree import BROKEN, write_tree
 
-from conftest import QUIET, no_cuda_machine, usage_error_line
+from conftest import QUIET, SharedRuns, no_cuda_machine, usage_error_line
 from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
 
 
@@ -17,8 +17,9 @@ def collected_ids(result: pytest.RunResult) -> list[str]:
     return [line for line in result.stdout.lines if line.startswith("inductor-samples::")]
 
 
-FP32_ON_CI = ("launch_bound", "gemm_bf16", "embedding", "dataclass_output", "buffer_mutation", "graph_break",
-              "dynamic_batch")  # fmt: skip  (half the built-ins, the others in the bfloat16 test; all under --run-slow)
+# half the built-ins, the others in the bfloat16 test; all under --run-slow
+FP32_ON_CI = ("launch_bound", "gemm_bf16", "embedding", "dataclass_output", "buffer_mutation", "graph_break")
+FP32_ON_CI = (*FP32_ON_CI, "dynamic_batch")
 
 
 @no_cuda_machine  # on a GPU machine, all adds GPU-only templates (run there by benchmarks/run_gpu_checks.sh)
@@ -343,8 +344,10 @@ def test_builtins_pass_in_bfloat16_under_every_template_available_on_cpu(
 
 
 def test_unavailable_cells_record_the_skipped_outcome(pytester: pytest.Pytester) -> None:
+    """(Nothing compiles: the eager row runs in the pytest process, a subprocess, with no sample worker to start.)"""
     write_tree(pytester.path / "corpus", good=("vision/tiny",))
     result = pytester.runpytest_subprocess(
+        "--inductor-isolation=none",
         "--inductor-samples=corpus",
         "--inductor-template=cudagraphs",
         "--inductor-devices=cpu",
@@ -362,24 +365,18 @@ def test_unavailable_cells_record_the_skipped_outcome(pytester: pytest.Pytester)
     assert cells == [("check[eager-cpu]", "pass"), ("check[cudagraphs-cpu]", "skipped")]
 
 
-def test_benchmark_json_carries_the_check_outcome(pytester: pytest.Pytester) -> None:
+def test_benchmark_json_carries_the_check_outcome(shared_runs: SharedRuns) -> None:
+    """The bench entry of a sample in pytest-benchmark's JSON carries its check's outcome (the session's timed run,
+    tests/shared_runs.py)."""
     import json
 
-    result = pytester.runpytest_subprocess(
-        "--inductor-samples",
-        "--inductor-template=default",
-        "--inductor-devices=cpu",
-        "-k",
-        "norm_softmax",
-        "--benchmark-json=run.json",
-        "--benchmark-max-time=0.05",
-        "--benchmark-min-rounds=3",
-        *QUIET,
-    )
-    result.assert_outcomes(passed=4)
-    entries = {b["name"]: b for b in json.loads((pytester.path / "run.json").read_text())["benchmarks"]}
-    info = entries["bench[default-cpu]"]["extra_info"]
+    returncode, output = shared_runs.output("timed")
+    assert returncode == 0, output[-3000:]
+    entries = {b["fullname"]: b for b in json.loads(shared_runs["timed"].read_text())["benchmarks"]}
+    entry = entries["inductor-samples::builtin/norm_softmax::bench[default-cpu]"]
+    info = entry["extra_info"]
+    assert entry["name"] == "bench[default-cpu]"
     assert info["sample"] == "builtin/norm_softmax" and info["template"] == "default" and info["device"] == "cpu"
     assert info["outcome"] == "pass" and isinstance(info["tolerance_level"], int)
     assert info["check_rule"] == "first comparison"
-    assert entries["bench[default-cpu]"]["group"] == "builtin/norm_softmax[cpu]"
+    assert entry["group"] == "builtin/norm_softmax[cpu]"

@@ -124,6 +124,36 @@ def test_a_crashed_xdist_worker_item_gets_its_record() -> None:
     assert crashed_record("tests/test_m.py::test_plain[3]", "gw0", [("default", "cpu")]) is None
 
 
+@pytest.mark.parametrize(
+    ("nodeid", "expected"),
+    [
+        ("inductor-samples::corpus/a/b::check[default-cpu]@corpus/a/b", ("corpus/a/b", "default", "cpu", "check")),
+        (
+            "inductor-samples::builtin/x::bench[mode-reduce-overhead-cuda:1]@builtin/x",
+            ("builtin/x", "mode-reduce-overhead", "cuda:1", "bench"),
+        ),
+        (
+            "tests/test_m.py::test_block[8-default-cpu]@mine",
+            ("tests/test_m.py::test_block[8]", "default", "cpu", "check"),
+        ),
+        (
+            "tests/test_m.py::test_block[a@b-default-cpu]",
+            ("tests/test_m.py::test_block[a@b]", "default", "cpu", "check"),
+        ),
+    ],
+    ids=["sample-check", "sample-bench", "user-test", "an-at-sign-in-a-parameter"],
+)
+def test_a_crashed_item_is_read_without_the_group_suffix_of_pytest_below_9_2(nodeid: str, expected) -> None:
+    """Under pytest < 9.2 pytest-xdist's workers add ``@group`` to an ``xdist_group`` item's node id (a sample item's
+    group is its sample), and its controller reports a crash under that id: the record is the item's all the same,
+    under the node id without the suffix."""
+    record = crashed_record(nodeid, "gw0", [("default", "cpu")])
+    assert record is not None, nodeid
+    assert (record.sample, record.template, record.device, record.kind) == expected
+    assert record.nodeid == (nodeid.rsplit("@", 1)[0] if "]@" in nodeid else nodeid)
+    assert record.outcome is Outcome.CRASHED
+
+
 def test_the_xdist_workers_share_the_gpus_when_there_are_at_least_as_many(monkeypatch: pytest.MonkeyPatch) -> None:
     options = {"dist": "loadgroup", "tx": ["popen", "popen"]}  # -n 2, as pytest-xdist spells it out
     config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))

@@ -88,6 +88,7 @@ def test_two_workers_time_every_bench_item_one_at_a_time_beside_no_work(
     bench = [r for r in records if r.kind == "bench"]
     assert len(bench) == 4 and all(r.median is not None for r in bench)
     assert all(r.speedup is not None for r in bench if r.template == "default")
+    assert "Benchmarks are automatically disabled" not in run.stdout + run.stderr  # pytest-benchmark's: they were timed
     found = spans(tmp_path / "lock.log")
     workers = {r.pid for r in records if r.kind == "check"}
     assert len(workers) == 2 and {s[0] for s in found} == workers  # the sample workers held the lock, only they

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,10 +99,15 @@ class SampleCollector(pytest.Collector):
         self.cases = cases  # each case with the reason it cannot run here, or None
 
     def collect(self) -> Iterator[pytest.Item]:
+        fixtures = self.parent.fixtures  # type: ignore[attr-defined]
         for case, case_problem in self.cases:
             problem = case_problem or self.sample.device_problem(case.device.type)
             for kind, function in KINDS:
-                item = SampleItem.from_parent(self, name=sample_item_name(kind, case), callobj=function)
+                name = sample_item_name(kind, case)
+                known = fixtures.get(kind)
+                fixtureinfo = dataclasses.replace(known, names_closure=list(known.names_closure)) if known else None
+                item = SampleItem.from_parent(self, name=name, callobj=function, fixtureinfo=fixtureinfo)
+                fixtures.setdefault(kind, item._fixtureinfo)
                 item.stash[CASE_KEY] = SampleCase(self.sample, case, kind)
                 start(item, new_record(case, self.sample.id, kind, "sample", self.sample.weights_mode))
                 item.add_marker(SAMPLE_MARKER)
@@ -121,10 +127,22 @@ class SamplesCollector(pytest.Collector):
         super().__init__(nodeid=ROOT_NODEID, **kwargs)
         self.samples = samples
         self.cases = [(case, case.problem(visible)) for case in cases]
+        # kind -> the fixtures its items request, found for the first (every sample item has the same function of
+        # its kind and sees the same fixtures: no module, class or directory of its own), as pytest itself hands a
+        # parametrized function's fixture info to each of its items; 10,000 items read it once, not 10,000 times
+        self.fixtures: dict[str, Any] = {}
 
     def collect(self) -> Iterator[pytest.Collector]:
         for sample in self.samples:
             yield SampleCollector.from_parent(self, name=sample.id, sample=sample, cases=self.cases)
+
+
+def timed_by_the_plugin(item: pytest.Item) -> bool:
+    """Whether ``item`` is a sample's bench item that its worker times although pytest-benchmark switched itself off
+    (under pytest-xdist)."""
+    item_case = item.stash.get(CASE_KEY, None)
+    session = plugin_state(item.config).session
+    return item_case is not None and item_case.kind == "bench" and session.times_without_benchmark(item_case.case)
 
 
 def release_after(item: pytest.Item, nextitem: pytest.Item | None, triples: Any) -> None:

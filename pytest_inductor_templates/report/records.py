@@ -84,10 +84,21 @@ def matrix_params(nodeid: str, cases: list[tuple[str, str]]) -> tuple[str, str, 
     return found or next(((t, d, t) for t, d in cases if params == t or params.endswith(f"-{t}")), None)
 
 
+XDIST_GROUP = re.compile(r"@[^\[\]]*\Z")  # what pytest-xdist's workers add to a grouped item's node id
+
+
+def without_xdist_group(nodeid: str) -> str:
+    """``nodeid`` less the ``@group`` suffix by which pytest-xdist's workers name an ``xdist_group`` item's group
+    under pytest < 9.2 (and so the node id its controller reports the item's crash under)."""
+    return XDIST_GROUP.sub("", nodeid)
+
+
 def crashed_record(nodeid: str, worker: str, cases: list[tuple[str, str]]) -> ItemRecord | None:
     """The record of an item whose pytest-xdist worker died running it: a sample item, or a user test parametrized
-    by the plugin (its id ends in one of ``cases``, (template, device)); None for other tests."""
+    by the plugin (its id ends in one of ``cases``, (template, device)); None for other tests. A node id with
+    xdist's ``@group`` suffix is read without it."""
     reason = f"the pytest-xdist worker {worker} died running it (its stderr, above, says how)"
+    nodeid = without_xdist_group(nodeid)
     if match := SAMPLE_NODEID.fullmatch(nodeid):
         sample, template, device, kind, source = *match.group("sample", "template", "device", "kind"), "sample"
     else:
@@ -218,6 +229,15 @@ def first_line(report: pytest.TestReport) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
+def _summary_line_only(report: pytest.TestReport) -> None:
+    """Keep a failure's short-summary message to its first line. pytest quotes the whole message there on CI (``CI``
+    or ``BUILD_NUMBER`` set) and under ``-vv``: the details of the plugin's failures (a hung worker's stack, the last
+    lines of its stderr, a diagnosis) would be printed twice; they stay in the failure's own section."""
+    crash = getattr(report.longrepr, "reprcrash", None)  # the same object as the newest of its chain (xdist sends it)
+    if crash is not None and "\n" in crash.message:
+        crash.message = crash.message.splitlines()[0]
+
+
 def complete(item: pytest.Item, report: pytest.TestReport) -> None:
     """At the item's counted report: settle its outcome from the report where the item recorded none (or
     recorded a pass and failed later), and put the record on the report and the item (JUnit XML writes the
@@ -229,6 +249,8 @@ def complete(item: pytest.Item, report: pytest.TestReport) -> None:
         record.outcome, record.reason = Outcome.SKIPPED, first_line(report)
     elif report.failed and record.outcome not in FAILURES:
         record.outcome, record.reason = Outcome.RUNTIME_FAIL, first_line(report)
+    elif report.failed:
+        _summary_line_only(report)
     elif report.passed and record.outcome is None:
         record.outcome = Outcome.PASS
     if record.outcome is not Outcome.PASS:

@@ -68,7 +68,10 @@ def coerce_setting(key: str, value: Any, known: dict[str, Any]) -> Any:
 
 
 def settings_problems(settings: dict[str, Any]) -> list[str]:
-    """Every reason the installed torch would refuse these Inductor settings."""
+    """Every reason the installed torch would refuse these Inductor settings (none for no settings: Inductor's
+    config, a second of imports, is not read for them)."""
+    if not settings:
+        return []
     known = known_options()
     found = (setting_problem(k, v, known) for k, v in settings.items())
     return [p for p in found if p is not None]
