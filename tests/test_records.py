@@ -55,7 +55,8 @@ def test_the_rule_that_decided_reaches_the_record_and_the_report() -> None:
 
 def test_the_paired_rounds_cpu_probe_reaches_the_record() -> None:
     """cpu_slow_rounds is the share of paired rounds whose CPU probe ran slow; full_speed_speedup the median ratio over
-    the other rounds (here 3x, where the median over all rounds reads 4.5x), left out below 10 full-speed rounds."""
+    the other rounds (here 3x, where the median over all rounds reads 4.5x), left out below 10 full-speed rounds; the
+    speedup is the full-speed one where there is one."""
     from pytest_inductor_templates.check.result import CheckResult
     from pytest_inductor_templates.engine.cell import CellResult, Verdict
     from pytest_inductor_templates.report.records import write_cell
@@ -73,10 +74,12 @@ def test_the_paired_rounds_cpu_probe_reaches_the_record() -> None:
         return record
 
     record = record_of(full=10, slow=11)
-    assert record.speedup == 4.5 and record.full_speed_speedup == pytest.approx(3.0)
+    assert record.full_speed_speedup == pytest.approx(3.0) == record.speedup  # the speedup is the full-speed rounds'
+    assert record.speedup_of == "full-speed rounds" and record.all_rounds_speedup == 4.5  # every round's beside it
     assert record.cpu_slow_rounds == round(11 / 21, 3) and record.paired_rounds == 21
     few = record_of(full=9, slow=11)
     assert few.full_speed_speedup is None and "full_speed_speedup" not in few.to_dict()
+    assert few.speedup == 4.5 and few.speedup_of == "all rounds"
 
 
 def test_a_speedup_whose_interval_means_nothing_prints_as_noise_and_contradicting_medians_are_named() -> None:
