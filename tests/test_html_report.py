@@ -71,7 +71,7 @@ def pages(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     """The failing run's page (its embedding cell an accuracy failure, given a planted diagnosis), and the page of
     base against a run whose embedding cell is the slowed run's (a planted slowdown: each compiled call twice as
     long), its launch_bound cell base's own: the regression comes second in the runs' order."""
-    made: dict[str, Path] = request.getfixturevalue("runs")
+    made: dict[str, Path] = request.getfixturevalue("shared_runs")
     root = tmp_path_factory.mktemp("html")
     failing = json.loads(made["failing"].read_text())
     for record in failing["inductor_templates"]["items"]:

@@ -78,7 +78,7 @@ BAD_COMMAND_LINES = [
         "--inductor-template (command line): all stands alone: give all by itself, or a comma list of templates "
         "without it (not eager)",
     ),
-    (["--inductor-results=test_sentinel.py/run.jsonl"], "is a file, not a folder: the results file cannot be made"),
+    (["--inductor-results=test_sentinel.py/run.jsonl"], "is a file, not a folder: run.jsonl cannot be made below it"),
 ]
 
 
