@@ -198,6 +198,8 @@ class Answers:
         self.reproduced = reproduced  # the item's own failure, or None
         self.helpers = helpers
         self.counts = counts
+        self.known: dict[Question, bool | None] = {}  # torch asks some again (each later switch after a stage's
+        # subsystems fixed nothing): the same answer, not checked again
 
     def _free(self, question: Question) -> str | None:
         """Why ``question`` needs no check, or None."""
@@ -208,9 +210,14 @@ class Answers:
         return None
 
     def __call__(self) -> bool | None:
+        question = Question.now()
+        if question not in self.known:
+            self.known[question] = self._answer(question)
+        return self.known[question]
+
+    def _answer(self, question: Question) -> bool | None:
         from torch._inductor.compiler_bisector import CompilerBisector
 
-        question = Question.now()
         where = {"backend": question.backend, "subsystem": question.subsystem, "run_state": question.run_state}
         if (why := self._free(question)) is not None:
             self.counts.skipped_checks += 1
@@ -218,7 +225,7 @@ class Answers:
             return True
         answer = None
         if self.helpers is not None:
-            self.helpers.offer([q for q in question.next_questions() if self._free(q) is None])
+            self.helpers.offer([q for q in question.next_questions() if q not in self.known and not self._free(q)])
             answer = self.helpers.take(question)
         if answer is None:
             return self._here(question, where)

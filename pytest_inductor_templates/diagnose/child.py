@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import pickle
 import sys
 import tempfile
@@ -89,6 +90,26 @@ def prepare(request: Any, log: StepLog | None) -> None:
     host_lock.use(request.host_lock)
 
 
+def backend_problem(backend: str, conftests: list[tuple[str, str]]) -> str | None:
+    """Why this process cannot compile with the item's backend (it is registered where this process does not
+    look: a pytest hook, a plugin not imported here), or None."""
+    import torch._dynamo
+
+    if backend == "inductor":
+        return None
+    try:
+        torch._dynamo.lookup_backend(backend)
+    except Exception as error:
+        from ..compile.failures import first_line
+
+        return (
+            f"the backend {backend!r} cannot be loaded in the diagnosis's process ({first_line(error)}), which "
+            f"imported the item's {len(conftests)} conftest.py files: a backend registered elsewhere (in a pytest "
+            "hook, a plugin) is not seen there"
+        )
+    return None
+
+
 def options_as_patches(backend: str) -> bool:
     """Whether the template's options go in as a scoped config patch at this bisector stage (where this torch
     cannot keep the plugin's backend while bisecting)."""
@@ -136,8 +157,15 @@ def run(work: Path) -> None:
     request: DiagnosisRequest = pickle.loads((work / REQUEST).read_bytes())
     selection = request.selection
     settings = dict(selection.effective_settings)
-    log.write("start", name=request.name, outcome=request.outcome, selection=selection.label, settings=settings)
+    log.write(
+        "start", name=request.name, outcome=request.outcome, selection=selection.label, settings=settings,
+        pid=os.getpid(),
+    )  # fmt: skip
     prepare(request, log)
+    if (why := backend_problem(selection.backend, request.conftests)) is not None:
+        log.write("cannot", why=why)
+        log.write("done")
+        return
     counts = Counts()
     processes = min(request.processes, usable_cpus())
     helpers = Helpers(work, processes - 1, log, counts) if processes > 1 else None  # they start while this draws
@@ -239,10 +267,14 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
             if found and found.subsystem == "decomposition" and found.debug_info:
                 op = found.debug_info.rsplit(".", 1)[0]  # aten.hardswish; its aten graph holds what it became
                 log.write("operator", op=f"{op} (decomposed)", node=None, by_bisector=True)
-                graphs_to_search: list[Any] = []
+                graphs_to_search: list[Any] | None = None
+            elif found and found.backend == "inductor" and selection.backend != "inductor":
+                what = f"{localise.NOT_LOCALISED} (the step compiles with Inductor, not {selection.backend})"
+                log.write("operator", op=what, node=None, by_bisector=False)
+                graphs_to_search = None
             else:
                 graphs_to_search = graphs
-            for entry in graphs_to_search:
+            for entry in graphs_to_search or []:
                 if entry.aten is None:
                     continue
                 with host_lock.work():
@@ -251,7 +283,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
                 counts.eager_runs += 2  # the graph run node by node, as it is and in float64
                 if finding is not None:
                     break
-            if not (found and found.subsystem == "decomposition" and found.debug_info):
+            if graphs_to_search is not None:
                 log.write(
                     "operator",
                     op=finding.describe() if finding else localise.NOT_LOCALISED,

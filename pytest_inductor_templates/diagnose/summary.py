@@ -26,6 +26,9 @@ def assemble(
         diagnosis.counts = {k: v for k, v in counted.items() if k not in ("step", "at")}
     if (conftest := _last(records, "conftest")) is not None:
         diagnosis.notes.append("conftest.py could not be imported: " + "; ".join(conftest["failed"]))
+    if (cannot := _last(records, "cannot")) is not None:
+        diagnosis.failed = diagnosis.summary = f"diagnosis failed: {cannot['why']}"
+        return diagnosis
     if first is not None and not first.get("failing"):
         why = first["reason"].splitlines()[0][:300] if first.get("reason") else ""
         diagnosis.notes.append(f"does not fail with a fresh cache: it ends {first['outcome']} ({first['reason']})")

@@ -194,9 +194,12 @@ def end(item: pytest.Item, record: ItemRecord, verdict: Verdict) -> None:
                 pytrace=False)  # fmt: skip
 
 
+NOT_RUN = "not diagnosed:"  # a diagnosis refused by the run's cap or budget
+
+
 def _diagnoses(records: list[ItemRecord]) -> list[ItemRecord]:
     """One record per diagnosis that ran (a sample's check and bench items share their triple's)."""
-    ran = [r for r in records if r.diagnosis_seconds is not None and r.diagnosis_compiles is not None]
+    ran = [r for r in records if r.diagnosis_seconds is not None and not (r.diagnosis or "").startswith(NOT_RUN)]
     return list({(r.sample, r.template, r.device): r for r in ran}.values())
 
 
