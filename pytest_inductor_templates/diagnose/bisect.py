@@ -117,6 +117,11 @@ class Helpers:
     def alive(self) -> bool:
         return bool(self.idle or self.starting or self.running)
 
+    def wait_ready(self) -> None:
+        """Until every helper has started (or ended), for a caller that would rather wait than check alone."""
+        while self.starting:
+            self._read(5.0)
+
     def offer(self, questions: list[Question]) -> None:
         """Queue ``questions`` (in order) for idle helpers, instead of what was queued before: those may no
         longer be asked."""
