@@ -70,20 +70,42 @@ class Drawn:
         return clone_inputs(self.inputs)
 
     def save(self, directory: Path) -> None:
+        """The model and inputs as a file; a model whose class cannot be pickled (a class local to a function,
+        as the built-ins' are) as its parameters and buffers by name, put back into a skeleton on loading."""
+        import pickle
+
         import torch
 
-        torch.save({"model": self.model, "inputs": self.inputs}, directory / DRAWN)
+        try:
+            torch.save({"model": self.model, "inputs": self.inputs}, directory / DRAWN)
+        except (pickle.PicklingError, AttributeError, TypeError):
+            state = {**dict(self.model.named_parameters()), **dict(self.model.named_buffers())}
+            grads = {name: p.requires_grad for name, p in self.model.named_parameters()}
+            torch.save({"state": state, "grads": grads, "inputs": self.inputs}, directory / DRAWN)
 
     @classmethod
     def load(cls, directory: Path, build: ModelBuilder, device: Any) -> Drawn:
         """What ``save`` wrote, in another process; a GraphNet sample's ``model.py`` module is loaded first (its
-        model's class lives there), drawing nothing."""
+        model's class lives there), and a skeleton is built on the meta device (no values drawn), drawing
+        nothing."""
         import torch
 
         if (register := getattr(build, "register_modules", None)) is not None:
             register(device)
         saved = torch.load(directory / DRAWN, weights_only=False, map_location=device)
-        return cls(saved["model"], saved["inputs"])
+        if "model" in saved:
+            return cls(saved["model"], saved["inputs"])
+        meta = torch.device("meta")
+        with meta:
+            model = build.make_model(meta)
+        for name, tensor in saved["state"].items():
+            owner, _, leaf = name.rpartition(".")
+            module = model.get_submodule(owner)
+            if name in saved["grads"]:
+                module._parameters[leaf] = torch.nn.Parameter(tensor, requires_grad=saved["grads"][name])
+            else:
+                module._buffers[leaf] = tensor
+        return cls(model, saved["inputs"])
 
 
 def settled(run: Float64Run | None) -> Float64Run | None:
