@@ -121,6 +121,7 @@ def diagnose(sample: str, corpus: Path | None, args: argparse.Namespace, plant: 
         "--inductor-diagnose", f"--inductor-diagnose-budget={args.budget}", "--inductor-results=run.jsonl",
         "--inductor-repro-dir=repros", "--benchmark-disable", "-p", "no:randomly", "-p", "no:cacheprovider", "-q",
         *([f"--inductor-tf32={args.tf32}"] if args.tf32 else []),
+        *([f"--inductor-diagnose-processes={args.processes}"] if args.processes else []),
     ]  # fmt: skip
     start = time.monotonic()
     done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
@@ -171,6 +172,11 @@ def main() -> int:
     parser.add_argument("--tf32", choices=("on", "off"), help="--inductor-tf32 for every run (off on a GPU)")
     parser.add_argument("--budget", type=float, default=600.0, help="--inductor-diagnose-budget")
     parser.add_argument("--out", type=Path, help="where the runs go (default: a temporary folder)")
+    parser.add_argument("--processes", type=int, help="--inductor-diagnose-processes (default: the plugin's)")
+    parser.add_argument("--expect-stage", help="the proof: each diagnosis's stage starts so (inductor / lowerings)")
+    parser.add_argument("--expect-op", help="the proof: its first diverging op starts so, with a model.py line")
+    parser.add_argument("--expect-kind", help="the proof: numerics or miscompile")
+    parser.add_argument("--max-seconds", type=float, help="the proof: each diagnosis took at most this")
     args = parser.parse_args()
     samples = args.samples or [*DEFAULT_SAMPLES, *(CORPUS_SAMPLES if args.corpus else ())]
     out = args.out or Path(tempfile.mkdtemp(prefix="diagnosis-cost-"))
@@ -186,7 +192,32 @@ def main() -> int:
         print(row(result), flush=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(f"diagnosis_cost: runs in {out}")
-    return 0
+    if not any((args.expect_stage, args.expect_op, args.expect_kind, args.max_seconds)):
+        return 0
+    failed = [f"{r['sample']}: {why}" for r in results for why in unexpected(r, args)]
+    for line in failed:
+        print(f"proof: {line}")
+    print(f"proof: {len(results) - len({f.split(':')[0] for f in failed})} of {len(results)} samples as expected")
+    return 1 if failed else 0
+
+
+def unexpected(result: dict, args: argparse.Namespace) -> list[str]:
+    """What in one diagnosis is not what the proof expects."""
+    record, found = result["record"], []
+    if args.expect_stage and not (record.get("diagnosis_stage") or "").startswith(args.expect_stage):
+        found.append(f"stage {record.get('diagnosis_stage')!r}")
+    op = record.get("diagnosis_op") or ""
+    if args.expect_op and not (op.startswith(args.expect_op) and "model.py:" in op):
+        found.append(f"op {op!r}")
+    if args.expect_kind and record.get("diagnosis_kind") != args.expect_kind:
+        found.append(f"kind {record.get('diagnosis_kind')!r}")
+    seconds = record.get("diagnosis_seconds")
+    partial = "partial" in (record.get("diagnosis") or "")
+    if args.max_seconds and (seconds is None or seconds > args.max_seconds or partial):
+        found.append(f"{seconds} s (at most {args.max_seconds:g}, complete)")
+    if result["exits"] != [1, 0]:
+        found.append(f"repro exits {result['exits']} (expected [1, 0]: with the plant, without)")
+    return found
 
 
 if __name__ == "__main__":
