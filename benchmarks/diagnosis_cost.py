@@ -124,16 +124,23 @@ def diagnose(sample: str, corpus: Path | None, args: argparse.Namespace, plant: 
         *([f"--inductor-diagnose-processes={args.processes}"] if args.processes else []),
     ]  # fmt: skip
     start = time.monotonic()
-    done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
-    wall = time.monotonic() - start
-    (work / "pytest.txt").write_text(done.stdout + done.stderr)
+    if not args.collect:
+        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+        (work / "pytest.txt").write_text(done.stdout + done.stderr)
+        (work / "run_seconds.txt").write_text(f"{time.monotonic() - start:.1f}")
+    return collect(sample, work, env, args.plant, plant)
+
+
+def collect(sample: str, work: Path, env: dict[str, str], plants: str, plant: Path) -> dict:
+    """What the run in ``work`` left: the failing check item's record, the counts, the repro's exit codes."""
     records = []
     if (work / "run.jsonl").exists():
         records = [
             json.loads(line)["record"] for line in (work / "run.jsonl").read_text().splitlines() if '"record"' in line
         ]
-    record = next((r for r in records if r.get("kind") == "check"), {})
+    record = next((r for r in records if r.get("kind") == "check" and r.get("template") != "eager"), {})
     tally: dict[str, int] = {}
+    counts = work / "counts.txt"
     for line in counts.read_text().splitlines() if counts.exists() else []:
         what = line.split()[0]
         tally[what] = tally.get(what, 0) + 1
@@ -142,10 +149,11 @@ def diagnose(sample: str, corpus: Path | None, args: argparse.Namespace, plant: 
         repro = Path(record["repro"])
         repro = repro if repro.is_absolute() else work / repro
         exits = []
-        for plants in (args.plant, ""):
-            plain = dict(env, PYTHONPATH=str(plant), **{PLANT_ENV: plants})
+        for planted in (plants, ""):
+            plain = dict(env, PYTHONPATH=str(plant), **{PLANT_ENV: planted})
             plain.pop(COUNT_ENV)
             exits.append(subprocess.run([sys.executable, str(repro)], env=plain, capture_output=True).returncode)
+    wall = float((work / "run_seconds.txt").read_text()) if (work / "run_seconds.txt").exists() else float("nan")
     return {"sample": sample, "record": record, "tally": tally, "exits": exits, "run_seconds": wall}
 
 
@@ -172,6 +180,7 @@ def main() -> int:
     parser.add_argument("--tf32", choices=("on", "off"), help="--inductor-tf32 for every run (off on a GPU)")
     parser.add_argument("--budget", type=float, default=600.0, help="--inductor-diagnose-budget")
     parser.add_argument("--out", type=Path, help="where the runs go (default: a temporary folder)")
+    parser.add_argument("--collect", action="store_true", help="only read what earlier runs left in --out")
     parser.add_argument("--processes", type=int, help="--inductor-diagnose-processes (default: the plugin's)")
     parser.add_argument("--expect-stage", help="the proof: each diagnosis's stage starts so (inductor / lowerings)")
     parser.add_argument("--expect-op", help="the proof: its first diverging op starts so, with a model.py line")

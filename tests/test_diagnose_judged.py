@@ -244,3 +244,33 @@ def test_one_draw_skipped_checks_and_the_lock_per_check(tmp_path: Path) -> None:
     assert {pid for pid, _, _ in work} <= {child, *helpers} and child in {pid for pid, _, _ in work}
     checked_here = [r for r in steps if r["step"] == "check"]  # the checks the diagnosis's own process ran
     assert len([w for w in work if w[0] == child]) > len(checked_here) >= 1  # one hold each, and the draw's
+
+
+def test_the_draw_reaches_another_process_for_a_model_whose_class_cannot_be_pickled(tmp_path: Path) -> None:
+    """A built-in's model class is local to a function: its draw goes to a helper process as tensors, put back
+    into a skeleton built on the meta device; the same outputs there."""
+    code = f"""
+import subprocess, sys, torch
+from pathlib import Path
+from pytest_inductor_templates.diagnose.drawn import Counts, Drawn
+from pytest_inductor_templates.samples.builtin import builtin_sample
+
+sample, cpu, here = builtin_sample("conv_bn"), torch.device("cpu"), Path({str(tmp_path)!r})
+drawn = Drawn.draw(sample, cpu, Counts())
+drawn.save(here)
+with torch.no_grad():
+    torch.save(drawn.model(*drawn.inputs[0].args), here / "expected.pt")
+other = '''
+import torch
+from pathlib import Path
+from pytest_inductor_templates.diagnose.drawn import Drawn
+from pytest_inductor_templates.samples.builtin import builtin_sample
+here = Path({str(tmp_path)!r})
+loaded = Drawn.load(here, builtin_sample("conv_bn"), torch.device("cpu"))
+with torch.no_grad():
+    print("SAME", torch.equal(loaded.model(*loaded.inputs[0].args), torch.load(here / "expected.pt")))
+'''
+print(subprocess.run([sys.executable, "-c", other], capture_output=True, text=True).stdout)
+"""
+    done = run_python(tmp_path, "", code)
+    assert "SAME True" in done.stdout, done.stdout + done.stderr
