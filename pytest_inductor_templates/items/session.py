@@ -4,6 +4,7 @@ state in ``config.stash``: the options, the timing policy, the thread scope and 
 from __future__ import annotations
 
 import sys
+import tempfile
 import types
 from dataclasses import dataclass
 from functools import cached_property
@@ -284,6 +285,7 @@ class PluginState:
     threads: ThreadScope
     resolved: InductorSession | None = None
     auto_workers: AutoWorkers | None = None  # how -n auto was sized, when the plugin sized it
+    own_ledger: Path | None = None  # the diagnosis ledger's folder where pytest keeps no temporary folder
 
     def time_for_workers(self, workers: int) -> None:
         """In pytest-xdist's controller of ``workers``: the timing policy they run with (their share of the CPUs),
@@ -315,8 +317,13 @@ class PluginState:
     def ledger(self) -> RunLedger:
         """The run's diagnosis ledger, in the run's temporary folder (pytest-xdist's controller's: its workers'
         folders lie inside it)."""
-        base = self.config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
-        run = base.parent if hasattr(self.config, "workerinput") else base
+        factory = getattr(self.config, "_tmp_path_factory", None)  # absent under -p no:tmpdir: this process's count
+        if factory is not None:
+            base = factory.getbasetemp()
+            run = base.parent if hasattr(self.config, "workerinput") else base
+        else:
+            self.own_ledger = self.own_ledger or Path(tempfile.mkdtemp(prefix="inductor-diagnoses-"))
+            run = self.own_ledger
         return RunLedger(run / LEDGER, self.options.diagnose_max, self.options.diagnose_run_budget)
 
 
