@@ -112,10 +112,6 @@ class Helpers:
         self.running: dict[int, tuple[subprocess.Popen[bytes], Question]] = {}
         self.queue: list[Question] = []
         self.answers: dict[Question, dict[str, Any]] = {}
-        self.started_pids = [p.pid for p in self.processes]
-
-    def alive(self) -> bool:
-        return bool(self.idle or self.starting or self.running)
 
     def wait_ready(self) -> None:
         """Until every helper has started (or ended), for a caller that would rather wait than check alone."""
