@@ -213,7 +213,8 @@ print("STEPS " + json.dumps([{{k: v for k, v in r.items() if k != "traceback"}} 
 def test_one_draw_skipped_checks_and_the_lock_per_check(tmp_path: Path) -> None:
     """One diagnosis of a sample worker's triple (the user's wrong_gelu backend, so the bisector reaches
     Inductor's subsystems; a helper process): the builder is called once for the model and once for the inputs
-    in all the diagnosis's processes; the CUDA-graph and random-op switches are answered without a check; the
+    in all the diagnosis's processes; the switches that cannot change the answer here (CUDA graphs, random-op
+    fallbacks, layouts, precision casts, CPU stride padding) are answered without a check; the
     session's work lock is held per check by the diagnosis's processes, never by the triple's for all of it."""
     for name, text in (("blockmod.py", BLOCK), ("counting.py", COUNTING), ("conftest.py", PLANTED)):
         (tmp_path / name).write_text(text)
@@ -229,12 +230,15 @@ def test_one_draw_skipped_checks_and_the_lock_per_check(tmp_path: Path) -> None:
     parent, diagnosis, steps = int(lines["PID"]), json.loads(lines["DIAGNOSIS"]), json.loads(lines["STEPS"])
     assert diagnosis["stage"].startswith("the backend wrong_gelu"), steps
     assert sorted(draws.read_text().split()[0::2]) == ["inputs", "model"]  # one draw, in all the processes
-    assert diagnosis["counts"]["draws"] == 2 and diagnosis["counts"]["skipped_checks"] == 3, diagnosis["counts"]
+    assert diagnosis["counts"]["draws"] == 2 and diagnosis["counts"]["skipped_checks"] == 6, diagnosis["counts"]
     answered = {r["subsystem"]: r.get("answered") for r in steps if r["step"] == "bisect_check" and "answered" in r}
     assert answered == {
         None: "the item's own check failed there",  # the inductor stage: the reproduce step, not compiled again
         "cudagraphs": "the template runs no CUDA graphs",
         "inductor_fallback_random": "the graph has no random operators",
+        "inductor_layout_optimization": "the graph has no convolution (layout optimization acts on convolutions)",
+        "inductor_emulate_precision_casts": "the graph computes no float16 or bfloat16 (precision casts act on those)",
+        "inductor_comprehensive_padding": "Inductor pads no strides on the CPU (disable_padding_cpu)",
     }
     child = next(r["pid"] for r in steps if r["step"] == "start")
     helpers = {r["pid"] for r in steps if r["step"] == "helper"}

@@ -2,8 +2,9 @@
 one by one (``stage.find_stage``) and ``Answers`` answers each
 
 - from the item's own result (the inductor stage fails: the item has just failed there),
-- without compiling, where the check cannot change the answer (``skipped``: the CUDA-graph switch of a template
-  with no CUDA graphs, the random-op fallback of a graph with no random operators),
+- without compiling, where the check cannot change the answer (``skips``: the CUDA-graph switch of a template
+  with no CUDA graphs, the random-op fallback of a graph with no random operators, the layout switch of a graph
+  without convolutions, precision casts of a graph without float16 or bfloat16, stride padding on the CPU),
 - else by a check in the asking process, while helper processes (``helper_main``), each with a bisector state of
   its own set to its question's, answer the questions torch may ask next (the later stages, the later subsystems'
   switches, both halves of a bisection step); an answer a helper has, or is working on, is taken from it.
@@ -30,6 +31,9 @@ from .steplog import StepLog
 HELPER_BOOT = "import sys; from pytest_inductor_templates.diagnose.bisect import helper_main; helper_main(sys.argv[1])"
 RANDOM_SUBSYSTEM = "inductor_fallback_random"
 CUDAGRAPHS_SUBSYSTEM = "cudagraphs"
+PADDING_SUBSYSTEM = "inductor_comprehensive_padding"
+LAYOUT_SUBSYSTEM = "inductor_layout_optimization"
+CASTS_SUBSYSTEM = "inductor_emulate_precision_casts"
 
 
 @dataclass(frozen=True)
@@ -75,13 +79,24 @@ class Question:
         return [Question(self.backend, n, "test_disable") for n in names[names.index(self.subsystem) + 1 :]]
 
 
-def skips(cudagraphs: bool, random_ops: bool | None) -> dict[str, str]:
-    """The subsystems whose switch cannot change the answer, with why."""
+def skips(cudagraphs: bool, device_type: str, facts: Any) -> dict[str, str]:
+    """The switches that cannot change the answer, with why (``facts``: ``capture.GraphFacts``, or None when the
+    graphs could not be read: then only the CUDA-graph switch is judged)."""
+    from torch._inductor import config
+
     found = {}
     if not cudagraphs:
         found[CUDAGRAPHS_SUBSYSTEM] = "the template runs no CUDA graphs"
-    if random_ops is False:
+    if device_type == "cpu" and getattr(config, "disable_padding_cpu", False):
+        found[PADDING_SUBSYSTEM] = "Inductor pads no strides on the CPU (disable_padding_cpu)"
+    if facts is None:
+        return found
+    if not facts.random_ops:
         found[RANDOM_SUBSYSTEM] = "the graph has no random operators"
+    if not facts.convolutions:
+        found[LAYOUT_SUBSYSTEM] = "the graph has no convolution (layout optimization acts on convolutions)"
+    if not facts.low_precision:
+        found[CASTS_SUBSYSTEM] = "the graph computes no float16 or bfloat16 (precision casts act on those)"
     return found
 
 

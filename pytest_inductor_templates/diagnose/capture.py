@@ -65,15 +65,29 @@ def capture(request: DiagnosisRequest, selection: Selection, build: Any) -> list
     return captured
 
 
-def has_random_ops(graphs: list[CapturedGraph]) -> bool | None:
-    """Whether any captured aten graph calls a random operator (``nondeterministic_seeded``); None when a graph
-    has no aten form to read."""
+@dataclass(frozen=True)
+class GraphFacts:
+    """What the captured aten graphs call and compute: what some of the bisector's switches act on."""
+
+    random_ops: bool  # a random operator (``nondeterministic_seeded``)
+    convolutions: bool  # ``aten.convolution``
+    low_precision: bool  # a float16 or bfloat16 value
+
+
+def graph_facts(graphs: list[CapturedGraph]) -> GraphFacts | None:
+    """The facts of every captured aten graph together; None when a graph has no aten form to read."""
     import torch
 
     if not graphs or any(g.aten is None for g in graphs):
         return None
+    random = convolutions = low = False
     for entry in graphs:
         for node in entry.aten.graph.nodes:
-            if node.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
-                return True
-    return False
+            value = node.meta.get("val")
+            if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.bfloat16):
+                low = True
+            if node.op != "call_function":
+                continue
+            random = random or torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+            convolutions = convolutions or getattr(node.target, "overloadpacket", None) is torch.ops.aten.convolution
+    return GraphFacts(random, convolutions, low)

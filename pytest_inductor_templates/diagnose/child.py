@@ -186,7 +186,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     from ..timing import host_lock
     from . import localise, numerics, setting, stage
     from .bisect import Answers, Question, skips
-    from .capture import capture, has_random_ops
+    from .capture import capture, graph_facts
     from .drawn import Drawn, save_eager
     from .predicate import Judge, eager_side, with_settings
 
@@ -237,7 +237,8 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     found: stage.StageResult | None = None
     with _step(log, "stage", counts):
         temp = tempfile.mkdtemp(prefix="stage-", dir=work)
-        skipped = skips(selection.cudagraphs and request.device.type == "cuda", has_random_ops(graphs))
+        cudagraphs = selection.cudagraphs and request.device.type == "cuda"
+        skipped = skips(cudagraphs, request.device.type, graph_facts(graphs))
         answers = Answers(
             lambda: fails(patches=selection.compile_options if options_as_patches(Question.now().backend)
                           else None),
