@@ -21,14 +21,26 @@ from .steplog import StepLog
 REQUEST = "request.pkl"
 SYS_PATH = "sys_path.json"
 LOG = "steps.jsonl"
+PROBE_PATH = "TORCH_CUSTOM_PYTHONPATH"
 
 
 def warm_up() -> None:
     """Detect the CPU's vector ISAs now, from the usual cache: in an empty cache that compiles a test program
-    per ISA (minutes on a loaded machine); it decides compiler flags, never what a graph computes."""
+    per ISA (minutes on a loaded machine); it decides compiler flags, never what a graph computes. Each ISA's
+    probe is a Python process that loads a library: it starts without this process's sitecustomize.py, which
+    may import torch (a planted fault's does) and would make each probe cost an import of torch."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
-    pick_vec_isa()
+    site = getattr(sys.modules.get("sitecustomize"), "__file__", None)
+    custom = os.environ.get(PROBE_PATH)  # the probes' PYTHONPATH (torch's python_subprocess_env), else sys.path
+    if site and custom is None:
+        folder = os.path.dirname(os.path.abspath(site))
+        os.environ[PROBE_PATH] = os.pathsep.join(p for p in sys.path if p and os.path.abspath(p) != folder)
+    try:
+        pick_vec_isa()
+    finally:
+        if site and custom is None:
+            os.environ.pop(PROBE_PATH, None)
 
 
 @contextlib.contextmanager
