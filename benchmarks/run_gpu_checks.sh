@@ -3,7 +3,7 @@
 #   bash benchmarks/run_gpu_checks.sh [what...]
 #   (what: env tests suite fidelity tf32 probe examples samples samples_bf16 memory faults; default all; also, not in
 #   the default: stability and crosscheck (speedups' spread and a Timer reference), multigpu (2 GPUs), corpus,
-#   isolation and scaling, over CORPUS (default ../shared/graphnet-corpus))
+#   isolation and scaling, over CORPUS (default ../shared/graphnet-corpus); diagnose and diagnose_pass: issue 40's diagnosis proof)
 # Logs go to $OUT (default /tmp/gpu-checks). WORKERS: xdist workers of the samples steps (default 8);
 # SAMPLES_K: a -k expression to run only some samples; SHARD: the name of a results shard; STEP_LIMIT: seconds
 # a step may run before it is interrupted (default 540; pytest then still writes what it has); NO_INSTALL=1: the
@@ -52,6 +52,18 @@ for step in $what; do
           --limit-seconds 300 --budget-seconds $(( ${STEP_LIMIT:-540} - 320 )) ${CORPUS:+--corpus "$CORPUS"} \
           ${SAMPLES_K:+--samples-k "$SAMPLES_K"} ${FAULTS_SHARD:+--shard "$FAULTS_SHARD"} \
           --observations .planted-faults 2>&1 | tee "$OUT/faults.txt" | sed -n '/^planted_faults:/,$p' ;;
+    diagnose) # issue 40's proof: the relu lowering planted, each corpus sample diagnosed completely in at most 90 s
+      # (stage inductor / lowerings, aten.relu with its model.py line, miscompile, repro exit 1 and 0); DIAGNOSE_SAMPLES
+      # picks some (two per call fit a 10-minute call), DIAGNOSE_PROCESSES the processes per diagnosis (default 4)
+      limit python3 benchmarks/diagnosis_cost.py "${CORPUS:-../shared/graphnet-corpus}" --device cuda --tf32 off \
+          --plant relu --processes "${DIAGNOSE_PROCESSES:-4}" --out "$OUT/diagnose" --samples \
+          ${DIAGNOSE_SAMPLES:-torchvision/squeezenet1_0 torchvision/resnet34 torchvision/vgg16 transformers-auto-model/opus-mt-tc-bible-big-mkh-fra_ita_por_spa} \
+          --expect-stage "inductor / lowerings" --expect-op aten.relu --expect-kind miscompile --max-seconds 90 \
+          2>&1 | tee -a "$OUT/diagnose.txt" ;;
+    diagnose_pass) # a fault planted in a post-grad pass (each relu's result x 1.001), not a lowering: named so
+      limit python3 benchmarks/diagnosis_cost.py --device cuda --tf32 off --plant relu_post_grad_pass \
+          --samples builtin/conv_bn --out "$OUT/diagnose-pass" --expect-stage "inductor / post_grad_passes" \
+          2>&1 | tee "$OUT/diagnose-pass.txt" ;;
     memory) limit python3 benchmarks/memory_over_run.py default,triton,cudagraphs,freezing,aten --synthetic 6 \
           2>&1 | tee "$OUT/memory.txt" | tail -25 ;;
     stability) # the built-ins three times under default and cudagraphs: each speedup's run-to-run spread

@@ -24,6 +24,7 @@ RECYCLE_TRIPLES = 100  # --inductor-recycle-triples' default
 DIAGNOSE_BUDGET = 300.0  # --inductor-diagnose-budget's default, seconds
 CPU_PROBE_SECONDS = 1.0  # --inductor-cpu-probe's default
 DIAGNOSE_MAX = 20  # --inductor-diagnose-max's default
+DIAGNOSE_PROCESSES = 2  # --inductor-diagnose-processes' default
 REPRO_DIR = "inductor-repros"  # --inductor-repro-dir's default, under the invocation directory
 
 
@@ -146,6 +147,18 @@ OPTIONS = (
         "inductor_diagnose_max",
         f"diagnose at most N failing items in a run (default {DIAGNOSE_MAX}), so that a corpus with many failures "
         "stays bounded",
+        "N",
+    ),
+    Option(
+        "inductor_diagnose_run_budget",
+        "seconds all the run's diagnoses may take together, counted across pytest-xdist's workers (default: no run "
+        "budget, only --inductor-diagnose-max); a diagnosis gets what is left when it is less than its own budget",
+        "SECONDS",
+    ),
+    Option(
+        "inductor_diagnose_processes",
+        f"processes a diagnosis runs its independent bisector checks in, at most the usable CPUs (default "
+        f"{DIAGNOSE_PROCESSES}; 1: every check in the diagnosis's own process)",
         "N",
     ),
     Option(

@@ -63,6 +63,9 @@ class ItemRecord:
     diagnosis_figures: str | None = None  # how far compiled and eager are from float64
     repro: str | None = None  # the standalone repro.py of this item
     diagnosis_seconds: float | None = None  # what the diagnosis took
+    diagnosis_draws: int | None = None  # models and input sets the diagnosis drew (built from the sample or test)
+    diagnosis_eager_runs: int | None = None  # calls of an eager model it made (float64 runs included)
+    diagnosis_compiles: int | None = None  # models or graphs it compiled
     # what compiling cost
     compile_seconds: float | None = None
     compile_cache: str | None = None  # ``cold``, ``warm`` or ``mixed``: the compile caches' state; None: none consulted

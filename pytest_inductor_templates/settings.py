@@ -21,6 +21,7 @@ from .option_table import (
     CPU_PROBE_SECONDS,
     DIAGNOSE_BUDGET,
     DIAGNOSE_MAX,
+    DIAGNOSE_PROCESSES,
     DYNAMIC_VALUES,
     ISOLATION_MODES,
     ON_OFF,
@@ -116,6 +117,11 @@ class Settings:
         self.diagnose_budget = budget if budget is not None else DIAGNOSE_BUDGET
         most = _positive(self.get("inductor_diagnose_max"), int, "a whole number of items such as 10")
         self.diagnose_max = int(most) if most is not None else DIAGNOSE_MAX
+        self.diagnose_run_budget = _positive(
+            self.get("inductor_diagnose_run_budget"), float, "a number of seconds such as 1800"
+        )
+        processes = _positive(self.get("inductor_diagnose_processes"), int, "a whole number of processes such as 2")
+        self.diagnose_processes = int(processes) if processes is not None else DIAGNOSE_PROCESSES
         repro = self.get("inductor_repro_dir")
         self.repro_dir = repro.path() if repro is not None else config.invocation_params.dir / REPRO_DIR
         self.require_run = bool(self.value("inductor_require_run"))

@@ -63,6 +63,23 @@ if _PLANTS:
             return lower
 
         _replace(aten.relu, _raises)
+    if "relu" in _PLANTS:  # a wrong Inductor lowering: relu x 1.001 (the plant, for the cost benchmark)
+        _replace(aten.relu, lambda good: _scaled(good, 1.001))
+    if "relu_post_grad_pass" in _PLANTS:  # a wrong post-grad pass (not a lowering): each relu's result x 1.001
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+
+        class _ScaleRelu(CustomGraphPass):
+            def __call__(self, graph):
+                for node in list(graph.nodes):
+                    if node.op == "call_function" and node.target is aten.relu.default:
+                        with graph.inserting_after(node):
+                            scaled = graph.call_function(aten.mul.Tensor, (node, 1.001))
+                        node.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
+
+            def uuid(self):
+                return "planted-relu-post-grad-pass"
+
+        config.post_grad_custom_post_pass = _ScaleRelu()
     if "cos_bf16" in _PLANTS:  # bf16 cos computed 3% off, unless Inductor emulates eager's precision casts
         _replace(aten.cos, lambda good: _scaled(
             good, 1.03, lambda x: x.get_dtype() == torch.bfloat16 and not config.emulate_precision_casts))

@@ -25,7 +25,7 @@ from pytest_inductor_templates.templates.registry import Template
 from pytest_inductor_templates.templates.selection import Selection
 {build}
 request = DiagnosisRequest(build, selection, CPU, {outcome!r}, Path({repro_dir!r}), budget_seconds={budget},
-                           no_grad={no_grad}, sys_path=[{here!r}], name="planted")
+                           no_grad={no_grad}, sys_path=[{here!r}], name="planted"{extra})
 diagnosis = diagnose(request)
 print("DIAGNOSIS " + json.dumps({{k: v for k, v in vars(diagnosis).items() if k != "steps"}}))
 print("STEPS " + json.dumps([{{k: v for k, v in r.items() if k != "traceback"}} for r in diagnosis.steps]))
@@ -49,10 +49,18 @@ SIGMOID_META = tensor_meta("L_x_", [4, 16], device="cuda:0") + tensor_meta(
 
 
 def diagnosed(
-    tmp_path: Path, plants: str, build: str, outcome: str = "accuracy_fail", budget: float = 500, no_grad: bool = True
+    tmp_path: Path,
+    plants: str,
+    build: str,
+    outcome: str = "accuracy_fail",
+    budget: float = 500,
+    no_grad: bool = True,
+    extra: str = "",
 ) -> tuple[dict, list[dict]]:
-    """The Diagnosis (as a dict, without its steps) and the child's steps, from a parent that sees ``plants``."""
+    """The Diagnosis (as a dict, without its steps) and the child's steps, from a parent that sees ``plants``;
+    ``extra``: more of the request's fields (``, processes=1``)."""
     code = PARENT.format(
+        extra=extra,
         build=textwrap.dedent(build),
         outcome=outcome,
         repro_dir=str(tmp_path / "repro"),

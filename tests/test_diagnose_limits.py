@@ -128,7 +128,7 @@ def fake_fault(subsystem: str, raise_at: str | None = None):
     ``subsystem`` is switched off; it raises under ``raise_at``."""
     from torch._inductor.compiler_bisector import CompilerBisector
 
-    def fails(options_as_patches: bool) -> bool:
+    def fails() -> bool:
         backend, current = CompilerBisector.get_backend(), CompilerBisector.get_subsystem()
         if raise_at is not None and current == raise_at:
             raise RuntimeError("the check itself broke")
@@ -141,11 +141,14 @@ def fake_fault(subsystem: str, raise_at: str | None = None):
 def test_the_bisector_runs_in_process_and_leaves_its_state_clean(tmp_path: Path, raise_at: str | None) -> None:
     """Trap: the bisector cleans up in a __del__, so a check that raises would leave it on; here it is caught,
     the stage is still found, and every piece of the bisector's state is as before."""
+    from pytest_inductor_templates.diagnose.bisect import Answers
+    from pytest_inductor_templates.diagnose.drawn import Counts
     from pytest_inductor_templates.diagnose.stage import bisector_state, find_stage
     from pytest_inductor_templates.diagnose.steplog import StepLog, read_log
 
     log = StepLog(tmp_path / "steps.jsonl")
-    found = find_stage(fake_fault("inductor_layout_optimization", raise_at), log, str(tmp_path))
+    answers = Answers(fake_fault("inductor_layout_optimization", raise_at), log, {}, None, None, Counts())
+    found = find_stage(answers, log, str(tmp_path))
     assert found.describe() == "inductor / inductor_layout_optimization"
     assert found.clean and not any(bisector_state().values())
     assert list(tmp_path.iterdir()) == [tmp_path / "steps.jsonl"]  # its state folder went with it

@@ -196,9 +196,23 @@ def _eager_calls(subject: CheckSubject) -> tuple[list[Inputs], list[Any], Any, S
     raise AssertionError("unreachable")
 
 
-def observe(subject: CheckSubject) -> Observed | CheckResult:
-    """Call eager (twice on the first input set: a model that disagrees with itself goes no further) and the
-    model under test on every input set, in order. A failure to run is returned as its result."""
+@dataclass
+class EagerSide:
+    """Eager's half of a check, which does not depend on the model under test: the input sets, eager's outputs,
+    how eager changes its own state, and the float64 runs. A diagnosis computes it once for all its checks."""
+
+    inputs: list[Inputs]
+    expected: list[Any]
+    eager_first: Any  # eager's first output object after its later calls
+    eager_changed: bool  # that object changed since (its output is state the model changes in place)
+    state: StateUse
+    float64: Float64Run
+    tf32: Float64Run | None = None
+
+
+def observe_eager(subject: CheckSubject) -> EagerSide | CheckResult:
+    """Call eager (twice on the first input set: a model that disagrees with itself goes no further) on every
+    input set; the float64 runs are made on demand. A failure to run is returned as its result."""
     try:
         inputs, expected, eager_first, state = _eager_calls(subject)
         again = subject.make_eager()
@@ -213,9 +227,25 @@ def observe(subject: CheckSubject) -> Observed | CheckResult:
         reason = f"eager disagrees with itself on the same input{same_state}: {self_check.mismatches[0].message}"
         return CheckResult(Outcome.EAGER_NONDETERMINISTIC, reason, _explain(reason, self_check.mismatches))
     eager_changed = not compare_outputs(eager_first, expected[0], EXACT).ok  # its own state, changed since
-    state.restore(subject.model)  # the model under test starts from the state eager started from
+    on_cuda = any(getattr(leaf, "is_cuda", False) for _, leaf in leaves(expected[0]))
+    return EagerSide(
+        inputs,
+        expected,
+        eager_first,
+        eager_changed,
+        state,
+        float64_run(subject.make_eager, subject.call, inputs),
+        float64_run(subject.make_eager, subject.call, inputs, tf32=True)
+        if on_cuda and tf32_enabled() and subject.second_opinion
+        else None,
+    )
+
+
+def observe_model(subject: CheckSubject, eager: EagerSide) -> Observed | CheckResult:
+    """Call the model under test on eager's input sets, in order, from the state eager started from."""
+    eager.state.restore(subject.model)  # the model under test starts from the state eager started from
     actual = []
-    for number, x in enumerate(inputs, start=1):
+    for number, x in enumerate(eager.inputs, start=1):
         try:
             actual.append(subject.call(subject.model, x))
         except Exception as error:
@@ -224,18 +254,24 @@ def observe(subject: CheckSubject) -> Observed | CheckResult:
             return _compile_fail(subject, backend_error, backend_error, SUPPRESSED)
         if number == 1:
             first_copy = _copy(actual[0])
-    on_cuda = any(getattr(leaf, "is_cuda", False) for _, leaf in leaves(expected[0]))
     return Observed(
-        expected,
+        eager.expected,
         [first_copy, *actual[1:]],
         actual[0],
-        float64_run(subject.make_eager, subject.call, inputs),
-        float64_run(subject.make_eager, subject.call, inputs, tf32=True)
-        if on_cuda and tf32_enabled() and subject.second_opinion
-        else None,
-        eager_first if eager_changed else None,
-        state.note,
+        eager.float64,
+        eager.tf32,
+        eager.eager_first if eager.eager_changed else None,
+        eager.state.note,
     )
+
+
+def observe(subject: CheckSubject) -> Observed | CheckResult:
+    """Call eager (twice on the first input set: a model that disagrees with itself goes no further) and the
+    model under test on every input set, in order. A failure to run is returned as its result."""
+    eager = observe_eager(subject)
+    if isinstance(eager, CheckResult):
+        return eager
+    return observe_model(subject, eager)
 
 
 def _stale(observed: Observed, number: int, tolerance: Tolerance | None) -> list[Mismatch]:

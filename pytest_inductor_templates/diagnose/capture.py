@@ -27,8 +27,9 @@ def clone_input(value: Any) -> Any:
     return value
 
 
-def capture(request: DiagnosisRequest, selection: Selection) -> list[CapturedGraph]:
-    """Trace the item's model on its first input set with a backend that keeps each graph and runs it in aten."""
+def capture(request: DiagnosisRequest, selection: Selection, build: Any) -> list[CapturedGraph]:
+    """Trace a copy of the item's model (from ``build``, the diagnosis's one draw) on its first input set with a
+    backend that keeps each graph and runs it in aten."""
     import torch
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
@@ -54,11 +55,39 @@ def capture(request: DiagnosisRequest, selection: Selection) -> list[CapturedGra
             return gm.forward
 
     device = torch.device(request.device.name)
-    model = request.build.make_model(device)
-    inputs = request.build.make_inputs(device)[0]
+    model = build.make_model(device)
+    inputs = build.make_inputs(device)[0]
     no_grad = request.no_grad or selection.inference_only
     with isolated_compile_state(), scoped_config(selection.config_patches):
         with torch.no_grad() if no_grad else contextlib.nullcontext():
             compiled = torch.compile(model, backend=backend, fullgraph=selection.fullgraph, dynamic=selection.dynamic)
             compiled(*inputs.args, **inputs.kwargs)
     return captured
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    """What the captured aten graphs call and compute: what some of the bisector's switches act on."""
+
+    random_ops: bool  # a random operator (``nondeterministic_seeded``)
+    convolutions: bool  # ``aten.convolution``
+    low_precision: bool  # a float16 or bfloat16 value
+
+
+def graph_facts(graphs: list[CapturedGraph]) -> GraphFacts | None:
+    """The facts of every captured aten graph together; None when a graph has no aten form to read."""
+    import torch
+
+    if not graphs or any(g.aten is None for g in graphs):
+        return None
+    random = convolutions = low = False
+    for entry in graphs:
+        for node in entry.aten.graph.nodes:
+            value = node.meta.get("val")
+            if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.bfloat16):
+                low = True
+            if node.op != "call_function":
+                continue
+            random = random or torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+            convolutions = convolutions or getattr(node.target, "overloadpacket", None) is torch.ops.aten.convolution
+    return GraphFacts(random, convolutions, low)

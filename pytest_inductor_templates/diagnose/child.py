@@ -4,13 +4,15 @@ to the step log as soon as they are known."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import os
 import pickle
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +21,38 @@ from .steplog import StepLog
 REQUEST = "request.pkl"
 SYS_PATH = "sys_path.json"
 LOG = "steps.jsonl"
+PROBE_PATH = "TORCH_CUSTOM_PYTHONPATH"
 
 
 def warm_up() -> None:
     """Detect the CPU's vector ISAs now, from the usual cache: in an empty cache that compiles a test program
-    per ISA (minutes on a loaded machine); it decides compiler flags, never what a graph computes."""
+    per ISA (minutes on a loaded machine); it decides compiler flags, never what a graph computes. Each ISA's
+    probe is a Python process that loads a library: it starts without this process's sitecustomize.py, which
+    may import torch (a planted fault's does) and would make each probe cost an import of torch."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
-    pick_vec_isa()
+    site = getattr(sys.modules.get("sitecustomize"), "__file__", None)
+    custom = os.environ.get(PROBE_PATH)  # the probes' PYTHONPATH (torch's python_subprocess_env), else sys.path
+    if site and custom is None:
+        folder = os.path.dirname(os.path.abspath(site))
+        os.environ[PROBE_PATH] = os.pathsep.join(p for p in sys.path if p and os.path.abspath(p) != folder)
+    try:
+        pick_vec_isa()
+    finally:
+        if site and custom is None:
+            os.environ.pop(PROBE_PATH, None)
 
 
 @contextlib.contextmanager
-def diagnosis_environment(work: Path) -> Iterator[None]:
+def diagnosis_environment(work: Path, device_type: str) -> Iterator[None]:
     """A fresh Inductor cache for the whole diagnosis, and no FX graph or AOT autograd cache within it (their
-    keys do not see a changed lowering, nor the bisector's switches), so every check compiles again."""
+    keys do not see a changed lowering, nor the bisector's switches), so every check compiles again. The CPU's
+    ISAs are read first on the CPU only (a CUDA diagnosis compiles no C++ kernels)."""
     from torch._inductor import config
     from torch._inductor.utils import fresh_cache
 
-    warm_up()
+    if device_type == "cpu":
+        warm_up()
     patches = {
         key: False for key in ("fx_graph_cache", "autograd_cache", "bundled_autograd_cache") if hasattr(config, key)
     }
@@ -44,8 +60,9 @@ def diagnosis_environment(work: Path) -> Iterator[None]:
         yield
 
 
-def _step(log: StepLog, name: str) -> Any:
-    """Run one step; a step that raises is logged as that step's error, and the diagnosis goes on."""
+def _step(log: StepLog, name: str, counts: Any = None) -> Any:
+    """Run one step; a step that raises is logged as that step's error, and the diagnosis goes on. What the
+    diagnosis has cost so far is logged after it."""
 
     @contextlib.contextmanager
     def guarded() -> Iterator[None]:
@@ -59,25 +76,149 @@ def _step(log: StepLog, name: str) -> Any:
                 error=f"{type(error).__name__}: {error}".splitlines()[0],
                 traceback=traceback.format_exc()[-2000:],
             )
+        finally:
+            if counts is not None:
+                log_counts(log, counts)
 
     return guarded()
 
 
+def log_counts(log: StepLog, counts: Any) -> None:
+    log.write("counts", **dataclasses.asdict(counts))
+
+
+def prepare(request: Any, log: StepLog | None) -> None:
+    """This process set up as the item's was: its conftest files imported (the backends they register), its TF32
+    mode, the session's host lock."""
+    from ..compile.precision import set_mode
+    from ..conftest_files import import_conftests
+    from ..timing import host_lock
+
+    failed = import_conftests(request.conftests)
+    if failed and log is not None:
+        log.write("conftest", failed=failed)
+    if request.tf32 is not None:
+        set_mode(request.tf32)
+    host_lock.use(request.host_lock)
+
+
+def backend_problem(backend: str, conftests: list[tuple[str, str]]) -> str | None:
+    """Why this process cannot compile with the item's backend (it is registered where this process does not
+    look: a pytest hook, a plugin not imported here), or None."""
+    import torch._dynamo
+
+    if backend == "inductor":
+        return None
+    try:
+        torch._dynamo.lookup_backend(backend)
+    except Exception as error:
+        from ..compile.failures import first_line
+
+        return (
+            f"the backend {backend!r} cannot be loaded in the diagnosis's process ({first_line(error)}), which "
+            f"imported the item's {len(conftests)} conftest.py files: a backend registered elsewhere (in a pytest "
+            "hook, a plugin) is not seen there"
+        )
+    return None
+
+
+def options_as_patches(backend: str) -> bool:
+    """Whether the template's options go in as a scoped config patch at this bisector stage (where this torch
+    cannot keep the plugin's backend while bisecting)."""
+    from .stage import keeps_custom_backend
+
+    return not keeps_custom_backend() and backend == "inductor"
+
+
+@contextlib.contextmanager
+def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], Any]]:
+    """A helper process's side of the diagnosis (``bisect.helper_main``): the request, the one draw and eager's
+    half loaded from the work folder; yields its check of a bisector question and its counts."""
+    import torch
+    from torch._inductor import config
+
+    from .drawn import Counts, Drawn, load_eager, wait_for_eager
+    from .predicate import Judge
+    from .stage import KEEP_BACKEND, keeps_custom_backend
+
+    sys.path[:0] = [p for p in json.loads((work / SYS_PATH).read_text()) if p not in sys.path]
+    request = pickle.loads((work / REQUEST).read_bytes())
+    prepare(request, None)
+    device = torch.device(request.device.name)
+    counts = Counts()
+    scratch = Path(tempfile.mkdtemp(prefix="helper-", dir=work))
+    keep = {f"test_configs.{KEEP_BACKEND}": True} if keeps_custom_backend() else {}
+    with diagnosis_environment(scratch, request.device.type), config.patch(keep):
+        wait_for_eager(work)
+        judge = Judge(request, Drawn.load(work, request.build, device), load_eager(work, device), counts)
+
+        def check(question: Any) -> bool | None:
+            patches = request.selection.compile_options if options_as_patches(question.backend) else None
+            tried = judge.attempt(patches=patches)
+            return None if tried.outcome == "error" else tried.outcome == request.outcome
+
+        yield check, counts
+
+
 def run(work: Path) -> None:
-    from . import localise, numerics, setting, stage
-    from .capture import capture
-    from .predicate import attempt, with_settings
+    from .bisect import Helpers, usable_cpus
+    from .drawn import Counts
     from .request import DiagnosisRequest
 
     log = StepLog(work / LOG)
     request: DiagnosisRequest = pickle.loads((work / REQUEST).read_bytes())
     selection = request.selection
     settings = dict(selection.effective_settings)
-    log.write("start", name=request.name, outcome=request.outcome, selection=selection.label, settings=settings)
+    log.write(
+        "start", name=request.name, outcome=request.outcome, selection=selection.label, settings=settings,
+        pid=os.getpid(),
+    )  # fmt: skip
+    prepare(request, log)
+    if (why := backend_problem(selection.backend, request.conftests)) is not None:
+        log.write("cannot", why=why)
+        log.write("done")
+        return
+    counts = Counts()
+    processes = min(request.processes, usable_cpus())
+    helpers = Helpers(work, processes - 1, log, counts) if processes > 1 else None  # they start while this draws
+    try:
+        with diagnosis_environment(work, request.device.type):
+            diagnose_here(request, work, log, counts, helpers)
+    finally:
+        if helpers is not None:
+            helpers.close()
+    log.write("done")
+
+
+def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: Any) -> None:
+    """The diagnosis's steps, in its environment; ``helpers`` (or None) answer the bisector's checks."""
+    import torch
+
+    from ..check.result import CheckResult
+    from ..timing import host_lock
+    from . import localise, numerics, setting, stage
+    from .bisect import Answers, Question, skips
+    from .capture import capture, graph_facts
+    from .drawn import Drawn, save_eager
+    from .predicate import Judge, eager_side, with_settings
+
+    selection = request.selection
+    settings = dict(selection.effective_settings)
+    device = torch.device(request.device.name)
+    with host_lock.work():  # the one draw, and eager's half of the check computed once
+        drawn = Drawn.draw(request.build, device, counts)
+        eager = eager_side(request, drawn, counts)
+    log_counts(log, counts)
+    if isinstance(eager, CheckResult):
+        log.write("reproduce", outcome=eager.outcome.value, reason=eager.reason[:500], failing=False, seconds=0)
+        return
+    drawn.save(work)
+    save_eager(eager, work)
+    judge = Judge(request, drawn, eager, counts)
 
     def fails(**variant: Any) -> bool | None:
         """Whether the variant still fails as the item did; None when it could not even be built or run."""
-        tried = attempt(request, **variant)
+        tried = judge.attempt(**variant)
         log.write(
             "check",
             outcome=tried.outcome,
@@ -85,10 +226,13 @@ def run(work: Path) -> None:
             seconds=tried.seconds,
             backend_calls=tried.backend_calls,
         )
+        log_counts(log, counts)
         return None if tried.outcome == "error" else tried.outcome == request.outcome
 
-    with diagnosis_environment(work):
-        first = attempt(request)
+    if request.reason is not None:  # the item's own check: no compile to repeat it
+        log.write("reproduce", outcome=request.outcome, reason=request.reason[:500], failing=True, reused=True)
+    else:
+        first = judge.attempt()
         log.write(
             "reproduce",
             outcome=first.outcome,
@@ -97,79 +241,95 @@ def run(work: Path) -> None:
             failing=first.outcome == request.outcome,
         )
         if first.outcome != request.outcome:
-            log.write("done")
             return
-        found: stage.StageResult | None = None
-        with _step(log, "stage"):
-            temp = tempfile.mkdtemp(prefix="stage-", dir=work)
-            found = stage.find_stage(
-                lambda options_as_patches: fails(patches=selection.compile_options if options_as_patches else None),
-                log,
-                temp,
+    graphs: list[Any] = []
+    with _step(log, "capture", counts), host_lock.work():
+        graphs = capture(request, selection, drawn)
+        log.write("capture", graphs=len(graphs), aten=sum(g.aten is not None for g in graphs))
+    found: stage.StageResult | None = None
+    with _step(log, "stage", counts):
+        temp = tempfile.mkdtemp(prefix="stage-", dir=work)
+        cudagraphs = selection.cudagraphs and request.device.type == "cuda"
+        skipped = skips(cudagraphs, request.device.type, graph_facts(graphs))
+        answers = Answers(
+            lambda: fails(patches=selection.compile_options if options_as_patches(Question.now().backend)
+                          else None),
+            log, skipped, request.reason, helpers, counts,
+        )  # fmt: skip
+        found = stage.find_stage(answers, log, temp)
+        if helpers is not None:
+            helpers.close()  # what they still run is no longer asked
+        if found.backend == "inductor" and not found.subsystem and selection.backend != "inductor":
+            log.write(
+                "stage",
+                **{k: v for k, v in vars(found).items()},
+                kept_backend=True,
+                describe=f"the backend {selection.backend} (at the inductor stage: none of Inductor's "
+                "subsystems fixes it)",
             )
-        with _step(log, "setting"):
-            text = setting.smallest_failing(settings, lambda s: bool(fails(selection=with_settings(selection, s))), log)
-            log.write("setting", setting=text)
-        graphs: list[Any] = []
-        in_dynamo = found is not None and found.backend == "eager"  # Dynamo or the model's Python: no graph to read
-        if not in_dynamo:
-            with _step(log, "capture"):
-                graphs = capture(request, selection)
-                log.write("capture", graphs=len(graphs), aten=sum(g.aten is not None for g in graphs))
-        patches = {**(selection.compile_options or {}), **selection.config_patches}
-        finding = None
-        if request.outcome == "accuracy_fail":
-            with _step(log, "operator"):
-                named = found.debug_info if found and found.subsystem == "lowerings" else None
-                if found and found.subsystem == "decomposition" and found.debug_info:
-                    op = found.debug_info.rsplit(".", 1)[0]  # aten.hardswish; its aten graph holds what it became
-                    log.write("operator", op=f"{op} (decomposed)", node=None, by_bisector=True)
-                    graphs_to_search: list[Any] = []
-                else:
-                    graphs_to_search = graphs
-                for entry in graphs_to_search:
-                    if entry.aten is None:
-                        continue
+    with _step(log, "setting", counts):
+        text = setting.smallest_failing(settings, lambda s: bool(fails(selection=with_settings(selection, s))), log)
+        log.write("setting", setting=text)
+    if found is not None and found.backend == "eager":  # Dynamo or the model's Python: no graph to read
+        graphs = []
+    patches = {**(selection.compile_options or {}), **selection.config_patches}
+    finding = None
+    if request.outcome == "accuracy_fail":
+        with _step(log, "operator", counts):
+            named = found.debug_info if found and found.subsystem == "lowerings" else None
+            if found and found.subsystem == "decomposition" and found.debug_info:
+                op = found.debug_info.rsplit(".", 1)[0]  # aten.hardswish; its aten graph holds what it became
+                log.write("operator", op=f"{op} (decomposed)", node=None, by_bisector=True)
+                graphs_to_search: list[Any] | None = None
+            elif found and found.backend == "inductor" and selection.backend != "inductor":
+                what = f"{localise.NOT_LOCALISED} (the step compiles with Inductor, not {selection.backend})"
+                log.write("operator", op=what, node=None, by_bisector=False)
+                graphs_to_search = None
+            else:
+                graphs_to_search = graphs
+            for entry in graphs_to_search or []:
+                if entry.aten is None:
+                    continue
+                with host_lock.work():
                     finding = localise.first_divergence(entry, patches, request.tolerance, named)
-                    if finding is not None:
-                        break
-                if not (found and found.subsystem == "decomposition" and found.debug_info):
-                    log.write(
-                        "operator",
-                        op=finding.describe() if finding else localise.NOT_LOCALISED,
-                        node=finding.name if finding else None,
-                        by_bisector=named is not None,
-                        compiled_rmse=finding.compiled_rmse if finding else None,
-                        eager_rmse=finding.eager_rmse if finding else None,
-                    )
-            with _step(log, "kind"):
-                dtypes = numerics.floating_dtypes(request)
-                fixed = None
-                if dtypes & set(numerics.LOW_PRECISION):
-                    still = fails(patches={"emulate_precision_casts": True})
-                    fixed = None if still is None else not still
-                if finding is not None and finding.compiled_rmse is not None and finding.eager_rmse is not None:
-                    distances = numerics.Distances(
-                        finding.compiled_rmse, finding.eager_rmse, f"at {finding.describe()}"
-                    )
-                else:
-                    distances = numerics.output_distances(request, selection)
-                kind = numerics.kind_of(distances, fixed)
-                figures = distances.describe() if distances else None
-                if fixed is not None:
-                    figures = "; ".join(
-                        filter(
-                            None, [figures, "emulate_precision_casts " + ("fixes it" if fixed else "does not fix it")]
-                        )
-                    )
-                log.write("kind", kind=kind, figures=figures, dtypes=sorted(dtypes))
-        with _step(log, "repro"):
-            write_repro(request, graphs, found, log, work)
-    log.write("done")
+                counts.compiles += 1
+                counts.eager_runs += 2  # the graph run node by node, as it is and in float64
+                if finding is not None:
+                    break
+            if graphs_to_search is not None:
+                log.write(
+                    "operator",
+                    op=finding.describe() if finding else localise.NOT_LOCALISED,
+                    node=finding.name if finding else None,
+                    by_bisector=named is not None,
+                    compiled_rmse=finding.compiled_rmse if finding else None,
+                    eager_rmse=finding.eager_rmse if finding else None,
+                )
+        with _step(log, "kind", counts):
+            dtypes = numerics.floating_dtypes(drawn)
+            fixed = None
+            if dtypes & set(numerics.LOW_PRECISION):
+                still = fails(patches={"emulate_precision_casts": True})
+                fixed = None if still is None else not still
+            if finding is not None and finding.compiled_rmse is not None and finding.eager_rmse is not None:
+                distances = numerics.Distances(finding.compiled_rmse, finding.eager_rmse, f"at {finding.describe()}")
+            else:
+                distances = numerics.output_distances(request, selection, drawn, eager)
+                counts.compiles += 1
+            kind = numerics.kind_of(distances, fixed)
+            figures = distances.describe() if distances else None
+            if fixed is not None:
+                figures = "; ".join(
+                    filter(None, [figures, "emulate_precision_casts " + ("fixes it" if fixed else "does not fix it")])
+                )
+            log.write("kind", kind=kind, figures=figures, dtypes=sorted(dtypes))
+    with _step(log, "repro", counts):
+        write_repro(request, graphs, found, log, work, counts)
 
 
-def write_repro(request: Any, graphs: list[Any], found: Any, log: StepLog, work: Path) -> None:
+def write_repro(request: Any, graphs: list[Any], found: Any, log: StepLog, work: Path, counts: Any) -> None:
     """The first captured graph that fails the standalone check on its own, written as repro.py."""
+    from ..timing import host_lock
     from . import repro, standalone
 
     selection = request.selection
@@ -201,14 +361,21 @@ def write_repro(request: Any, graphs: list[Any], found: Any, log: StepLog, work:
             patches=selection.config_patches,
             no_grad=no_grad,
             tolerance=tolerance,
+            second_opinion=request.second_opinion,
+            backend=selection.backend,
+            conftests=[file for _, file in request.conftests] if selection.backend != "inductor" else [],
         )
         if path is None:
             continue
         namespace = repro.load_module(path)
         inputs = [t for t in entry.inputs]
-        code, message = standalone.check(
-            namespace["Repro"](), inputs, selection.compile_options, selection.config_patches, no_grad, tolerance
-        )
+        with host_lock.work():
+            code, message = standalone.check(
+                namespace["Repro"](), inputs, selection.compile_options, selection.config_patches, no_grad, tolerance,
+                request.second_opinion, selection.backend,
+            )  # fmt: skip
+        counts.compiles += 1
+        counts.eager_runs += 2  # the graph as it is and in float64
         log.write("repro_check", graph=index, code=code, message=message[:500])
         if code == 1:
             directory.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ eager each are from float64 (at the diverging node when known, else at the outpu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..compile.outputs import leaves
 from ..templates.selection import Selection
@@ -30,13 +31,12 @@ class Distances:
         )
 
 
-def floating_dtypes(request: DiagnosisRequest) -> set[str]:
-    """The floating dtypes of the item's inputs, parameters and buffers."""
+def floating_dtypes(build: Any) -> set[str]:
+    """The floating dtypes of the item's inputs, parameters and buffers (of ``build``'s copies: no draw)."""
     import torch
 
-    device = torch.device(request.device.name)
-    model = request.build.make_model(device)
-    tensors = [t for x in request.build.make_inputs(device)[:1] for _, t in leaves((x.args, x.kwargs))]
+    model = build.model
+    tensors = [t for x in build.inputs[:1] for _, t in leaves((x.args, x.kwargs))]
     if isinstance(model, torch.nn.Module):
         tensors += [*model.parameters(), *model.buffers()]
     return {
@@ -44,24 +44,23 @@ def floating_dtypes(request: DiagnosisRequest) -> set[str]:
     }
 
 
-def output_distances(request: DiagnosisRequest, selection: Selection) -> Distances | None:
-    """Compiled's and eager's RMSE against the float64 run at the first output where they differ most."""
+def output_distances(request: DiagnosisRequest, selection: Selection, build: Any, eager: Any) -> Distances | None:
+    """Compiled's and eager's RMSE against the float64 run at the first output where they differ most; eager's
+    outputs and the float64 run are the diagnosis's (``eager``, computed once), the compiled one is compiled here."""
     import torch
 
-    from ..check.float64 import float64_run
-    from ..check.inputs import Inputs
     from ..compile.compiled import CompiledModel
     from ..compile.isolation import isolated_compile_state
+    from ..timing import host_lock
     from .predicate import call_of
 
     device = torch.device(request.device.name)
-    inputs: list[Inputs] = request.build.make_inputs(device)[:1]
-    call = call_of(request)
-    with isolated_compile_state() as watcher:
-        compiled = CompiledModel(request.build.make_model(device), selection, watcher)
-        actual = call(compiled, inputs[0])
-    expected = call(request.build.make_model(device), inputs[0])
-    wide = float64_run(lambda: request.build.make_model(device), call, inputs).outputs()
+    inputs = build.make_inputs(device)[:1]
+    with host_lock.work(), isolated_compile_state() as watcher:
+        compiled = CompiledModel(build.make_model(device), selection, watcher)
+        actual = call_of(request)(compiled, inputs[0])
+    expected = eager.expected[0]
+    wide = eager.float64.outputs()
     if wide is None:
         return None
     best: Distances | None = None

@@ -67,36 +67,102 @@ def scoped_config(patches: dict[str, Any] | None) -> Iterator[None]:
         yield
 
 
-def attempt(
-    request: DiagnosisRequest, selection: Selection | None = None, patches: dict[str, Any] | None = None
-) -> Attempt:
-    """The plugin's check of a fresh model compiled with ``selection`` (the item's by default) under extra
-    config ``patches``. Never raises an Exception: a build that raises is outcome ``error``."""
+class Judge:
+    """The item's check, as the item was judged (its tolerance, second opinion and calls), of fresh copies of the
+    drawn model against eager's half computed once (``drawn``); each check holds the host's work lock."""
+
+    def __init__(self, request: DiagnosisRequest, build: Any, eager: Any, counts: Any) -> None:
+        self.request = request
+        self.build = build  # drawn.Drawn: copies of the one draw
+        self.eager = eager  # check.runner.EagerSide, computed once
+        self.counts = counts  # drawn.Counts of this process
+
+    def attempt(self, selection: Selection | None = None, patches: dict[str, Any] | None = None) -> Attempt:
+        """The check of a fresh copy compiled with ``selection`` (the item's by default) under extra config
+        ``patches``. Never raises an Exception: a build or a check that raises is outcome ``error``."""
+        import torch
+
+        from ..check.result import CheckResult
+        from ..check.runner import CheckSubject, judge, observe_model
+        from ..compile.compiled import CompiledModel
+        from ..compile.isolation import isolated_compile_state
+        from ..machine import device_scope
+        from ..timing import host_lock
+        from .drawn import for_one_check
+
+        request = self.request
+        selection = selection or request.selection
+        device = torch.device(request.device.name)
+        start = time.perf_counter()
+        compiled = None
+        self.counts.checks += 1
+        try:
+            with (
+                host_lock.work(),
+                device_scope(request.device),
+                scoped_config(patches),
+                isolated_compile_state() as watcher,
+            ):
+                compiled = CompiledModel(self.build.make_model(device), selection, watcher)
+                subject = CheckSubject(
+                    make_eager=lambda: self.build.make_model(device),
+                    model=compiled,
+                    inputs=[],
+                    tolerance=request.tolerance,
+                    backend=selection.backend,
+                    second_opinion=request.second_opinion,
+                    call=call_of(request),
+                )
+                observed = observe_model(subject, for_one_check(self.eager))
+                self.counts.compiles += 1
+                result = (
+                    observed
+                    if isinstance(observed, CheckResult)
+                    else judge(observed, request.tolerance, request.second_opinion)
+                )
+            outcome, reason = result.outcome.value, result.reason
+        except Exception as error:
+            outcome, reason = "error", f"building or checking raised {first_line(error)}"
+        calls = compiled.stats.graphs if compiled is not None else 0
+        return Attempt(outcome, reason, round(time.perf_counter() - start, 2), calls)
+
+
+def counted(call: Any, counts: Any) -> Any:
+    """``call``, counting the calls of eager models in ``counts``."""
+    from ..compile.compiled import CompiledModel
+
+    def call_counted(model: Any, inputs: Inputs) -> Any:
+        if not isinstance(model, CompiledModel):
+            counts.eager_runs += 1
+        return call(model, inputs)
+
+    return call_counted
+
+
+def eager_side(request: DiagnosisRequest, build: Any, counts: Any) -> Any:
+    """Eager's half of the item's check (``check.runner.EagerSide``, its float64 runs done), computed once; or the
+    ``CheckResult`` of an eager side that cannot run."""
     import torch
 
-    from ..check.runner import CheckSubject, run_check
-    from ..compile.compiled import CompiledModel
-    from ..compile.isolation import isolated_compile_state
+    from ..check.result import CheckResult
+    from ..check.runner import CheckSubject, observe_eager
     from ..machine import device_scope
+    from .drawn import settled
 
-    selection = selection or request.selection
     device = torch.device(request.device.name)
-    start = time.perf_counter()
-    compiled = None
-    try:
-        with device_scope(request.device), scoped_config(patches), isolated_compile_state() as watcher:
-            compiled = CompiledModel(request.build.make_model(device), selection, watcher)
-            subject = CheckSubject(
-                make_eager=lambda: request.build.make_model(device),
-                model=compiled,
-                inputs=request.build.make_inputs(device),
-                tolerance=request.tolerance,
-                backend=selection.backend,
-                call=call_of(request),
-            )
-            result = run_check(subject)
-        outcome, reason = result.outcome.value, result.reason
-    except Exception as error:
-        outcome, reason = "error", f"building or checking raised {first_line(error)}"
-    calls = compiled.stats.graphs if compiled is not None else 0
-    return Attempt(outcome, reason, round(time.perf_counter() - start, 2), calls)
+    with device_scope(request.device):
+        subject = CheckSubject(
+            make_eager=lambda: build.make_model(device),
+            model=None,
+            inputs=build.make_inputs(device),
+            tolerance=request.tolerance,
+            backend=request.selection.backend,
+            second_opinion=request.second_opinion,
+            call=counted(call_of(request), counts),
+        )
+        side = observe_eager(subject)
+        if isinstance(side, CheckResult):
+            return side
+        side.float64 = settled(side.float64) if request.second_opinion else side.float64
+        side.tf32 = settled(side.tf32)
+    return side

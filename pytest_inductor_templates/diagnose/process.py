@@ -42,6 +42,15 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
+def _keep_log(log: Path, folder: Path) -> None:
+    """The step log beside the repro (``steps.jsonl``: each check, its answer, what it cost, when)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, folder / "steps.jsonl")
+    except OSError:
+        pass
+
+
 def diagnose(request: DiagnosisRequest) -> Diagnosis:
     """Diagnose one failing item within ``request.budget_seconds``; never raises (a failure of the diagnosis
     itself is returned as ``failed``)."""
@@ -109,6 +118,7 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
             elif code != 0:
                 how = f"signal {-code}" if code < 0 else f"exit code {code}"
                 crashed = f"the diagnosis process ended with {how}: {_tail(output)[-300:]}"
+        _keep_log(work / LOG, Path(request.repro_dir))
         return assemble(read_log(work / LOG), time.monotonic() - start, stopped, crashed)
     except Exception as error:
         return Diagnosis(

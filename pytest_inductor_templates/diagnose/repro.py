@@ -1,5 +1,6 @@
 """The standalone repro: the failing Dynamo graph as torch code (torch's ``NNModuleToString``), its inputs saved
-beside it (``inputs.pt``), the item's settings, and ``standalone``'s check. It needs torch alone."""
+beside it (``inputs.pt``), the item's settings, and ``standalone``'s check. It needs torch alone (and, for a backend
+of the user's own, the conftest.py that registers it)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from .capture import CapturedGraph
 HEADER = '''"""Standalone repro of {name}, written by pytest-inductor-templates' diagnosis.
 
 {what}
-Run it with plain python (torch only; inputs.pt must lie beside it): it compiles the graph below with the
-recorded settings from a fresh Inductor cache and compares it with eager.
+Run it with plain python (torch only, and CONFTESTS below; inputs.pt must lie beside it): it compiles the graph
+below with the recorded settings from a fresh Inductor cache and compares it with eager.
 Exit code 0: the fault is gone; 1: the fault is there; 2: the repro itself could not run.
 """
 '''
@@ -34,6 +35,9 @@ PATCHES = {patches!r}  # applied as torch._inductor.config.patch(...) around com
 NO_GRAD = {no_grad!r}  # the item's calls run under torch.no_grad()
 TOLERANCE = {tolerance!r}  # (rtol, atol), or None for torch.testing's per-dtype defaults scaled to each output
 TF32 = {tf32!r}  # torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+SECOND_OPINION = {second_opinion!r}  # False: an output beyond the tolerance fails, no float64 run asked
+BACKEND = {backend!r}  # torch.compile's backend
+CONFTESTS = {conftests!r}  # files run first: they register BACKEND (a backend of the user's own)
 
 
 def main():
@@ -42,6 +46,10 @@ def main():
 
     try:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = TF32
+        for path in CONFTESTS:
+            import runpy
+
+            runpy.run_path(path)
         here = os.path.dirname(os.path.abspath(__file__))
         inputs = torch.load(os.path.join(here, "inputs.pt"), weights_only=True)
         module = Repro()
@@ -49,7 +57,7 @@ def main():
         traceback.print_exc()
         print("the repro could not run")
         return 2
-    code, message = check(module, inputs, OPTIONS, PATCHES, NO_GRAD, TOLERANCE)
+    code, message = check(module, inputs, OPTIONS, PATCHES, NO_GRAD, TOLERANCE, SECOND_OPINION, BACKEND)
     print(message)
     return code
 
@@ -80,6 +88,9 @@ def write_repro(
     patches: dict[str, Any],
     no_grad: bool,
     tolerance: tuple[float, float] | None,
+    second_opinion: bool = True,
+    backend: str = "inductor",
+    conftests: list[str] | None = None,
 ) -> Path | None:
     """``directory/repro.py`` and ``directory/inputs.pt``; None when the graph cannot be written as torch code."""
     import torch
@@ -100,6 +111,9 @@ def write_repro(
             no_grad=no_grad,
             tolerance=tolerance,
             tf32=(torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32),
+            second_opinion=second_opinion,
+            backend=backend,
+            conftests=conftests or [],
         )
     )
     path = directory / "repro.py"

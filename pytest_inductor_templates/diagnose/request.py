@@ -12,6 +12,7 @@ from ..check.inputs import Inputs
 from ..check.tolerances import Tolerance
 from ..machine import Device
 from ..templates.selection import Selection
+from ..timing.host_lock import Sharing
 
 DIAGNOSED = ("accuracy_fail", "compile_fail", "runtime_fail")
 
@@ -64,6 +65,17 @@ class DiagnosisRequest:
     no_grad: bool = True  # the item's calls run under torch.no_grad() (samples do; inductor_check calls do not)
     sys_path: list[str] = field(default_factory=lambda: list(sys.path))  # for the child, to unpickle user classes
     name: str = "item"  # the item, for messages
+    # judged as the item was judged
+    second_opinion: bool = (
+        True  # the float64 second opinion of an output beyond its tolerance (--inductor-second-opinion)
+    )
+    tf32: str | None = None  # the TF32 mode the item ran in (--inductor-tf32), None: torch's flags as they are
+    conftests: list[tuple[str, str]] = field(default_factory=list)  # (module, file) of the item process's conftest.py
+    # files, imported by the diagnosis's processes (backends and templates they register)
+    reason: str | None = None  # the item's own failure (its reason): the reproduce step, without compiling again
+    # (None: the diagnosis checks once itself, with a fresh cache)
+    host_lock: Sharing | None = None  # the session's work/timing lock, taken per check by the diagnosis's processes
+    processes: int = 2  # at most this many processes run independent bisector checks at once (and no more than CPUs)
 
 
 @dataclass
@@ -83,3 +95,4 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)  # e.g. "does not fail with a fresh cache"
     steps: list[dict[str, Any]] = field(default_factory=list)  # the child's step log, record by record
     seconds: float = 0.0
+    counts: dict[str, int] = field(default_factory=dict)  # draws, eager_runs, compiles, checks, skipped_checks

@@ -98,21 +98,11 @@ def _restored_configs() -> Iterator[None]:
                     setattr(config, key, before[key])
 
 
-def current_step() -> dict[str, Any]:
-    """Where the bisector is: its backend, subsystem and run state."""
-    from torch._inductor.compiler_bisector import CompilerBisector
-
-    backend, subsystem = CompilerBisector.get_backend(), CompilerBisector.get_subsystem()
-    run_state = CompilerBisector.get_run_state(backend, subsystem) if backend and subsystem else None
-    return {"backend": backend, "subsystem": subsystem, "run_state": run_state}
-
-
-def find_stage(fails: Callable[[bool], bool | None], log: StepLog, temp_root: str | None = None) -> StageResult:
-    """Bisect with ``fails(options_as_patches)`` as the check ("does it still fail?"; its argument is True at the
-    inductor stage where the plugin's backend cannot be kept, so the template's options must be applied as a
-    scoped config patch). A check that cannot run (None, or a raise: the bisector's own change broke the build,
-    as its ``cse`` change does on torch 2.13) names no culprit: at a stage it counts as passing, under a
-    subsystem's change as still failing. Each check is logged; never raises."""
+def find_stage(fails: Callable[[], bool | None], log: StepLog, temp_root: str | None = None) -> StageResult:
+    """Bisect with ``fails()`` answering the bisector's current question ("does it still fail?";
+    ``bisect.Answers``). A check that cannot run (None, or a raise: the bisector's own change broke the build, as
+    its ``cse`` change does on torch 2.13) names no culprit: at a stage it counts as passing, under a subsystem's
+    change as still failing. Never raises."""
     from torch._inductor import config
     from torch._inductor.compiler_bisector import CompilerBisector
 
@@ -122,16 +112,14 @@ def find_stage(fails: Callable[[bool], bool | None], log: StepLog, temp_root: st
     keep = keeps_custom_backend()
 
     def good() -> bool:  # the bisector's fn: True when the fault is gone; never raises
-        where = current_step()
+        subsystem = CompilerBisector.get_subsystem()
         try:
-            failing = fails(not keep and where["backend"] == "inductor")
+            failing = fails()
         except BaseException as error:  # a raise would leave the bisector enabled
-            log.write("bisect_check", **where, failing=None, error=first_line(error))
+            log.write("bisect_check", subsystem=subsystem, failing=None, error=first_line(error))
             failing = None
-        else:
-            log.write("bisect_check", **where, failing=failing)
         if failing is None:  # could not run: a stage did not show the fault, a subsystem's change fixed nothing
-            return not where["subsystem"]
+            return not subsystem
         return not failing
 
     state_dir = tempfile.mkdtemp(prefix="bisect-", dir=temp_root)

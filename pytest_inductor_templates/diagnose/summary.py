@@ -22,9 +22,21 @@ def assemble(
     diagnosis = Diagnosis(summary="", seconds=round(seconds, 1), steps=records)
     first = _last(records, "reproduce")
     errors = [r for r in records if r.get("step") in ("error", "crash")]
+    if (counted := _last(records, "counts")) is not None:
+        diagnosis.counts = {k: v for k, v in counted.items() if k not in ("step", "at")}
+    if (conftest := _last(records, "conftest")) is not None:
+        diagnosis.notes.append("conftest.py could not be imported: " + "; ".join(conftest["failed"]))
+    if (cannot := _last(records, "cannot")) is not None:
+        diagnosis.failed = diagnosis.summary = f"diagnosis failed: {cannot['why']}"
+        return diagnosis
     if first is not None and not first.get("failing"):
+        why = first["reason"].splitlines()[0][:300] if first.get("reason") else ""
         diagnosis.notes.append(f"does not fail with a fresh cache: it ends {first['outcome']} ({first['reason']})")
-        diagnosis.summary = f"not reproduced with a fresh Inductor cache: {first['outcome']}"
+        diagnosis.summary = f"not reproduced with a fresh Inductor cache: {first['outcome']}" + (
+            f" ({why})" if why else ""
+        )
+        if conftest is not None:
+            diagnosis.summary += "; " + diagnosis.notes[-2]
         return _finish(diagnosis, errors, stopped, crashed, records)
     if (found := _last(records, "stage")) is not None:
         diagnosis.stage = found["describe"]

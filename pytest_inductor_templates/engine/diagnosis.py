@@ -1,25 +1,91 @@
-"""The step after a failed check: diagnose the cell (``diagnose``), where it lives, without changing its verdict."""
+"""The step after a failed check: diagnose the cell (``diagnose``), where it lives, without changing its verdict;
+and the run's diagnoses kept within their cap and budget (``RunLedger``), counted across the run's processes."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..diagnose import DIAGNOSED, Diagnosis, DiagnosisRequest, ModelBuilder, diagnose
 from ..machine import Device
 from ..templates.selection import Selection
+from ..timing import host_lock
 from ..tolerance import Tolerance
-from .cell import Verdict
+from .cell import CheckPolicy, Verdict
+
+LEDGER = "inductor-diagnoses.json"
+
+
+@dataclass(frozen=True)
+class RunLedger:
+    """The run's diagnoses so far, in a file every process of the run shares (pytest-xdist's workers too): at
+    most ``most`` diagnoses, and at most ``budget`` seconds of them in all (None: no run budget). A diagnosis
+    reserves its budget when it starts, and gives back what it did not use when it ends."""
+
+    path: Path
+    most: int
+    budget: float | None = None
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, float]]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if host_lock.available():  # no fcntl (Windows): one process's count
+                import fcntl
+
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            text = os.read(fd, 1 << 16).decode() or "{}"
+            state = {"claimed": 0, "reserved": 0.0, "spent": 0.0, **json.loads(text)}
+            yield state
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps(state).encode())
+        finally:
+            os.close(fd)  # releases the lock
+
+    def claim(self, seconds: float) -> float | str:
+        """The seconds the next diagnosis may take (``seconds``, or what is left of the run's budget), reserved;
+        or why it is not diagnosed."""
+        with self._locked() as state:
+            if state["claimed"] >= self.most:
+                return f"--inductor-diagnose-max ({self.most}) reached in this run"
+            if self.budget is not None:
+                left = self.budget - state["spent"] - state["reserved"]
+                if left < 1.0:
+                    return f"the run's diagnosis budget (--inductor-diagnose-run-budget {self.budget:g} s) is spent"
+                seconds = min(seconds, left)
+            state["claimed"] += 1
+            state["reserved"] += seconds
+            return seconds
+
+    def spend(self, reserved: float, seconds: float) -> None:
+        """A diagnosis that reserved ``reserved`` seconds took ``seconds``."""
+        with self._locked() as state:
+            state["reserved"] = max(0.0, state["reserved"] - reserved)
+            state["spent"] += seconds
+
+    def spent(self) -> float:
+        with self._locked() as state:
+            return float(state["spent"])
 
 
 @dataclass(frozen=True)
 class DiagnosisPlan:
-    """How long one diagnosis may take, and the folder its repro goes in."""
+    """How long one diagnosis may take, the folder its repro goes in, and what its process loads."""
 
     budget_seconds: float
     repro_dir: Path
     name: str  # the item, for messages
+    conftests: list[tuple[str, str]] = field(default_factory=list)  # the item's process's conftest.py files
+    processes: int = 2  # at most this many processes for independent bisector checks
+    ledger: RunLedger | None = None  # the run's ledger, told what the diagnosis took
+    refused: str | None = None  # why the item is not diagnosed (the run's cap or budget), or None
 
 
 def needs_diagnosis(verdict: Verdict) -> bool:
@@ -35,13 +101,22 @@ def diagnose_cell(
     verdict: Verdict,
     plan: DiagnosisPlan,
     no_grad: bool,
+    policy: CheckPolicy,
 ) -> Diagnosis:
-    """Where and why the cell's check failed, from fresh models made by ``build``; never raises."""
+    """Where and why the cell's check failed, judged as the check judged (``policy``: its second opinion and TF32
+    mode; ``tolerance``), from copies of one draw of ``build``; never raises. The host's work lock is taken by
+    the diagnosis per check, not for all of it."""
+    if plan.refused is not None:
+        return Diagnosis(f"not diagnosed: {plan.refused}", notes=[plan.refused])  # report.records.NOT_RUN
     request = DiagnosisRequest(
         build, selection, device, verdict.result.outcome.value, plan.repro_dir, tolerance, plan.budget_seconds,
-        no_grad, name=plan.name,
+        no_grad, name=plan.name, second_opinion=policy.second_opinion, tf32=policy.tf32, conftests=plan.conftests,
+        reason=verdict.result.reason, host_lock=host_lock.sharing(), processes=plan.processes,
     )  # fmt: skip
-    return diagnose(request)
+    diagnosis = diagnose(request)
+    if plan.ledger is not None:
+        plan.ledger.spend(plan.budget_seconds, diagnosis.seconds)
+    return diagnosis
 
 
 def repro_folder(root: Path, nodeid: str) -> Path:

@@ -103,9 +103,9 @@ class PreparedTriple:
         if self.diagnosis is None:
             assert self.verdict is not None
             tolerance = self.sample.tolerance or self.tolerance
-            with host_lock.work():  # a diagnosis compiles, in a child process
-                self.diagnosis = diagnose_cell(self.sample, self.case.selection, self.case.device, tolerance,
-                                               self.verdict, plan, no_grad=True)  # fmt: skip
+            # in a child process, which holds the host's work lock per check (not for the whole diagnosis)
+            self.diagnosis = diagnose_cell(self.sample, self.case.selection, self.case.device, tolerance,
+                                           self.verdict, plan, no_grad=True, policy=self.policy)  # fmt: skip
         return self.diagnosis
 
     def fresh_eager(self) -> Any:

@@ -4,6 +4,7 @@ state in ``config.stash``: the options, the timing policy, the thread scope and 
 from __future__ import annotations
 
 import sys
+import tempfile
 import types
 from dataclasses import dataclass
 from functools import cached_property
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from ..engine.cell import CheckPolicy, Verdict
-from ..engine.diagnosis import DiagnosisPlan, needs_diagnosis, repro_folder
+from ..engine.diagnosis import LEDGER, DiagnosisPlan, RunLedger, needs_diagnosis, repro_folder
 from ..engine.triples import TripleCache
 from ..integrations.auto_workers import AutoWorkers
 from ..integrations.benchmark import timing_switched_off_by, user_chose_timer
@@ -289,8 +290,8 @@ class PluginState:
     timing: TimingPolicy
     threads: ThreadScope
     resolved: InductorSession | None = None
-    diagnosed: int = 0  # diagnoses asked for so far (at most --inductor-diagnose-max)
     auto_workers: AutoWorkers | None = None  # how -n auto was sized, when the plugin sized it
+    own_ledger: Path | None = None  # the diagnosis ledger's folder where pytest keeps no temporary folder
 
     def time_for_workers(self, workers: int) -> None:
         """In pytest-xdist's controller of ``workers``: the timing policy they run with (their share of the CPUs),
@@ -306,13 +307,30 @@ class PluginState:
         return self.resolved
 
     def diagnosis_plan(self, item: pytest.Item, verdict: Verdict) -> DiagnosisPlan | None:
-        """The plan of a diagnosis of ``item``'s failed check, counted against the run's cap; None when the check
-        did not fail, diagnoses are off, or the cap is reached."""
-        if not (self.options.diagnose and needs_diagnosis(verdict)) or self.diagnosed >= self.options.diagnose_max:
+        """The plan of a diagnosis of ``item``'s failed check, counted against the run's cap and budget (in the
+        run's ledger, which every xdist worker shares; a plan past them says why it is refused); None when the
+        check did not fail or diagnoses are off."""
+        if not (self.options.diagnose and needs_diagnosis(verdict)):
             return None
-        self.diagnosed += 1
+        ledger = self.ledger()
+        granted = ledger.claim(self.options.diagnose_budget)
         folder = repro_folder(self.options.repro_dir, item.nodeid)
-        return DiagnosisPlan(self.options.diagnose_budget, folder, item.nodeid)
+        budget, refused = (granted, None) if isinstance(granted, float) else (0.0, granted)
+        processes = self.options.diagnose_processes
+        return DiagnosisPlan(budget, folder, item.nodeid, conftest_modules(self.config), processes,
+                             ledger if refused is None else None, refused)  # fmt: skip
+
+    def ledger(self) -> RunLedger:
+        """The run's diagnosis ledger, in the run's temporary folder (pytest-xdist's controller's: its workers'
+        folders lie inside it)."""
+        factory = getattr(self.config, "_tmp_path_factory", None)  # absent under -p no:tmpdir: this process's count
+        if factory is not None:
+            base = factory.getbasetemp()
+            run = base.parent if hasattr(self.config, "workerinput") else base
+        else:
+            self.own_ledger = self.own_ledger or Path(tempfile.mkdtemp(prefix="inductor-diagnoses-"))
+            run = self.own_ledger
+        return RunLedger(run / LEDGER, self.options.diagnose_max, self.options.diagnose_run_budget)
 
 
 STATE_KEY = pytest.StashKey[PluginState]()

@@ -140,7 +140,7 @@ def subject_of(
             except Exception as error:  # a lambda, a local class: no copy can reach another process
                 why = f"the model cannot be pickled for the diagnosis's process: {type(error).__name__}: {error}"
                 return Diagnosis(f"diagnosis failed: {why}", failed=why)
-            return diagnose_cell(build, case.selection, case.device, tolerance, verdict, plan, no_grad=False)
+            return diagnose_cell(build, case.selection, case.device, tolerance, verdict, plan, False, state.policy)
 
         return diagnosis
 

@@ -12,7 +12,7 @@ import pytest
 
 from ..record import ItemRecord
 from ..runs.results_file import ResultsWriter
-from .records import counted, first_line
+from .records import counted, diagnosis_seconds, first_line
 
 TERMINATED = "terminated by SIGTERM"
 NOTHING_FAILED = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -83,4 +83,6 @@ class RecordBook:
             interrupted = self.interrupted or (
                 "pytest ended with an internal error" if exitstatus == pytest.ExitCode.INTERNAL_ERROR else None
             )
-            self.results.end(int(exitstatus), interrupted is None, left_out, interrupted)
+            self.results.end(
+                int(exitstatus), interrupted is None, left_out, interrupted, diagnosis_seconds(self.records)
+            )

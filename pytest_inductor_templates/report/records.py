@@ -175,6 +175,9 @@ def write_diagnosis(record: ItemRecord, diagnosis: Diagnosis) -> None:
     )  # fmt: skip
     record.diagnosis_kind, record.diagnosis_figures, record.repro = diagnosis.kind, diagnosis.figures, diagnosis.repro
     record.diagnosis_seconds = round(diagnosis.seconds, 1)
+    record.diagnosis_draws = diagnosis.counts.get("draws")
+    record.diagnosis_eager_runs = diagnosis.counts.get("eager_runs")
+    record.diagnosis_compiles = diagnosis.counts.get("compiles")
 
 
 def start(item: pytest.Item, record: ItemRecord) -> None:
@@ -214,6 +217,32 @@ def end(item: pytest.Item, record: ItemRecord, verdict: Verdict) -> None:
     diagnosed = f"\ndiagnosis: {record.diagnosis}" + (f"\nrepro: python {record.repro}" if record.repro else "")
     pytest.fail(f"{result.outcome.value}: {result.details or result.reason}" + (diagnosed if record.diagnosis else ""),
                 pytrace=False)  # fmt: skip
+
+
+NOT_RUN = "not diagnosed:"  # a diagnosis refused by the run's cap or budget
+
+
+def _diagnoses(records: list[ItemRecord]) -> list[ItemRecord]:
+    """One record per diagnosis that ran (a sample's check and bench items share their triple's)."""
+    ran = [r for r in records if r.diagnosis_seconds is not None and not (r.diagnosis or "").startswith(NOT_RUN)]
+    return list({(r.sample, r.template, r.device): r for r in ran}.values())
+
+
+def diagnosis_seconds(records: list[ItemRecord]) -> float | None:
+    """What the run's diagnoses took in all, or None where none ran."""
+    ran = _diagnoses(records)
+    return round(sum(r.diagnosis_seconds or 0.0 for r in ran), 1) if ran else None
+
+
+def diagnosis_total(records: list[ItemRecord]) -> str:
+    """The line under the diagnoses: how many ran and what they took and cost in all."""
+    ran = _diagnoses(records)
+    compiles = sum(r.diagnosis_compiles or 0 for r in ran)
+    draws = sum(r.diagnosis_draws or 0 for r in ran)
+    return (
+        f"{len(ran)} diagnoses took {diagnosis_seconds(records) or 0:g} s in all ({draws} draws, {compiles} compiles;"
+        " --inductor-diagnose-run-budget bounds a run's)"
+    )
 
 
 def counted(report: pytest.TestReport) -> bool:

@@ -13,7 +13,7 @@ from ..outcomes import SHORT_NAMES, Outcome
 from ..record import EAGER, ItemRecord, geomean
 from ..tables import memory_cell, plural, render, speedup_cell, times
 from .book import RecordBook
-from .records import CHECK_ENDED, matrix_params
+from .records import CHECK_ENDED, diagnosis_total, matrix_params
 
 VERDICTS = ("effect", "no effect", "not observed")
 SPEEDUP_TITLE = "speedup over eager (median of paired rounds, ±half-width of its 95% interval)"
@@ -207,6 +207,7 @@ class TerminalSummary:
                 repro = f"; repro: python {r.repro}" if r.repro else ""
                 took = f" ({r.diagnosis_seconds:g} s)" if r.diagnosis_seconds is not None else ""
                 terminalreporter.write_line(f"{r.nodeid}: {r.diagnosis}{took}{repro}")
+            terminalreporter.write_line(diagnosis_total(records))
         uncompared = [r for r in checked if r.uncompared]
         if uncompared:
             section("-", "passed with nothing compared in some output")

@@ -2,7 +2,7 @@
 
     {"inductor_templates_results": 1, "format": 4, "started": "...", "argv": [...], "machine_info": {...}}
     {"record": {...}}                      one line per item, written and flushed when its report arrives
-    {"end": {"exitstatus": 0, "complete": true, "finished": "...", "left_out": [...]}}
+    {"end": {"exitstatus": 0, "complete": true, "finished": "...", "left_out": [...], "diagnosis_seconds": 61.2}}
 
 A run cut short (a crash of pytest itself, a kill, SIGTERM, SIGINT) leaves every line written so far, and
 no end line or one with ``complete`` false: readers call that run partial. Unlike pytest-benchmark's JSON,
@@ -49,9 +49,19 @@ class ResultsWriter:
     def add(self, record: ItemRecord) -> None:
         self._write({"record": record.to_dict()})
 
-    def end(self, exitstatus: int, complete: bool, left_out: list[tuple[str, str]], why: str | None = None) -> None:
-        """The last line; ``complete`` False (with ``why``) for a run that was interrupted."""
+    def end(
+        self,
+        exitstatus: int,
+        complete: bool,
+        left_out: list[tuple[str, str]],
+        why: str | None = None,
+        diagnosis_seconds: float | None = None,
+    ) -> None:
+        """The last line; ``complete`` False (with ``why``) for a run that was interrupted; the seconds the run's
+        diagnoses took in all, where it diagnosed any."""
         end: dict[str, Any] = {"exitstatus": exitstatus, "complete": complete, "finished": _now()}
+        if diagnosis_seconds is not None:
+            end["diagnosis_seconds"] = diagnosis_seconds
         if why:
             end["interrupted"] = why
         if left_out:

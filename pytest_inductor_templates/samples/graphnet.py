@@ -313,6 +313,11 @@ class GraphNetSample(Sample):
             setattr(graph, WEIGHTS_AS_INPUTS, sum(is_weight(name) for name in names))
         return graph.eval()
 
+    def register_modules(self, device: Any) -> None:
+        """Load ``model.py``'s modules for ``device`` into ``sys.modules``, drawing nothing: a model saved with
+        ``torch.save`` unpickles in another process once its class can be found there."""
+        self._graph(device)
+
     def make_model(self, device: Any) -> Any:
         """The graph; with ``parameters``, holding its weights (drawn as ``make_inputs`` draws them with ``inputs``:
         the same values in both modes) on ``device`` as its own parameters and buffers, under their Dynamo names."""

@@ -189,3 +189,8 @@ def timing(device_type: str) -> contextlib.AbstractContextManager[None]:
     """Around a timing on ``device_type`` (``cpu``, ``cuda``): alone on its device and beside no work, when this
     process shares a lock."""
     return _active.timing(device_type) if _active is not None else contextlib.nullcontext()
+
+
+def sharing() -> Sharing | None:
+    """How this process shares the host (None: with nobody), to hand to a process it starts for its work."""
+    return _active.sharing if _active is not None else None

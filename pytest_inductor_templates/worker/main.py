@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import faulthandler
-import importlib.util
 import os
 import signal
 import sys
@@ -22,6 +21,7 @@ import traceback
 from .. import phases
 from ..compile.failures import first_line
 from ..compile.pool import start_compile_pool, wait_for_compile_pool
+from ..conftest_files import import_conftests
 from ..engine.triples import TripleCache
 from ..machine import Device
 from ..timing import host_lock
@@ -104,25 +104,6 @@ class Server:
         return p.Ran(dataclasses.replace(cell, verdict=verdict, stats=stats))
 
 
-def _import_conftests(conftests: list[tuple[str, str]]) -> list[str]:
-    """Import the session's conftest.py files (backends and settings they register at import exist here
-    too); returns a warning for each that failed."""
-    warnings = []
-    for name, path in conftests:
-        if name in sys.modules:
-            continue
-        try:
-            spec = importlib.util.spec_from_file_location(name, path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        except Exception as error:
-            sys.modules.pop(name, None)
-            warnings.append(f"{path}: {first_line(error)}")
-    return warnings
-
-
 def _watch_parent(parent: int) -> None:
     """Exit when the pytest process is gone (killed without stopping this worker)."""
 
@@ -147,7 +128,7 @@ def main() -> int:
     host_lock.use(hello.host_lock, settle=wait_for_compile_pool)
     with host_lock.work():  # importing torch takes the CPU as a compile does
         sys.path[:] = hello.sys_path
-        warnings = _import_conftests(hello.conftests)
+        warnings = import_conftests(hello.conftests)
         import torch  # ready before the first request, whose timeout should not pay for it
         import torch._dynamo
 

@@ -1,0 +1,341 @@
+"""The bisector's questions answered at the least cost, in torch's order: ``CompilerBisector.do_bisect`` asks them
+one by one (``stage.find_stage``) and ``Answers`` answers each
+
+- from the item's own result (the inductor stage fails: the item has just failed there),
+- without compiling, where the check cannot change the answer (``skips``: the CUDA-graph switch of a template
+  with no CUDA graphs, the random-op fallback of a graph with no random operators, the layout switch of a graph
+  without convolutions, precision casts of a graph without float16 or bfloat16, stride padding on the CPU),
+- else by a check in the asking process, while helper processes (``helper_main``), each with a bisector state of
+  its own set to its question's, answer the questions torch may ask next (the later stages, the later subsystems'
+  switches, both halves of a bisection step); an answer a helper has, or is working on, is taken from it.
+
+torch still asks in its order and stops at its first answer, so the answer is the serial one; the processes in
+all are at most ``DiagnosisRequest.processes`` and the usable CPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .steplog import StepLog
+
+HELPER_BOOT = "import sys; from pytest_inductor_templates.diagnose.bisect import helper_main; helper_main(sys.argv[1])"
+RANDOM_SUBSYSTEM = "inductor_fallback_random"
+CUDAGRAPHS_SUBSYSTEM = "cudagraphs"
+PADDING_SUBSYSTEM = "inductor_comprehensive_padding"
+LAYOUT_SUBSYSTEM = "inductor_layout_optimization"
+CASTS_SUBSYSTEM = "inductor_emulate_precision_casts"
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question of the bisector: does it still fail at ``backend`` with ``subsystem`` in ``run_state``
+    (over the application range ``low``..``high`` while bisecting)?"""
+
+    backend: str
+    subsystem: str | None = None
+    run_state: str | None = None
+    low: int | None = None
+    high: int | None = None
+
+    @classmethod
+    def now(cls) -> Question:
+        """The question the bisector is asking in this process."""
+        from torch._inductor.compiler_bisector import CompilerBisector
+
+        backend, subsystem = CompilerBisector.get_backend(), CompilerBisector.get_subsystem()
+        assert backend is not None
+        state = CompilerBisector.get_run_state(backend, subsystem) if subsystem else None
+        low = high = None
+        if state == "bisect":
+            low, high = CompilerBisector.get_bisect_range(backend, subsystem)  # type: ignore[arg-type]
+        return cls(backend, subsystem, state, low, high)
+
+    def next_questions(self) -> list[Question]:
+        """Questions torch may ask next that need nothing this one finds out, in its order: the later stages
+        after a stage, the later switches after a subsystem's switch (if this one does not end the search), and
+        both halves of a bisection step's range (one of them is asked next)."""
+        from torch._inductor.compiler_bisector import BACKENDS
+
+        if self.subsystem is None:
+            later = list(BACKENDS)[list(BACKENDS).index(self.backend) + 1 :]
+            return [Question(b) for b in later]
+        if self.run_state == "bisect" and self.low is not None and self.high is not None:
+            middle = (self.low + self.high) // 2
+            halves = [(self.low, middle), (middle + 1, self.high)]
+            return [Question(self.backend, self.subsystem, "bisect", a, b) for a, b in halves if a < b]
+        if self.run_state != "test_disable":
+            return []
+        names = [s.name for s in BACKENDS[self.backend]]
+        return [Question(self.backend, n, "test_disable") for n in names[names.index(self.subsystem) + 1 :]]
+
+
+def skips(cudagraphs: bool, device_type: str, facts: Any) -> dict[str, str]:
+    """The switches that cannot change the answer, with why (``facts``: ``capture.GraphFacts``, or None when the
+    graphs could not be read: then only the CUDA-graph switch is judged)."""
+    from torch._inductor import config
+
+    found = {}
+    if not cudagraphs:
+        found[CUDAGRAPHS_SUBSYSTEM] = "the template runs no CUDA graphs"
+    if device_type == "cpu" and getattr(config, "disable_padding_cpu", False):
+        found[PADDING_SUBSYSTEM] = "Inductor pads no strides on the CPU (disable_padding_cpu)"
+    if facts is None:
+        return found
+    if not facts.random_ops:
+        found[RANDOM_SUBSYSTEM] = "the graph has no random operators"
+    if not facts.convolutions:
+        found[LAYOUT_SUBSYSTEM] = "the graph has no convolution (layout optimization acts on convolutions)"
+    if not facts.low_precision:
+        found[CASTS_SUBSYSTEM] = "the graph computes no float16 or bfloat16 (precision casts act on those)"
+    return found
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class Helpers:
+    """Helper processes of the diagnosis, each answering one question at a time with its own bisector state."""
+
+    def __init__(self, work: Path, count: int, log: StepLog, counts: Any, boot: str = HELPER_BOOT) -> None:
+        self.log = log
+        self.counts = counts  # drawn.Counts of the asking process: every helper's work is added to it
+        self.processes: list[subprocess.Popen[bytes]] = []
+        for _ in range(count):
+            process = subprocess.Popen(
+                [sys.executable, "-c", boot, str(work)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None,  # into the diagnosis's output
+            )
+            self.processes.append(process)
+        self.idle: list[subprocess.Popen[bytes]] = []
+        self.starting = list(self.processes)
+        self.running: dict[int, tuple[subprocess.Popen[bytes], Question]] = {}
+        self.queue: list[Question] = []
+        self.answers: dict[Question, dict[str, Any]] = {}
+
+    def wait_ready(self) -> None:
+        """Until every helper has started (or ended), for a caller that would rather wait than check alone."""
+        while self.starting:
+            self._read(5.0)
+
+    def offer(self, questions: list[Question]) -> None:
+        """Queue ``questions`` (in order) for idle helpers, instead of what was queued before: those may no
+        longer be asked."""
+        self._read(0.0)
+        done = {q for _, q in self.running.values()} | set(self.answers)
+        self.queue = [q for q in dict.fromkeys(questions) if q not in done]
+        self._dispatch()
+
+    def take(self, question: Question) -> dict[str, Any] | None:
+        """The helpers' answer to ``question``, waited for when one of them is on it; None when none is (then
+        it is dropped from their queue: the asking process answers it)."""
+        self._read(0.0)
+        if question in self.queue:
+            self.queue.remove(question)
+        while question not in self.answers and any(q == question for _, q in self.running.values()):
+            self._read(5.0)
+        return self.answers.get(question)
+
+    def _dispatch(self) -> None:
+        while self.idle and self.queue:
+            helper, question = self.idle.pop(), self.queue.pop(0)
+            assert helper.stdin is not None
+            try:
+                helper.stdin.write((json.dumps(asdict(question)) + "\n").encode())
+                helper.stdin.flush()
+            except OSError:  # it ended: it is not used again
+                self.queue.insert(0, question)
+                continue
+            self.running[helper.pid] = (helper, question)
+
+    def _read(self, timeout: float) -> None:
+        """Take in what the helpers have said within ``timeout`` seconds: ready, or an answer."""
+        waiting = {p.stdout.fileno(): p for p in [*self.starting, *(h for h, _ in self.running.values())]}  # type: ignore[union-attr]
+        if not waiting:
+            return
+        ready, _, _ = select.select(list(waiting), [], [], timeout)
+        for fd in ready:
+            helper = waiting[fd]
+            assert helper.stdout is not None
+            line = helper.stdout.readline()
+            if helper in self.starting:
+                self.starting.remove(helper)
+                if line:
+                    self.idle.append(helper)
+                    self.log.write("helper", pid=helper.pid, **json.loads(line))
+                continue
+            _, question = self.running.pop(helper.pid)
+            if not line:  # the helper died: its question could not be answered there
+                self.answers[question] = {"failing": None, "error": f"a helper process ended ({helper.wait()})"}
+                continue
+            self.answers[question] = json.loads(line)
+            self.counts.add(self.answers[question].pop("counts", {}))
+            self.idle.append(helper)
+        self._dispatch()
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+
+
+class Answers:
+    """``fails(question)`` for the bisector (True: still fails; None: the check could not run), at the least cost;
+    every answer is logged as a ``bisect_check``."""
+
+    def __init__(
+        self,
+        check: Callable[[], bool | None],
+        log: StepLog,
+        skipped: dict[str, str],
+        reproduced: str | None,
+        helpers: Helpers | None,
+        counts: Any,
+    ) -> None:
+        self.check = check  # the check in this process, under the bisector's state here
+        self.log = log
+        self.skipped = skipped
+        self.reproduced = reproduced  # the item's own failure, or None
+        self.helpers = helpers
+        self.counts = counts
+        self.known: dict[Question, bool | None] = {}  # torch asks some again (each later switch after a stage's
+        # subsystems fixed nothing): the same answer, not checked again
+
+    def _free(self, question: Question) -> str | None:
+        """Why ``question`` needs no check, or None."""
+        if question.run_state == "test_disable" and question.subsystem in self.skipped:
+            return self.skipped[question.subsystem]  # type: ignore[index]
+        if question.backend == "inductor" and question.subsystem is None and self.reproduced is not None:
+            return "the item's own check failed there"
+        return None
+
+    def __call__(self) -> bool | None:
+        question = Question.now()
+        if question not in self.known:
+            self.known[question] = self._answer(question)
+        return self.known[question]
+
+    def _answer(self, question: Question) -> bool | None:
+        from torch._inductor.compiler_bisector import CompilerBisector
+
+        where = {"backend": question.backend, "subsystem": question.subsystem, "run_state": question.run_state}
+        if (why := self._free(question)) is not None:
+            self.counts.skipped_checks += 1
+            self.log.write("bisect_check", **where, failing=True, answered=why)
+            return True
+        answer = None
+        if self.helpers is not None:
+            self.helpers.offer([q for q in question.next_questions() if q not in self.known and not self._free(q)])
+            answer = self.helpers.take(question)
+        if answer is None:
+            return self._here(question, where)
+        if answer.get("range") is not None:  # find_max_bounds: the range the helper's compile counted
+            CompilerBisector.update_bisect_range(question.backend, question.subsystem, *answer["range"])
+        if answer.get("debug_info"):  # the last bisection steps: what each application was
+            path = os.path.join(
+                CompilerBisector.get_dir(), question.backend, f"{question.subsystem}_call_counter_debug_info.txt"
+            )
+            CompilerBisector.write_lines_to_file(path, answer["debug_info"], append=True)
+        fields = {k: answer.get(k) for k in ("error", "seconds", "pid") if answer.get(k) is not None}
+        self.log.write("bisect_check", **where, failing=answer.get("failing"), **fields)
+        return answer.get("failing")
+
+    def _here(self, question: Question, where: dict[str, Any]) -> bool | None:
+        from ..compile.failures import first_line
+
+        try:
+            failing = self.check()
+        except BaseException as error:  # a raise would leave the bisector enabled
+            self.log.write("bisect_check", **where, failing=None, error=first_line(error))
+            return None
+        self.log.write("bisect_check", **where, failing=failing)
+        return failing
+
+
+def answer_here(question: Question, check: Callable[[], bool | None], scratch: str) -> dict[str, Any]:
+    """Run ``check`` under a bisector state of this process's own, set to ``question``; what the bisector's
+    files learnt that the asking process needs (the range found, the applications' debug info)."""
+    import shutil
+    import tempfile
+
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    from ..compile.failures import first_line
+
+    state = tempfile.mkdtemp(prefix="bisect-", dir=scratch)
+    CompilerBisector.in_process_cache, CompilerBisector.bisection_enabled = state, True
+    answer: dict[str, Any] = {"pid": os.getpid()}
+    start = time.monotonic()
+    try:
+        backend, subsystem = question.backend, question.subsystem
+        CompilerBisector.update_bisect_status(backend, subsystem or "")
+        if subsystem is not None and question.run_state is not None:
+            CompilerBisector.update_run_state(
+                backend, CompilerBisector.get_subsystem_object(backend, subsystem), question.run_state
+            )
+            if question.run_state == "bisect":
+                CompilerBisector.update_bisect_range(backend, subsystem, question.low, question.high)  # type: ignore[arg-type]
+        CompilerBisector.reset_counters()
+        try:
+            answer["failing"] = check()
+        except BaseException as error:
+            answer["failing"], answer["error"] = None, first_line(error)
+        if subsystem is not None and question.run_state == "find_max_bounds":
+            try:
+                answer["range"] = list(CompilerBisector.get_bisect_range(backend, subsystem))
+            except RuntimeError:  # nothing was applied: the range was never set
+                answer["range"] = [0, 0]
+        if subsystem is not None and question.run_state == "bisect":
+            path = os.path.join(CompilerBisector.get_dir(), backend, f"{subsystem}_call_counter_debug_info.txt")
+            answer["debug_info"] = CompilerBisector.read_lines_from_file(path)
+    finally:
+        CompilerBisector.in_process_cache, CompilerBisector.bisection_enabled = None, False
+        shutil.rmtree(state, ignore_errors=True)
+    answer["seconds"] = round(time.monotonic() - start, 2)
+    return answer
+
+
+def private_stdout() -> Any:
+    """A copy of stdout for the replies; stdout itself then goes to stderr (what imports and compiles print)."""
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return replies
+
+
+def serve(check: Callable[[Question], bool | None], counts: Any, scratch: str, replies: Any) -> None:
+    """Answer questions from stdin, one JSON line each, on ``replies``: ready first, then each answer with what
+    it cost."""
+    replies.write(json.dumps({"ready": True}) + "\n")
+    replies.flush()
+    for line in sys.stdin:
+        question = Question(**json.loads(line))
+        before = dict(asdict(counts))
+        answer = answer_here(question, lambda q=question: check(q), scratch)
+        answer["counts"] = {k: v - before[k] for k, v in asdict(counts).items()}
+        replies.write(json.dumps(answer) + "\n")
+        replies.flush()
+
+
+def helper_main(work: str) -> None:
+    """A helper process: set up as the diagnosis's child is (``child.helper_session``), then ``serve``."""
+    from .child import helper_session
+
+    replies = private_stdout()
+    with helper_session(Path(work)) as (check, counts):
+        serve(check, counts, work, replies)

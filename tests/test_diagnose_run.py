@@ -1,0 +1,163 @@
+"""A diagnosis's bisector checks in several processes choose what torch's serial order chooses; a run's
+diagnoses stay within its cap and budget across pytest-xdist's workers, and one stopped at its budget stops
+cleanly.
+
+The bisection runs torch's real ``CompilerBisector`` over a planted fault that compiles nothing (a check that
+counts "lowerings" as Inductor's lowering does, through ``disable_subsystem``), here in one process and in real
+helper processes, each with its own bisector state. The run-level tests are real ``pytest -n 2`` runs of two
+failing user tests under a cheap backend of the test's conftest.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_diagnose_judged import BLOCK, PLANTED
+
+from conftest import QUIET
+from pytest_inductor_templates.runs.files import load
+
+FAKE_FAULT = """
+from torch._inductor.compiler_bisector import CompilerBisector
+
+BAD = 26  # the application of "lowerings" that is wrong, of 40
+
+
+def fails(question=None):
+    \"\"\"Fails from the inductor stage on while the lowering application BAD is enabled.\"\"\"
+    if CompilerBisector.get_backend() != "inductor":
+        return False
+    wrong = False
+    for number in range(40):
+        off = CompilerBisector.disable_subsystem("inductor", "lowerings", lambda n=number: f"op{n}")
+        wrong = wrong or (number == BAD and not off)
+    return wrong
+"""
+
+HELPER = """
+import sys
+sys.path.insert(0, {here!r})
+from fake_fault import fails
+from pytest_inductor_templates.diagnose.bisect import private_stdout, serve
+from pytest_inductor_templates.diagnose.drawn import Counts
+
+replies = private_stdout()
+serve(fails, Counts(), sys.argv[1], replies)
+"""
+
+BISECT = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, {here!r})
+from fake_fault import fails
+from pytest_inductor_templates.diagnose.bisect import Answers, Helpers
+from pytest_inductor_templates.diagnose.drawn import Counts
+from pytest_inductor_templates.diagnose.stage import find_stage
+from pytest_inductor_templates.diagnose.steplog import StepLog, read_log
+
+work = Path({work!r})
+log, counts = StepLog(work / "steps.jsonl"), Counts()
+helpers = Helpers(work, {helpers}, log, counts, boot=open({boot!r}).read()) if {helpers} else None
+
+
+def here():  # this process's checks: the first one waits for the helper, so that it takes part (an event, no sleep)
+    if helpers is not None:
+        helpers.wait_ready()
+    return fails()
+
+
+found = find_stage(Answers(here, log, {{}}, "the item failed", helpers, counts), log, str(work))
+if helpers is not None:
+    helpers.close()
+checks = [r for r in read_log(work / "steps.jsonl") if r["step"] == "bisect_check"]
+pids = sorted({{r["pid"] for r in checks if r.get("pid")}})
+asked = [[r["backend"], r["subsystem"], r["run_state"]] for r in checks]
+print("RESULT " + json.dumps({{"stage": found.describe(), "pids": pids, "asked": asked}}))
+"""
+
+
+def bisect(tmp_path: Path, helpers: int) -> dict:
+    import json
+
+    work = tmp_path / f"work{helpers}"
+    work.mkdir()
+    (tmp_path / "fake_fault.py").write_text(FAKE_FAULT)
+    (tmp_path / "helper.py").write_text(HELPER.format(here=str(tmp_path)))
+    code = BISECT.format(here=str(tmp_path), work=str(work), helpers=helpers, boot=str(tmp_path / "helper.py"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
+
+
+def test_checks_in_helper_processes_choose_the_serial_orders_answer(tmp_path: Path) -> None:
+    """With one helper process beside the asking one, the later switches and both halves of each bisection step
+    run there, each with its own bisector state: the stage, the lowering and the questions torch asked are the
+    serial run's."""
+    serial, parallel = bisect(tmp_path, 0), bisect(tmp_path, 1)
+    assert serial["stage"] == "inductor / lowerings: op26", serial
+    assert parallel["stage"] == serial["stage"]
+    assert parallel["asked"] == serial["asked"]  # torch's order, question by question
+    assert serial["pids"] == [] and len(parallel["pids"]) == 1, parallel  # some answers came from the helper
+
+
+TWO_TESTS = (
+    BLOCK
+    + """
+
+def test_first(inductor_check):
+    torch.manual_seed(0)
+    inductor_check(Block().eval(), torch.randn(8, 64))
+
+
+def test_second(inductor_check):
+    torch.manual_seed(1)
+    inductor_check(Block().eval(), torch.randn(8, 64))
+"""
+)
+
+
+def xdist_run(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProcess[str], list]:
+    """Two failing user tests on two xdist workers, each diagnosed in its worker; their check records."""
+    (tmp_path / "test_two.py").write_text(TWO_TESTS)
+    (tmp_path / "conftest.py").write_text(PLANTED)
+    command = [
+        sys.executable, "-m", "pytest", "test_two.py", "-n", "2", "--inductor-backend=wrong_gelu",
+        "--inductor-diagnose", "--inductor-diagnose-processes=1", "--inductor-devices=cpu", "--benchmark-disable",
+        "--inductor-results=run.jsonl", "-p", "no:randomly", *QUIET, *options,
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    records = [r for r in load(str(tmp_path / "run.jsonl")).records if r.kind == "check"]
+    assert len(records) == 2 and all(r.outcome.value == "accuracy_fail" for r in records), done.stdout[-3000:]
+    return done, sorted(records, key=lambda r: (r.diagnosis or "").startswith("not diagnosed"))
+
+
+@pytest.mark.parametrize(
+    ("options", "refused"),
+    [
+        (
+            ("--inductor-diagnose-max=1", "--inductor-diagnose-budget=6"),
+            "not diagnosed: --inductor-diagnose-max (1) reached in this run",
+        ),
+        (
+            ("--inductor-diagnose-run-budget=6",),
+            "not diagnosed: the run's diagnosis budget (--inductor-diagnose-run-budget 6 s) is spent",
+        ),
+    ],
+    ids=["cap", "run-budget"],
+)
+def test_a_runs_diagnoses_stay_within_its_cap_and_budget_across_workers(
+    tmp_path: Path, options: tuple[str, ...], refused: str
+) -> None:
+    """Counted in the run's ledger, which both workers share: one of the two failing items is diagnosed, the
+    other says why not. Under the run budget the one diagnosis gets the run's 6 s (less than its own 300 s),
+    reserved before it starts, and stops there cleanly with what it found."""
+    done, (diagnosed, other) = xdist_run(tmp_path, *options)
+    assert other.diagnosis == refused, done.stdout[-3000:]
+    assert diagnosed.diagnosis is not None and not diagnosed.diagnosis.startswith("not diagnosed"), diagnosed
+    if "--inductor-diagnose-run-budget=6" in options:
+        assert "stopped at the budget of 6s" in diagnosed.diagnosis and diagnosed.diagnosis_seconds is not None
+        assert diagnosed.diagnosis_seconds < 6 + 30  # the budget, and the child's start
+    assert "1 diagnoses took" in done.stdout
