@@ -122,8 +122,7 @@ class PairedTiming:
     @property
     def full_speed(self) -> list[bool]:
         """Per round: whether the CPU-speed probe before it ran within ``SLOW`` of the fastest probe."""
-        fastest = min(self.probes, default=0.0)
-        return [probe <= SLOW * fastest for probe in self.probes]
+        return full_speed_flags(self.probes)
 
     @property
     def slow_share(self) -> float | None:
@@ -150,13 +149,18 @@ class PairedTiming:
         return statistics.median(ratios(self.eager_device, self.compiled_device))
 
 
+def full_speed_flags(probes: Sequence[float]) -> list[bool]:
+    """Per round: whether its CPU-speed probe ran within ``SLOW`` of the fastest probe."""
+    fastest = min(probes, default=0.0)
+    return [probe <= SLOW * fastest for probe in probes]
+
+
 def full_speed_ratios(eager: Sequence[float], compiled: Sequence[float], probes: Sequence[float]) -> list[float] | None:
     """The per-round ratios of the rounds whose probe ran within ``SLOW`` of the fastest, where some rounds ran slow
     and at least ``FULL_SPEED_MIN_ROUNDS`` did not (None otherwise: every round counts)."""
     if len(probes) != len(eager) or not probes:
         return None
-    fastest = min(probes)
-    fast = [probe <= SLOW * fastest for probe in probes]
+    fast = full_speed_flags(probes)
     if all(fast) or sum(fast) < FULL_SPEED_MIN_ROUNDS:
         return None
     return ratios(
