@@ -178,6 +178,26 @@ def test_one_timing_at_a_time_on_a_device(tmp_path: Path) -> None:
         assert second["began"] >= first["ended"]
 
 
+def test_timings_that_wait_go_before_work_asked_after_them(tmp_path: Path) -> None:
+    """A timing holds the GPU; a second timing waits for the GPU, and work asks after it: the second timing goes
+    before that work (timings that wait run together, and work resumes after the last of them), where the
+    turnstile alone would let the work in first and have the second timing wait for it to drain."""
+    holders = Holders(tmp_path)
+    holders.start("first", "timing:cuda")
+    holders.holding("first")
+    holders.start("second", "timing:cuda")
+    holders.wait(lambda: waited_on(tmp_path / "slot-gpu0"), "the second timing waiting for the GPU")
+    holders.start("compile", "work")
+    holders.wait(lambda: blocked_on_a_lock(holders.processes["compile"].pid), "the work waiting")
+    holders.release("first")
+    holders.holding("second")
+    assert not (tmp_path / "compile.began").exists()
+    holders.release("second")
+    holders.holding("compile")
+    holders.release("compile")
+    assert [s["name"] for s in holders.spans()] == ["first", "second", "compile"]
+
+
 @pytest.mark.timeout(120)  # a request waiting for its own hold would hang here
 def test_a_request_within_this_process_own_group_does_not_wait_for_itself(tmp_path: Path) -> None:
     lock = HostLock(tmp_path)
@@ -318,7 +338,7 @@ def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.
     holders.holding("timer")  # the timer holds its lock before the run starts
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         running = pool.submit(pytester.runpytest_subprocess, "--inductor-backend=eager", "-s", "-p", "no:randomly")
-        holders.wait(lambda: waited_on(folder / host_lock.TIMING) or running.done(), "the run's compile waiting")
+        holders.wait(lambda: waited_on(folder / host_lock.PENDING) or running.done(), "the run's compile waiting")
         holders.release("timer")
         result = running.result(timeout=600)
     result.assert_outcomes(passed=1)

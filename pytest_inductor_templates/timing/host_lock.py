@@ -13,7 +13,11 @@ one process alone showed much the same, so that was not the only cause). So:
 Group mutual exclusion with ``flock`` on files in a folder the session shares: work holds ``work`` shared once no
 timing holds ``timing``; a timing first holds its slot's file exclusively, then ``timing`` shared once no work
 holds ``work``; whoever waits for the other group holds ``turnstile`` meanwhile, so that neither group starves the
-other. Before it leaves the work group a process settles what its work started in the background (Inductor's
+other. Timings that wait go together: a timing holds ``pending`` shared from its request to its end, and work waits
+until nobody holds ``pending`` before it enters the turnstile. So once the work in progress has drained for one
+timing, the timings asked meanwhile (the workers whose work ended during the drain) run one after another, and
+work resumes after the last of them, instead of each timing after the first waiting for a fresh round of work to
+drain (on one H200, 4 workers sharing the GPU so each waited for about half of the run). Before it leaves the work group a process settles what its work started in the background (Inductor's
 compile pool: ``compile.pool``), so that it does not run on beside a timing. Locks held by a process that dies are
 released by the kernel. Where ``fcntl`` does not exist (Windows), nothing is kept apart.
 
@@ -33,7 +37,7 @@ from pathlib import Path
 
 from .. import phases
 
-TURNSTILE, TIMING, WORK, POOL = "turnstile", "timing", "work", "pool"
+TURNSTILE, TIMING, WORK, POOL, PENDING = "turnstile", "timing", "work", "pool", "pending"
 CPU_SLOT = "cpu"
 _held_fds: set[int] = set()  # this process's locked descriptors, which a forked child must not keep
 
@@ -111,8 +115,12 @@ class HostLock:
             return
         before = phases.current()
         phases.enter(phases.WAITING)  # a timeout meanwhile says so
-        own = _Held(self.folder / f"slot-{slot}", fcntl.LOCK_EX) if slot is not None else None  # one per device
+        if mine == WORK:
+            _Held(self.folder / PENDING, fcntl.LOCK_EX).close()  # wait until no timing waits or runs
+        pending = _Held(self.folder / PENDING, fcntl.LOCK_SH) if mine == TIMING else None
+        own: _Held | None = None
         try:
+            own = _Held(self.folder / f"slot-{slot}", fcntl.LOCK_EX) if slot is not None else None  # one per device
             turnstile = _Held(self.folder / TURNSTILE, fcntl.LOCK_EX)
             try:
                 _Held(self.folder / other, fcntl.LOCK_EX).close()  # wait until the other group has left
@@ -120,8 +128,9 @@ class HostLock:
             finally:
                 turnstile.close()
         except BaseException:
-            if own is not None:
-                own.close()
+            for taken in (own, pending):
+                if taken is not None:
+                    taken.close()
             raise
         if before is not None:
             phases.enter(before)
@@ -134,8 +143,9 @@ class HostLock:
             end = time.time()
             self._held = None
             held.close()
-            if own is not None:
-                own.close()
+            for taken in (own, pending):
+                if taken is not None:
+                    taken.close()
             self._log(mine, slot or "-", start, end)
             if settled is not None:
                 self._log(POOL, *settled)
