@@ -127,11 +127,13 @@ def run_once(
     results: Path,
     env_extra: dict[str, str] | None = None,
     conftest: str | None = None,
+    caches: Path | None = None,
 ) -> tuple[float, str]:
     """One pytest run with ``workers`` xdist workers and ``visible`` as CUDA_VISIBLE_DEVICES: its wall time and
     pytest's last line (its whole output goes to a .txt beside ``results``, written as it runs). ``env_extra`` goes
     into its environment (PYTHONPATH: another version of the plugin); ``conftest`` is the source of a conftest.py
-    the run loads (a planted fault)."""
+    the run loads (a planted fault); ``caches`` a folder for its Inductor and Triton caches that outlives the run
+    (default: a fresh temporary one, so cold)."""
     lock_log = results.with_suffix(".lock.log")
     lock_log.unlink(missing_ok=True)
     results.unlink(missing_ok=True)
@@ -142,8 +144,8 @@ def run_once(
         env = dict(
             os.environ,
             CUDA_VISIBLE_DEVICES=visible,
-            TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
-            TRITON_CACHE_DIR=f"{tmp}/triton",
+            TORCHINDUCTOR_CACHE_DIR=f"{caches or tmp}/inductor",
+            TRITON_CACHE_DIR=f"{caches or tmp}/triton",
             **(env_extra or {}),
         )
         command = [

@@ -4,6 +4,7 @@ slowdown, how the wall time falls with workers sharing the GPU, and what the tim
 
     OUT=/tmp/proof python benchmarks/gpu_timing_proof.py CORPUS [--samples benchmarks/gpu_timing_samples.txt]
         [--workers 1,4,8] [--best W] [--baseline-src DIR] [--steps baseline,scaling,repeat,gate] [--resume]
+        [--warm-repeat]
         [-- PYTEST ARGS]
 
 Every run is ``gpu_scaling.py``'s: eager + ``--templates`` (default ``default``) on GPU 0 with W xdist workers, from
@@ -14,11 +15,14 @@ lock log under $OUT. The runs (each kept by --resume once finished, wall times i
 - ``run-Ww`` for each --workers count: the scaling table (wall time, speed over one worker, the floor: the items'
   recorded timing seconds + the one-worker run's other time / W, and wall / floor, outcomes, agreement with one
   worker by ``compare``'s rule).
-- ``repeat-Bw``: the best count (--best, else the fastest count) again: each speedup's change against ``run-Bw``,
+- ``repeat-Bw``: the best count (--best, else the fastest count) again (with --warm-repeat from ``run-Bw``'s
+  caches, kept under $OUT/caches: the same compiled code and autotune choices, compiled once; else cold): each
+  speedup's change against ``run-Bw``,
   by the record's ``launch_bound``, and whether the repeat's speedup lies inside the first run's band.
 - ``slowed-Bw``: the best count with a planted slowdown of every compiled call (a conftest wraps torch.compile's
   result): a tenth of the call's own time (its median synchronized time over its first 10 calls) spent both on the
-  GPU (``torch.cuda._sleep``) and on the host (a busy wait), so that the call is slower whichever side bounds it.
+  GPU (``torch.cuda._sleep``) and on the host (a busy wait), so that the call is slower whichever side bounds it
+  (with --warm-repeat, from ``run-Bw``'s caches too).
   ``compare --fail-on speedup:5%`` of ``run-Bw`` against ``repeat-Bw`` (should pass) and against ``slowed-Bw``
   (should fail each slowed entry).
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -113,6 +118,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--baseline-src", type=Path, help="an older plugin, unpacked: the cost's base")
     parser.add_argument("--steps", default="baseline,scaling,repeat,gate")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--warm-repeat", action="store_true", help="repeat and gate runs from run-Bw's caches")
     return parser.parse_args(argv), extra
 
 
@@ -191,6 +197,8 @@ def gate_lines(base: Path, same: Path, slowed: Path) -> list[str]:
 
 def main() -> int:
     args, extra = parse(sys.argv[1:])
+    if args.warm_repeat and not args.best:
+        sys.exit("--warm-repeat needs --best: the run whose caches the repeats start from")
     out = Path(os.environ.get("OUT") or "gpu-timing-proof").resolve()
     out.mkdir(parents=True, exist_ok=True)
     corpus = args.corpus.resolve()
@@ -205,12 +213,22 @@ def main() -> int:
     walls_file = out / "walls.json"
     walls: dict[str, float] = json.loads(walls_file.read_text()) if args.resume and walls_file.exists() else {}
 
+    best_caches = out / "caches" / f"run-{args.best}w" if args.warm_repeat and args.best else None
+
     def run(name: str, workers: int, env: dict[str, str] | None = None, conftest: str | None = None) -> Path:
         results = out / f"{name}.jsonl"
         if name in walls and results.exists():
             print(f"{name}: kept from an earlier invocation ({walls[name]:.0f} s)", flush=True)
             return results
-        walls[name], last = scaling.run_once(selection, workers, visible, args.templates, extra, results, env, conftest)
+        caches = None
+        if best_caches is not None and name == f"run-{args.best}w":
+            shutil.rmtree(best_caches, ignore_errors=True)  # cold, as every scaling run; kept for the repeats
+            caches = best_caches
+        elif best_caches is not None and name.endswith(f"-{args.best}w") and best_caches.exists():
+            caches = best_caches  # repeat-Bw, slowed-Bw: warm from run-Bw
+        walls[name], last = scaling.run_once(
+            selection, workers, visible, args.templates, extra, results, env, conftest, caches
+        )
         walls_file.write_text(json.dumps(walls, indent=1) + "\n")
         print(f"{name}: {walls[name]:.0f} s, {last}", flush=True)
         return results
@@ -249,7 +267,8 @@ def main() -> int:
     first = out / f"run-{best}w.jsonl"
     if "repeat" in steps and first.exists():
         repeat = run(f"repeat-{best}w", best)
-        lines += ["", f"repeat at {best} workers:", *repeat_lines(load(str(first)), load(str(repeat)))]
+        state = f"warm: run-{best}w's caches" if best_caches is not None else "cold caches"
+        lines += ["", f"repeat at {best} workers ({state}):", *repeat_lines(load(str(first)), load(str(repeat)))]
     if "gate" in steps and first.exists():
         slowed = run(f"slowed-{best}w", best, conftest=PLANTED_SLOWDOWN)
         same = out / f"repeat-{best}w.jsonl"

@@ -10,16 +10,16 @@ one process alone showed much the same, so that was not the only cause). So:
 - any number of processes work at once, but none while a timing runs anywhere on the host;
 - one timing at a time per device (its *slot*: a GPU, or the CPU); timings on different GPUs may run together.
 
-Group mutual exclusion with ``flock`` on files in a folder the session shares: work holds ``work`` shared once no
-timing holds ``timing``; a timing first holds its slot's file exclusively, then ``timing`` shared once no work
-holds ``work``; whoever waits for the other group holds ``turnstile`` meanwhile, so that neither group starves the
-other. Timings that wait go together: a timing holds ``pending`` shared from its request to its end, and work waits
-until nobody holds ``pending`` before it enters the turnstile. So once the work in progress has drained for one
-timing, the timings asked meanwhile (the workers whose work ended during the drain) run one after another, and
-work resumes after the last of them, instead of each timing after the first waiting for a fresh round of work to
-drain (on one H200, 4 workers sharing the GPU so each waited for about half of the run). Before it leaves the work group a process settles what its work started in the background (Inductor's
-compile pool: ``compile.pool``), so that it does not run on beside a timing. Locks held by a process that dies are
-released by the kernel. Where ``fcntl`` does not exist (Windows), nothing is kept apart.
+Group mutual exclusion with ``flock`` on files in a folder the session shares: work holds ``work`` shared once no timing
+holds ``timing``; a timing first holds its slot's file exclusively, then ``timing`` shared once no work holds ``work``;
+whoever waits for the other group holds ``turnstile`` meanwhile, so that neither group starves the other. Timings that
+wait go together: a timing holds ``pending`` shared from its request to its end, and work waits until nobody holds
+``pending`` before it enters the turnstile. So once the work in progress has drained for one timing, the timings asked
+meanwhile (the workers whose work ended during the drain) run one after another, and work resumes after the last of
+them, instead of each timing after the first waiting for a fresh round of work to drain (on one H200, 4 workers sharing
+the GPU so each waited for about half of the run). Before it leaves the work group a process settles what its work
+started in the background (Inductor's compile pool: ``compile.pool``), so that it does not run on beside a timing. Locks
+held by a process that dies are released by the kernel. Where ``fcntl`` does not exist (Windows), nothing is kept apart.
 
 With ``--inductor-lock-log`` each hold appends a line ``PID GROUP DETAIL START END`` (wall-clock seconds; GROUP
 ``work``, ``timing`` with its slot as DETAIL, or ``pool`` with the compile pool's process id, started and ready
