@@ -96,8 +96,8 @@ def templates_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> T
 
 def test_each_cpu_template_reports_its_effect(templates_run: TemplatesRun) -> None:
     props, output = templates_run.props, templates_run.output
-    assert templates_run.returncode == 0 and output.splitlines()[-1].startswith("=="), output[-3000:]
-    assert re.search(r"=+ 18 passed[ ,]", output.splitlines()[-1]), output[-3000:]  # no effect warns; it does not fail
+    assert templates_run.returncode == 0, output[-3000:]
+    assert re.search(r"^=+ 18 passed, \d+ deselected, ", output, re.M), output[-3000:]  # no effect does not fail
     assert props[CONV_BN.format("check", "freezing")]["inductor_effect"] == "effect"
     assert re.fullmatch(
         r"freezing: \d+ parameter\(s\) frozen into constants",
