@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from graphnet_tree import tensor_meta, write_sample
 
 from conftest import FAST, QUIET, cli, made_once, run_pytest
 from pytest_inductor_templates.compile import cache
@@ -33,10 +34,10 @@ class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.a = torch.nn.Linear(8, 8)
-        self.b = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 4)  # not a's shape: the graphs either side of the break differ
 
     def forward(self, x):
-        x = torch.relu(self.a(x))
+        x = self.a(x)  # two GEMMs, which Inductor leaves to ATen: its cold compiles build no C++
         if BREAK:
             torch._dynamo.graph_break()
         return self.b(x)
@@ -46,7 +47,19 @@ def test_model(inductor_check):
     with torch.no_grad():
         inductor_check(Model(), torch.randn(4, 8))
 """
-# A compiler made slower where PLANT_SLOW_COMPILE=1 is set: Inductor's code generation waits 8 s per graph (the
+# The sample (run in the worker process): a GraphNet-format graph of one GEMM, which Inductor leaves to ATen, so that
+# a cold compile of it builds no C++ (a C++ kernel's first build in an empty cache takes 20-40 s here, most of it the
+# headers; a built-in like launch_bound builds a dozen kernels).
+SAMPLE_MODEL = """
+import torch
+
+
+class GraphModule(torch.nn.Module):
+    def forward(self, L_x_: torch.Tensor, L_self_modules_fc_parameters_weight_: torch.nn.parameter.Parameter):
+        return (torch._C._nn.linear(L_x_, L_self_modules_fc_parameters_weight_, None),)
+"""
+SAMPLE_META = tensor_meta("L_x_", [4, 16]) + tensor_meta("L_self_modules_fc_parameters_weight_", [8, 16], std=0.3)
+# A compiler made slower where PLANT_SLOW_COMPILE=1 is set: Inductor's code generation waits 10 s per graph (the
 # worker process imports this conftest too, so the sample's compiles slow down there).
 SLOW_COMPILER = """
 import os
@@ -58,15 +71,15 @@ if os.environ.get("PLANT_SLOW_COMPILE") == "1":
     compile_to_module = GraphLowering.compile_to_module
 
     def slowed(self):
-        time.sleep(8)
+        time.sleep(10)
         return compile_to_module(self)
 
     GraphLowering.compile_to_module = slowed
 """
-ARGS = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore", *QUIET)
-BOTH = ("-k", "launch_bound or model")  # the sample (in the worker process) and the user test (in pytest's)
+ARGS = ("--inductor-samples=corpus", "--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore", *QUIET)
+BOTH = ("-k", "gemm or model")  # the sample (in the worker process) and the user test (in pytest's)
 USER_ITEM = ("test_user.py::test_model", "default", "cpu")
-SAMPLE_ITEM = ("builtin/launch_bound", "default", "cpu")
+SAMPLE_ITEM = ("corpus/gemm", "default", "cpu")
 MISSED = {"fxgraph_cache_miss": 1, "autograd_cache_miss": 1}
 
 
@@ -81,7 +94,8 @@ def _make(root: Path) -> None:
     before and after the fresh run."""
     (root / "test_user.py").write_text(USER_TEST)
     (root / "conftest.py").write_text(SLOW_COMPILER)
-    fresh = ("-k", "launch_bound", "--benchmark-skip", "--inductor-fresh-cache")
+    write_sample(root / "corpus" / "gemm", {"model.py": SAMPLE_MODEL, "weight_meta.py": SAMPLE_META})
+    fresh = ("-k", "gemm", "--benchmark-skip", "--inductor-fresh-cache")
     runs = {"cold": (*BOTH, "--benchmark-skip"), "warm": (*BOTH, *FAST), "fresh": fresh}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(root / "cache"))
@@ -118,7 +132,7 @@ def test_the_cache_is_cold_then_warm_and_cold_again_when_fresh(runs: Path) -> No
     assert planted.compile_cache == "cold" and planted.graph_breaks == 1
     assert planted.compile_cache_lookups == {"fxgraph_cache_miss": 2, "autograd_cache_miss": 2}
     assert all(run[SAMPLE_ITEM].compile_seconds > 0 for run in (cold, warm, fresh))
-    eager = ("builtin/launch_bound", "eager", "cpu")
+    eager = (SAMPLE_ITEM[0], "eager", "cpu")
     assert cold[eager].compile_cache is None and cold[eager].compile_cache_lookups == {}
     # the fresh compile had a cache of its own, removed after it: the persistent one is as it was
     assert json.loads((runs / "before-fresh.json").read_text()) == json.loads((runs / "after-fresh.json").read_text())
@@ -147,7 +161,7 @@ def test_the_graph_break_gate_names_the_items_that_gained_breaks(runs: Path, tmp
     recompiled = _edited(runs, tmp_path / "recompiled.jsonl", edit=recompile)
     result = cli("compare", cold, recompiled, "--fail-on", "graph-breaks", "--format", "json")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert json.loads(result.stdout)["failures"] == ["builtin/launch_bound/default/cpu: gained recompiles (0 -> 2)"]
+    assert json.loads(result.stdout)["failures"] == [f"{SAMPLE_ITEM[0]}/default/cpu: gained recompiles (0 -> 2)"]
 
 
 def _edited(runs: Path, path: Path, machine: dict[str, Any] | None = None, edit: Any = None) -> str:
@@ -184,16 +198,15 @@ def test_the_compile_time_gate_flags_growth_beyond_the_limit_and_the_noise(runs:
     )
     assert flagged[1].startswith("- default: mean compile time over 2 items grew ") and len(flagged) == 2
     noise = result.stdout.split("not flagged: grew by more than the limit, but by less than 1 s (compile-time noise):")
-    assert f"- default: compile time of builtin/launch_bound [cpu] grew {0.5 / sample:.1%}" in noise[1]
+    assert f"- default: compile time of {SAMPLE_ITEM[0]} [cpu] grew {0.5 / sample:.1%}" in noise[1]
     assert re.search(r"^default\s+cold\s+2\s+\S+ s\s+\S+ s\s+\+\d+\.\d%$", result.stdout, re.M), result.stdout
     assert cli("compare", cold, slower, "--fail-on", "compile-time:250%").returncode == 0
 
 
 def test_a_planted_slow_compiler_fails_the_compile_time_gate_between_two_cold_runs(runs: Path) -> None:
     """Both runs compile the sample cold (an empty cache, then --inductor-fresh-cache); in the second Inductor's
-    code generation waits
-    8 s per graph, as a slower compiler would (a cold compile of the sample takes 10-30 s here, give or take a few
-    under load)."""
+    code generation waits 10 s per graph, as a slower compiler would (a cold compile of the sample takes a few
+    seconds here, give or take a few under load)."""
     cold, slowed = str(runs / "cold.jsonl"), str(runs / "fresh.jsonl")
     before, after = _verdicts(runs / "cold.jsonl")[SAMPLE_ITEM], _verdicts(runs / "fresh.jsonl")[SAMPLE_ITEM]
     assert (before.compile_cache, after.compile_cache) == ("cold", "cold")
@@ -201,7 +214,7 @@ def test_a_planted_slow_compiler_fails_the_compile_time_gate_between_two_cold_ru
     gated = cli("compare", cold, slowed, "--fail-on", "compile-time:10%")
     assert gated.returncode == 1, gated.stdout + gated.stderr
     growth = after.compile_seconds / before.compile_seconds - 1
-    grew = f"- default: compile time of builtin/launch_bound [cpu] grew {growth:.1%} ("
+    grew = f"- default: compile time of {SAMPLE_ITEM[0]} [cpu] grew {growth:.1%} ("
     assert grew in gated.stdout.split("FAILED:\n")[1], gated.stdout
     # the limit decides: the same growth under a limit above it passes, and a compile that got faster passes
     above = math.ceil(growth * 100) + 1

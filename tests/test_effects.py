@@ -5,10 +5,13 @@ from __future__ import annotations
 import collections
 import json
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from graphnet_tree import tensor_meta, write_sample
 
-from conftest import QUIET, junit_properties
+from conftest import CI_VARIABLES, QUIET, junit_properties, made_once_value, run_pytest
 from pytest_inductor_templates.compile.compiled import CompileStats
 from pytest_inductor_templates.compile.effects import effects_from, normalized, overall_effect
 from pytest_inductor_templates.compile.evidence import CompileEvidence
@@ -25,6 +28,27 @@ settings = { "cpp.simdlen" = 1 }
 description = "coordinate descent tuning alone: Triton only"
 settings = { coordinate_descent_tuning = true }
 """
+# A GraphNet-format sample without a GEMM or a convolution: one fused pointwise kernel, cheap to compile fresh (a
+# built-in like launch_bound compiles a dozen kernels), vectorized under default (so that no SIMD differs).
+POINTWISE_MODEL = """
+import torch
+
+
+class GraphModule(torch.nn.Module):
+    def forward(self, L_x_: torch.Tensor, L_scale_: torch.nn.parameter.Parameter):
+        return (torch.tanh(L_x_ * L_scale_) - L_x_,)
+"""
+POINTWISE_META = tensor_meta("L_x_", [4, 64]) + tensor_meta("L_scale_", [64], mean=1.0, std=0.1)
+POINTWISE = "inductor-samples.corpus/pointwise::{}[{}-cpu]"  # a junit test case, by kind and template
+CONV_BN = "inductor-samples.builtin/conv_bn::{}[{}-cpu]"
+TEMPLATES = "freezing,cpp_wrapper,aten,max_autotune,scalar,descent"
+# What each template needs to show its effect: freezing folds conv_bn's parameters, cpp_wrapper and aten (its
+# convolution is no GEMM) on it too; aten, max_autotune and the user's templates on the pointwise sample.
+SELECTED = "conv_bn and (eager or freezing or cpp_wrapper or aten) or pointwise and not freezing and not cpp_wrapper"
+SAMPLE_RUN = (
+    "--benchmark-max-time=0.02", "--benchmark-min-rounds=1", "--junitxml=out.xml", "-o", "junit_family=xunit1",
+    *QUIET, "--inductor-devices=cpu",
+)  # fmt: skip
 
 
 @pytest.fixture
@@ -33,34 +57,63 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
 
 
-def run_samples(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, dict[str, str]]]:
-    result = pytester.runpytest_subprocess(
-        "--inductor-samples", "-k", "launch_bound or conv_bn", "--benchmark-json=run.json",
-        "--benchmark-max-time=0.02", "--benchmark-min-rounds=1", "--junitxml=out.xml", "-o", "junit_family=xunit1",
-        *QUIET, "--inductor-devices=cpu", *args,
-    )  # fmt: skip
-    return result, junit_properties(pytester.path / "out.xml")
+def write_pointwise(root: Path) -> None:
+    write_sample(root / "corpus" / "pointwise", {"model.py": POINTWISE_MODEL, "weight_meta.py": POINTWISE_META})
 
 
-def test_each_cpu_template_reports_its_effect(pytester: pytest.Pytester, fresh: None) -> None:
-    result, props = run_samples(pytester, "--inductor-template=freezing,cpp_wrapper,aten,max_autotune")
-    check = "inductor-samples.builtin/conv_bn::check[{}-cpu]"
-    assert props[check.format("freezing")]["inductor_effect"] == "effect"
+@dataclass
+class TemplatesRun:
+    """The run of every CPU template and the user's on what shows its effect (made once a session)."""
+
+    returncode: int
+    output: str
+    props: dict[str, dict[str, str]]  # junit properties by test case
+    entries: dict[str, dict]  # the benchmark JSON's extra_info by fullname
+
+
+def _templates_run(root: Path) -> TemplatesRun:
+    (root / "templates.toml").write_text(USER_TEMPLATES)
+    write_pointwise(root)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in FRESH.items():
+            patch.setenv(name, value)
+        for name in CI_VARIABLES:
+            patch.delenv(name, raising=False)
+        result = run_pytest(
+            root, "--inductor-samples", "--inductor-samples=corpus", "--inductor-templates-file=templates.toml",
+            f"--inductor-template={TEMPLATES}", "-k", SELECTED, "--benchmark-json=run.json", *SAMPLE_RUN,
+        )  # fmt: skip
+    benchmarks = json.loads((root / "run.json").read_text())["benchmarks"] if (root / "run.json").exists() else []
+    entries = {b["fullname"]: b["extra_info"] for b in benchmarks}
+    props = junit_properties(root / "out.xml") if (root / "out.xml").exists() else {}
+    return TemplatesRun(result.returncode, result.stdout + result.stderr, props, entries)
+
+
+@pytest.fixture(scope="module")
+def templates_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> TemplatesRun:
+    return made_once_value(tmp_path_factory, worker_id, "effects-templates", _templates_run)
+
+
+def test_each_cpu_template_reports_its_effect(templates_run: TemplatesRun) -> None:
+    props, output = templates_run.props, templates_run.output
+    assert templates_run.returncode == 0, output[-3000:]
+    assert re.search(r"^=+ 18 passed, \d+ deselected, ", output, re.M), output[-3000:]  # no effect does not fail
+    assert props[CONV_BN.format("check", "freezing")]["inductor_effect"] == "effect"
     assert re.fullmatch(
         r"freezing: \d+ parameter\(s\) frozen into constants",
-        props[check.format("freezing")]["inductor_effect_evidence"],
+        props[CONV_BN.format("check", "freezing")]["inductor_effect_evidence"],
     )
-    assert props[check.format("cpp_wrapper")]["inductor_effect_evidence"] == "cpp_wrapper: the wrapper is C++"
-    launch = "inductor-samples.builtin/launch_bound::check[{}-cpu]"
-    assert props[launch.format("aten")]["inductor_effect"] == "no effect"
-    assert props[launch.format("aten")]["inductor_effect_evidence"] == "aten: no GEMM in the graph"
-    assert props[launch.format("max_autotune")]["inductor_effect_evidence"] == (
+    cpp_wrapper = props[CONV_BN.format("check", "cpp_wrapper")]
+    assert cpp_wrapper["inductor_effect_evidence"] == "cpp_wrapper: the wrapper is C++"
+    for aten in (CONV_BN.format("check", "aten"), POINTWISE.format("check", "aten")):  # a convolution is no GEMM
+        assert props[aten]["inductor_effect"] == "no effect"
+        assert props[aten]["inductor_effect_evidence"] == "aten: no GEMM in the graph"
+    assert props[POINTWISE.format("check", "max_autotune")]["inductor_effect_evidence"] == (
         "max_autotune: nothing to autotune: no GEMM or convolution in the graph"
     )
-    assert "inductor_effect" not in props["inductor-samples.builtin/conv_bn::check[eager-cpu]"]
-    result.assert_outcomes(passed=20)  # no effect warns by default; it does not fail
-    assert "NoEffectWarning: template 'aten' had no effect: aten: no GEMM in the graph" in result.stdout.str()
-    result.stdout.fnmatch_lines(
+    assert "inductor_effect" not in props[CONV_BN.format("check", "eager")]
+    assert "NoEffectWarning: template 'aten' had no effect: aten: no GEMM in the graph" in output
+    pytest.LineMatcher(output.splitlines()).fnmatch_lines(
         [
             "*inductor-templates: check outcomes per template*",
             "aten * 2 * 2 * 0 * 0 * 0 * 0 * 0 * 0 * 0 * 0 * 0 * 100%",  # pass; no_effect 0: nothing failed for it
@@ -69,26 +122,26 @@ def test_each_cpu_template_reports_its_effect(pytester: pytest.Pytester, fresh: 
             "*inductor-templates: did each template take effect (a warning: it fails an item only with "
             "--inductor-require-effect)*",
             "template*effect  no effect  not observed",
-            "freezing*2          0             0",
+            "freezing*1          0             0",
             "*no effect*",
-            "inductor-samples::builtin/launch_bound::check[[]aten-cpu[]]: aten: no GEMM in the graph",
+            "inductor-samples::corpus/pointwise::check[[]aten-cpu[]]: aten: no GEMM in the graph",
         ]
     )
-    entries = {
-        b["fullname"]: b["extra_info"] for b in json.loads((pytester.path / "run.json").read_text())["benchmarks"]
-    }
-    info = entries["inductor-samples::builtin/launch_bound::bench[aten-cpu]"]
+    info = templates_run.entries["inductor-samples::corpus/pointwise::bench[aten-cpu]"]
     assert info["effect"] == "no effect" and info["effect_evidence"] == "aten: no GEMM in the graph"
 
 
 def test_require_effect_fails_the_items_without_effect(pytester: pytest.Pytester, fresh: None) -> None:
     pytester.makeini("[pytest]\ninductor_require_effect = true\n")
-    result, props = run_samples(pytester, "--inductor-template=aten", "--benchmark-skip")
-    result.assert_outcomes(passed=2, failed=2, skipped=4)  # neither sample has a GEMM (conv_bn's is a convolution)
+    write_pointwise(pytester.path)
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples=corpus", "--inductor-template=aten", "--benchmark-skip", *SAMPLE_RUN
+    )
+    props = junit_properties(pytester.path / "out.xml")
+    result.assert_outcomes(passed=1, failed=1, skipped=2)  # eager's check passes; aten's fails; no bench runs
     result.stdout.fnmatch_lines(["*no_effect: template 'aten' had no effect: aten: no GEMM in the graph*"])
-    failed = props["inductor-samples.builtin/launch_bound::check[aten-cpu]"]
-    assert failed["inductor_outcome"] == "no_effect"
-    assert props["inductor-samples.builtin/launch_bound::check[eager-cpu]"]["inductor_outcome"] == "pass"
+    assert props[POINTWISE.format("check", "aten")]["inductor_outcome"] == "no_effect"
+    assert props[POINTWISE.format("check", "eager")]["inductor_outcome"] == "pass"
 
 
 def test_cuda_graphs_on_cpu_are_no_effect_with_the_reason(pytester: pytest.Pytester) -> None:
@@ -106,13 +159,9 @@ def test_cuda_graphs_on_cpu_are_no_effect_with_the_reason(pytester: pytest.Pytes
     )
 
 
-def test_user_templates_are_judged_against_default(pytester: pytest.Pytester, fresh: None) -> None:
-    pytester.path.joinpath("templates.toml").write_text(USER_TEMPLATES)
-    _, props = run_samples(
-        pytester, "--inductor-templates-file=templates.toml", "--inductor-template=scalar,descent", "-k", "launch"
-    )
-    scalar = props["inductor-samples.builtin/launch_bound::check[scalar-cpu]"]
-    descent = props["inductor-samples.builtin/launch_bound::check[descent-cpu]"]
+def test_user_templates_are_judged_against_default(templates_run: TemplatesRun) -> None:
+    scalar = templates_run.props[POINTWISE.format("check", "scalar")]
+    descent = templates_run.props[POINTWISE.format("check", "descent")]
     assert scalar["inductor_effect_evidence"] == "settings: the compiled code differs from default's"
     assert descent["inductor_effect_evidence"] == "settings: the compiled code is default's"  # Triton-only on CPU
     assert descent["inductor_effect"] == "no effect"
