@@ -235,8 +235,9 @@ OPTIONS = (
     ),
     Option(
         "inductor_speedup_precision",
-        "paired timing goes on, within a compiled item's --benchmark-max-time (2-4 s on CUDA), until the speedup's "
-        "95 percent interval is within +-PCT percent of it (default 2, or 4 for a launch-bound CUDA item); an entry "
+        "paired timing goes on, within a compiled item's --benchmark-max-time (2-4 s on CUDA, up to 2 s on the CPU), "
+        "until the speedup's 95 percent interval is within +-PCT percent of it (default 2, or 4 for a launch-bound "
+        "CUDA item); an entry "
         "whose interval stays wider is marked unstable",
         "PCT",
     ),

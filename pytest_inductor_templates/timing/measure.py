@@ -23,6 +23,7 @@ PAIRED_MIN_ROUNDS = 10  # fewer rounds make a bootstrap interval of the median m
 CPU_BLOCK_SECONDS = 0.001  # a paired block on the CPU lasts this long at least: well above the timer's resolution
 CUDA_MIN_SECONDS = 2.0  # paired rounds on CUDA span at least this long by default: several of the CPU's speed states
 CUDA_MAX_SECONDS = 4.0  # ... and at most this long (or the item's max time, if longer) while the band is wider
+CPU_MAX_SECONDS = 2.0  # on the CPU, up to this long (or the max time, if longer) while the band is wider
 LAUNCH_BOUND_PRECISION = 0.04  # the default target where the host's CPU speed is in the figure (launch-bound)
 
 
@@ -38,11 +39,13 @@ class TimingPlan:
 
     def paired(self, cuda: bool, launch_bound: bool = False) -> PairedPlan:
         """The paired rounds' plan: blocks at least as long as a round (5 ms on CUDA, 1 ms on the CPU), for the
-        item's whole max time; on CUDA at least 2 s and, while the band is wider than its target, up to 4 s."""
+        item's whole max time; on CUDA at least 2 s and, while the band is wider than its target, up to 4 s (up to
+        2 s on the CPU); with ``min_seconds`` set, from that span to the max time."""
         assert self.rounds is not None
         floor = CUDA_MIN_ROUND_SECONDS if cuda else CPU_BLOCK_SECONDS
         min_seconds = self.min_seconds if self.min_seconds is not None else (CUDA_MIN_SECONDS if cuda else 0.0)
-        max_seconds = max(self.rounds.max_time, CUDA_MAX_SECONDS if cuda and self.min_seconds is None else 0.0)
+        longest = (CUDA_MAX_SECONDS if cuda else CPU_MAX_SECONDS) if self.min_seconds is None else 0.0
+        max_seconds = max(self.rounds.max_time, longest)
         default_target = LAUNCH_BOUND_PRECISION if launch_bound else DEFAULT_PRECISION
         return PairedPlan(
             block_seconds=max(self.rounds.min_time, floor),

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..cpu_speed import Steadiness, probe
 from ..settings import Settings
-from .measure import CUDA_MAX_SECONDS, CUDA_MIN_SECONDS, LAUNCH_BOUND_PRECISION
+from .measure import CPU_MAX_SECONDS, CUDA_MAX_SECONDS, CUDA_MIN_SECONDS, LAUNCH_BOUND_PRECISION
 from .paired import DEFAULT_PRECISION
 from .threads import default_threads, load_average, load_warning, usable_cpus
 
@@ -66,8 +66,8 @@ class TimingPolicy:
         if self.min_seconds is not None:
             return f"paired rounds span at least {self.min_seconds:g} s, within each compiled item's max time"
         return (
-            f"paired rounds span {CUDA_MIN_SECONDS:g}-{CUDA_MAX_SECONDS:g} s on CUDA and each compiled item's max "
-            "time on the CPU; their compiled blocks are the item's pytest-benchmark rounds"
+            f"paired rounds span {CUDA_MIN_SECONDS:g}-{CUDA_MAX_SECONDS:g} s on CUDA and up to {CPU_MAX_SECONDS:g} s "
+            "on the CPU (the max time, if longer); their compiled blocks are the item's pytest-benchmark rounds"
         )
 
     def header_lines(self, timed: bool = True) -> list[str]:
