@@ -213,7 +213,9 @@ def main() -> int:
     walls_file = out / "walls.json"
     walls: dict[str, float] = json.loads(walls_file.read_text()) if args.resume and walls_file.exists() else {}
 
-    best_caches = out / "caches" / f"run-{args.best}w" if args.warm_repeat and args.best else None
+    warm_from = args.best if args.warm_repeat else None  # the count whose caches the repeats start from
+    best_caches = out / "caches" / f"run-{warm_from}w" if warm_from else None
+    warm_runs = {f"repeat-{warm_from}w", f"slowed-{warm_from}w"}  # not baseline-1w, even where the count is 1
 
     def run(name: str, workers: int, env: dict[str, str] | None = None, conftest: str | None = None) -> Path:
         results = out / f"{name}.jsonl"
@@ -221,11 +223,11 @@ def main() -> int:
             print(f"{name}: kept from an earlier invocation ({walls[name]:.0f} s)", flush=True)
             return results
         caches = None
-        if best_caches is not None and name == f"run-{args.best}w":
+        if best_caches is not None and name == f"run-{warm_from}w":
             shutil.rmtree(best_caches, ignore_errors=True)  # cold, as every scaling run; kept for the repeats
             caches = best_caches
-        elif best_caches is not None and name.endswith(f"-{args.best}w") and best_caches.exists():
-            caches = best_caches  # repeat-Bw, slowed-Bw: warm from run-Bw
+        elif best_caches is not None and best_caches.exists() and name in warm_runs:
+            caches = best_caches  # warm from run-Bw
         walls[name], last = scaling.run_once(
             selection, workers, visible, args.templates, extra, results, env, conftest, caches
         )

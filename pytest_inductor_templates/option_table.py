@@ -237,8 +237,7 @@ OPTIONS = (
         "inductor_speedup_precision",
         "paired timing goes on, within a compiled item's --benchmark-max-time (2-4 s on CUDA, up to 2 s on the CPU), "
         "until the speedup's 95 percent interval is within +-PCT percent of it (default 2, or 4 for a launch-bound "
-        "CUDA item); an entry "
-        "whose interval stays wider is marked unstable",
+        "CUDA item); an entry whose interval stays wider is marked unstable",
         "PCT",
     ),
     Option(
