@@ -1,10 +1,20 @@
 """A GraphNet corpus under eager, default and cudagraphs; docs/results/corpus-results.md from the plugin's report.
 
 OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--templates default,cudagraphs]
-    [--devices cuda:0] [--warm-workers K [--warm-only]] [-- PYTEST ARGS]
+    [--devices cuda:0] [--workers W] [--warm-workers K [--warm-only]] [--diagnose N] [--resume] [-- PYTEST ARGS]
     One pytest run (sample items only) writing $OUT/corpus-I.jsonl (the results file) and $OUT/corpus-I.json
-    (pytest-benchmark JSON); --shard I/N runs every N-th sample from the I-th (1-based), so that shards
-    fit a time limit or run on several machines. With --warm-workers K, an untimed checks-only pass over the
+    (pytest-benchmark JSON), with the plugin's default timing; --shard I/N runs every N-th sample from the I-th
+    (1-based), so that shards fit a time limit or run on several machines. --workers W times with W pytest-xdist
+    workers sharing the device (the plugin keeps each timing apart from every other worker's work).
+    $OUT/shard-I.json records the plugin's commit, the machine, the date and each pass's wall time: every shard of a
+    published run comes from one commit (``doc`` lists them).
+    --resume: a shard cut short (its results file partial) goes on with the samples it has not finished, into
+    $OUT/corpus-I-partK.jsonl; ``doc`` takes each sample from the last part that ran it.
+    --diagnose N: after the timed run, an untimed pass (never beside a timing) over its failing checks alone, with
+    --inductor-diagnose and a cap of N, writes $OUT/diag-I.jsonl and each repro under $OUT/repros-I; each repro.py
+    then runs on its own, its exit code in $OUT/repro-exits-I.json (1: the compiler's fault, shown without the
+    plugin). ``doc`` puts the diagnoses into the timed records.
+    With --warm-workers K, an untimed checks-only pass over the
     same selection with K pytest-xdist workers comes first ($OUT/warm-I.jsonl): it compiles every sample in
     parallel, so the timed run finds Inductor's on-disk caches warm (the same compiled code, loaded in a
     second or two instead of compiled in ten or more; its compile times are then those of a warm cache). Both
@@ -17,27 +27,43 @@ OUT=/tmp/corpus python benchmarks/corpus_results.py run CORPUS [--shard I/N] [--
     timed run lists them in not-timed-I.txt, and `doc` takes their warm-up outcomes from warm-I.jsonl.
 python benchmarks/corpus_results.py doc RESULTS... [--doc docs/results/corpus-results.md] [--note TEXT]
     Merges the shards (pytest-inductor-templates merge: one eager row) and writes the page: pass rate per
-    template, each failure's reason, speedups (pytest-inductor-templates report), and the worker's memory
-    before each triple (flat when nothing leaks).
+    template, the geomean speedup over the samples every template passed, the failing items grouped by cause
+    with their diagnoses and whose fault each is shown to be (``corpus_page``), timeouts and skips with their
+    reasons, the shards, speedups (pytest-inductor-templates report), and the worker's memory before each triple
+    (flat when nothing leaks).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
+import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from corpus_page import (
+    MANIFEST,
+    REPRO_EXITS,
+    common_geomeans,
+    ended_early_and_skipped,
+    failures_by_cause,
+    read_json,
+    shards_table,
+)  # fmt: skip
+
+from pytest_inductor_templates.diagnose.request import DIAGNOSED
 from pytest_inductor_templates.outcomes import ENDED_EARLY, FAILURES, Outcome
 from pytest_inductor_templates.record import EAGER, SECTION
 from pytest_inductor_templates.runs.files import Run, RunError, from_data, load, merge
@@ -63,6 +89,7 @@ def not_timed_list(results: str | Path) -> Path | None:
     return path.with_name(path.name.replace("corpus-", "not-timed-", 1).rsplit(".", 1)[0] + ".txt")
 
 
+REPRO_SECONDS = 600  # a repro that runs longer is counted as not exiting on its own (-1)
 K_WORD = re.compile(r"^[\w:+\-.\[\]\\/]+$")  # what pytest's -k takes as one word
 
 
@@ -81,11 +108,94 @@ def _deselection(cells: set[tuple[str, str]]) -> list[str]:
     return ["-k", f"not ({' or '.join(single)})"] if single else []
 
 
+def finished_samples(results: list[Path], templates: list[str]) -> set[str]:
+    """The sample ids of a shard's results files whose every cell (eager's and each template's) has its check
+    item's record: what a resumed shard does not run again."""
+    checks: dict[str, set[str]] = defaultdict(set)
+    for path in results:
+        for r in load(str(path)).records:
+            if r.kind == "check" and r.outcome is not None:
+                checks[r.sample].add(r.template)
+    wanted = {EAGER, *templates}
+    return {sample for sample, done in checks.items() if wanted <= done}
+
+
+def shard_parts(out: Path, index: int) -> list[Path]:
+    """A shard's timed results files in the order they ran: corpus-I.jsonl, then corpus-I-part2.jsonl, ..."""
+    first = out / f"corpus-{index}.jsonl"
+    parts = sorted(out.glob(f"corpus-{index}-part*.jsonl"), key=lambda p: int(p.stem.rsplit("part", 1)[1]))
+    return ([first] if first.exists() else []) + parts
+
+
+def commit() -> str:
+    """The plugin checkout's commit (``+`` where its tracked files differ from it), or ``unknown``."""
+    root = Path(__file__).resolve().parent.parent
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
+    if head.returncode != 0:
+        return os.environ.get("PLUGIN_COMMIT", "unknown")  # a copy without .git: the caller says which
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=root).returncode != 0
+    return head.stdout.strip() + ("+" if dirty else "")
+
+
+def machine() -> str:
+    """The host and its GPUs, in one line."""
+    gpus = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True
+    ) if shutil.which("nvidia-smi") else None  # fmt: skip
+    names = sorted(set(gpus.stdout.split("\n")) - {""}) if gpus and gpus.returncode == 0 else []
+    return f"{platform.node()} ({', '.join(names) or 'no GPU'}; {usable_cpus()} CPUs)"
+
+
+def diagnose_failures(
+    command: list[str], results: list[Path], out: Path, index: int, most: int, extra: list[str]
+) -> float:
+    """The untimed diagnosis pass over the failing checks of ``results``, then each repro run on its own; the
+    pass's wall time."""
+    failing = sorted(
+        {(r.sample, r.template) for path in results for r in load(str(path)).records
+         if r.kind == "check" and r.outcome is not None and r.outcome.value in DIAGNOSED}
+    )  # fmt: skip
+    if not failing:
+        print("diagnose: no failing check to diagnose")
+        return 0.0
+    chosen = " or ".join(f"({sample} and [{template}- and check)" for sample, template in failing)
+    repros = out / f"repros-{index}"
+    diagnose = [
+        *command, "--benchmark-skip", "--inductor-diagnose", f"--inductor-diagnose-max={most}",
+        f"--inductor-repro-dir={repros}", f"--inductor-results={out}/diag-{index}.jsonl", "-k", chosen, *extra,
+    ]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(diagnose, check=False, capture_output=True, text=True)
+    (out / f"diag-{index}.txt").write_text(done.stdout + done.stderr)
+    exits: dict[str, int] = {}
+    for r in load(str(out / f"diag-{index}.jsonl")).records:
+        if r.repro and r.repro not in exits:
+            try:
+                ran = subprocess.run([sys.executable, r.repro], capture_output=True, timeout=REPRO_SECONDS)
+                exits[r.repro] = ran.returncode
+            except subprocess.TimeoutExpired:
+                exits[r.repro] = -1
+    (out / REPRO_EXITS.format(index=index)).write_text(json.dumps(exits, indent=1) + "\n")
+    seconds = time.perf_counter() - started
+    print(f"diagnose pass ({len(failing)} failing checks, cap {most}): {seconds:.0f} s, exit {done.returncode}; "
+          f"repros run on their own: {len(exits)}, exit 1 in {sum(c == 1 for c in exits.values())}")  # fmt: skip
+    return seconds
+
+
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     out = Path(os.environ.get("OUT", "/tmp/corpus"))
     out.mkdir(parents=True, exist_ok=True)
     index, count = (int(part) for part in args.shard.split("/"))
     samples = discover(Path(args.corpus))[index - 1 :: count]
+    manifest_path = out / MANIFEST.format(index=index)
+    manifest = (read_json(manifest_path) if args.resume else None) or {
+        "shard": args.shard, "commit": commit(), "machine": machine(), "date": datetime.now(timezone.utc).isoformat(
+            timespec="seconds"), "passes": {},
+    }  # fmt: skip
+    if args.resume and manifest["commit"] != commit():
+        print(f"--resume: this shard began at {manifest['commit']}, this checkout is at {commit()}: run it again whole")
+        return 2
+    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "no_tests").mkdir()
         listed = Path(tmp) / "samples.txt"
@@ -115,6 +225,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             warmed = subprocess.run([*warm, *extra], check=False, capture_output=True, text=True)
             (out / f"warm-{index}.txt").write_text(warmed.stdout + warmed.stderr)
             seconds = time.perf_counter() - started
+            manifest["passes"]["warm-up (untimed)"] = round(seconds, 1)
+            manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
             print(
                 f"warm-up pass ({args.warm_workers} workers, untimed): {seconds:.0f} s, exit {warmed.returncode}",
                 flush=True,
@@ -127,6 +239,17 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                     print(f"time it with the same thread count: run ... -- {threads[0]}")
                 return 0
         results = out / f"corpus-{index}.jsonl"
+        earlier = shard_parts(out, index) if args.resume else []
+        if earlier:  # go on where the shard was cut short, into a part of its own
+            root = Path(args.corpus).resolve()
+            done_ids = finished_samples(earlier, args.templates.split(","))
+            samples = [relative for relative in samples if GraphNetSample(root, relative).id not in done_ids]
+            if not samples:
+                print(f"--resume: every sample of shard {args.shard} has finished")
+                return 0
+            listed.write_text("\n".join(samples) + "\n")
+            results = out / f"corpus-{index}-part{len(earlier) + 1}.jsonl"
+            print(f"--resume: {len(samples)} samples left, into {results.name}")
         not_timed, deselect = not_timed_list(results), []
         assert not_timed is not None  # a timed run's results are corpus-I.jsonl
         not_timed.unlink(missing_ok=True)
@@ -151,15 +274,26 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                     print("your -k replaces the deselection of single cells: they are timed again")
                 else:
                     deselect = _deselection(cells)
+        base = list(command)
+        workers = ["-n", str(args.workers)] if args.workers > 1 else []
         command += [
-            f"--inductor-results={results}", f"--benchmark-json={out}/corpus-{index}.json",
-            *threads, *deselect, *extra,
+            f"--inductor-results={results}", f"--benchmark-json={results.with_suffix('.json')}",
+            *workers, *threads, *deselect, *extra,
         ]  # fmt: skip
         print(" ".join(command), flush=True)
+        started = time.perf_counter()
         done = subprocess.run(command, check=False, capture_output=True, text=True)
-    (out / f"corpus-{index}.txt").write_text(done.stdout + done.stderr)
-    print("\n".join(done.stdout.splitlines()[-30:]))
-    return 0 if done.returncode in (0, 1) else done.returncode
+        manifest["passes"][f"timed ({results.stem})"] = round(time.perf_counter() - started, 1)
+        manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+        results.with_suffix(".txt").write_text(done.stdout + done.stderr)
+        print("\n".join(done.stdout.splitlines()[-30:]))
+        if done.returncode not in (0, 1):
+            return done.returncode
+        if args.diagnose:
+            seconds = diagnose_failures(base, shard_parts(out, index), out, index, args.diagnose, [*threads, *extra])
+            manifest["passes"]["diagnose (untimed)"] = round(seconds, 1)
+            manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    return 0
 
 
 MEMORY_MIN_TRIPLES = 20  # a worker process with fewer gives no meaningful growth per triple
@@ -233,8 +367,60 @@ def _left_to_warm_up(paths: list[str]) -> tuple[list[Run], list[str]]:
     return runs, named
 
 
+SHARD_FILE = re.compile(r"corpus-(\d+)(?:-part(\d+))?\.jsonl$")
+DIAGNOSIS_FIELDS = ("diagnosis", "diagnosis_stage", "diagnosis_setting", "diagnosis_op", "diagnosis_kind",
+                    "diagnosis_figures", "repro", "diagnosis_seconds", "diagnosis_draws", "diagnosis_eager_runs",
+                    "diagnosis_compiles")  # fmt: skip
+
+
+def resumed(paths: list[str]) -> list[Run]:
+    """The timed runs, each sample's records taken from the last part of its shard that ran it (a shard cut short
+    and resumed: ``run --resume``); a run a later part went on from is no longer partial."""
+    runs = [load(path) for path in paths]
+    order = [(int(m[1]), int(m[2] or 1)) if (m := SHARD_FILE.search(Path(p).name)) else (-i, 1)
+             for i, p in enumerate(paths)]  # fmt: skip
+    kept: list[Run] = []
+    for (shard, part), run in zip(order, runs, strict=True):
+        later = [r for (s, q), r in zip(order, runs, strict=True) if s == shard and q > part]
+        if not later:
+            kept.append(run)
+            continue
+        again = {rec.sample for r in later for rec in r.records}
+        data = copy.deepcopy(run.data)
+        data[SECTION].pop("partial", None)
+        kept.append(Run(run.path, data, [rec for rec in run.records if rec.sample not in again]))
+    return kept
+
+
+def beside(path: str, pattern: str) -> Path | None:
+    """A file ``run`` wrote beside a shard's results (``pattern`` with its index), or None."""
+    match = SHARD_FILE.search(Path(path).name)
+    return Path(path).with_name(pattern.format(index=match[1])) if match else None
+
+
+def with_diagnoses(run: Run, path: str) -> Run:
+    """``run`` with the diagnoses of its shard's untimed diagnosis pass (diag-I.jsonl) written into its records."""
+    diagnosed = beside(path, "diag-{index}.jsonl")
+    if diagnosed is None or not diagnosed.exists():
+        return run
+    found = {(r.key, r.kind): r for r in load(str(diagnosed)).records if r.diagnosis}
+    for record in run.records:
+        if (source := found.get((record.key, record.kind))) is not None:
+            for name in DIAGNOSIS_FIELDS:
+                setattr(record, name, getattr(source, name))
+    return run
+
+
 def doc(args: argparse.Namespace) -> int:
-    timed = [load(path) for path in args.results]
+    timed = [with_diagnoses(run, path) for run, path in zip(resumed(args.results), args.results, strict=True)]
+    repro_exits: dict[str, int] = {}
+    manifests = []
+    for path in args.results:
+        exits = beside(path, REPRO_EXITS)
+        repro_exits.update(read_json(exits) or {} if exits else {})
+        manifest = beside(path, MANIFEST)
+        if manifest is not None and (found := read_json(manifest)) is not None and found not in manifests:
+            manifests.append(found)
     warm_runs, left = _left_to_warm_up(args.results)
     shards = timed + warm_runs
     merged = from_data("merged", merge(shards)[0]) if len(shards) > 1 else shards[0]
@@ -262,7 +448,12 @@ def doc(args: argparse.Namespace) -> int:
     # the table first; how the run went follows in a few lines
     lines = ["# GraphNet corpus results", "", "## Pass rate per template", ""]
     lines += render(["template", "checks", *(o.value for o in outcomes), "pass rate"], rows, markdown=True)
-    lines += ["", f"{failing} failing checks; each one's reason is listed under the per-sample table below."]
+    means, common = common_geomeans(records)
+    if means:
+        lines += ["", f"Geomean speedup over the {common} samples every compiled template passed and timed: "
+                  + ", ".join(f"{t} {m:.3g}x" for t, m in means.items()) + " (the summary per template in the "
+                  "report below is each template's own geomean, over the samples it timed)."]  # fmt: skip
+    lines += ["", f"{failing} failing checks, grouped by cause below."]
     lines += [
         "",
         "## How the run went",
@@ -285,6 +476,13 @@ def doc(args: argparse.Namespace) -> int:
         )
     if args.note:
         lines.append(f"- {args.note}")
+    if shards := shards_table(manifests):
+        commits = {m.get("commit") for m in manifests}
+        lines += ["", "## The shards", "", *shards, ""]
+        lines.append("Every shard ran the same commit." if len(commits) == 1 else
+                     f"**The shards ran {len(commits)} different commits**: not one published run.")  # fmt: skip
+    lines += ["", "## Failing items by cause", "", *failures_by_cause(records, repro_exits)]
+    lines += ["", "## Timed out, crashed or skipped", "", *ended_early_and_skipped(records)]
     if memory := _memory(timed):
         lines += ["", "## Memory over the run", "", *memory]
     lines += ["", "## Outcome, effect and speedup per sample", "", "From `pytest-inductor-templates report`:", ""]
@@ -304,6 +502,9 @@ def main() -> int:
     run_parser.add_argument("--devices", default="cuda:0")
     run_parser.add_argument("--warm-workers", type=int, default=0, help="an untimed pass with K xdist workers first")
     run_parser.add_argument("--warm-only", action="store_true", help="the warm-up pass alone (beside other work)")
+    run_parser.add_argument("--workers", type=int, default=1, help="pytest-xdist workers sharing the device")
+    run_parser.add_argument("--diagnose", type=int, default=0, metavar="N", help="diagnose up to N failing checks")
+    run_parser.add_argument("--resume", action="store_true", help="go on with a shard that was cut short")
     doc_parser = commands.add_parser("doc")
     doc_parser.add_argument("results", nargs="+")
     doc_parser.add_argument("--doc", default="docs/results/corpus-results.md")

@@ -1,0 +1,117 @@
+"""The parts of docs/results/corpus-results.md that a corpus run's records give beyond ``report``'s table: geomean
+speedups over the samples every template passed, the failing items grouped by cause with their diagnoses, the items
+that ended early or were skipped with their reasons, and the shards (commit, machine, date, time). Plain functions of
+records and of the files ``corpus_results.py run`` writes beside them; no torch."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pytest_inductor_templates.outcomes import ENDED_EARLY, FAILURES, Outcome
+from pytest_inductor_templates.record import EAGER, ItemRecord, geomean
+from pytest_inductor_templates.tables import render
+
+COMPILER_FAULT = "the compiler's (its torch-only repro exits 1 on its own)"
+MANIFEST = "shard-{index}.json"  # what ``run`` writes per shard: commit, machine, date, each pass's wall time
+REPRO_EXITS = "repro-exits-{index}.json"  # repro.py path -> exit code, written by ``run --diagnose``
+
+
+def common_geomeans(records: list[ItemRecord]) -> tuple[dict[str, float], int]:
+    """Each compiled template's geomean speedup over the samples (sample, device) that every compiled template
+    passed and timed, and how many such samples there are."""
+    speedups: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
+    for r in records:
+        if r.kind == "bench" and r.template != EAGER and r.outcome is Outcome.PASS and r.speedup is not None:
+            speedups[r.template][(r.sample, r.device)] = r.speedup
+    if not speedups:
+        return {}, 0
+    common = set.intersection(*(set(by_sample) for by_sample in speedups.values()))
+    means = {t: geomean([by_sample[s] for s in sorted(common)]) for t, by_sample in speedups.items()}
+    return {t: m for t, m in means.items() if m is not None}, len(common)
+
+
+def cause(record: ItemRecord) -> str:
+    """What a failing item's failure is grouped by: the diagnosis's stage (and kind) where it has one, else its
+    outcome and the first clause of its reason."""
+    if record.diagnosis_stage:  # "inductor / lowerings: relu_3": the stage and subsystem, not the node
+        stage = record.diagnosis_stage.split(":")[0].strip()
+        return f"{record.outcome.value if record.outcome else '?'}: {stage}" + (
+            f" ({record.diagnosis_kind})" if record.diagnosis_kind else ""
+        )
+    reason = (record.reason or "no reason recorded").split(":")[0].split(";")[0].strip()
+    return f"{record.outcome.value if record.outcome else '?'}: {reason}"
+
+
+def whose(record: ItemRecord, repro_exits: dict[str, int]) -> str:
+    """Whether a failure is shown to be the compiler's: only where the item's repro ran on its own and exited 1."""
+    if not record.repro:
+        return "no repro (not diagnosed, or the diagnosis made none)"
+    code = repro_exits.get(record.repro)
+    if code is None:
+        return "its repro was not run"
+    return COMPILER_FAULT if code == 1 else f"not shown to be the compiler's (its repro exits {code} on its own)"
+
+
+def failures_by_cause(records: list[ItemRecord], repro_exits: dict[str, int]) -> list[str]:
+    """The failing check items (a failing cell's check item, or its bench item where it has no check), grouped by
+    cause, each with its reason, diagnosis and whose fault it is shown to be."""
+    failing = [r for r in _verdicts(records) if r.outcome in FAILURES and r.outcome not in ENDED_EARLY]
+    if not failing:
+        return ["No check failed."]
+    groups: dict[str, list[ItemRecord]] = defaultdict(list)
+    for r in failing:
+        groups[cause(r)].append(r)
+    lines: list[str] = []
+    for name, members in sorted(groups.items(), key=lambda group: (-len(group[1]), group[0])):
+        lines += [f"### {name} ({len(members)})", ""]
+        for r in sorted(members, key=lambda r: (r.sample, r.template)):
+            lines.append(f"- `{r.sample}` [{r.template}, {r.device}]: {r.reason or 'no reason recorded'}")
+            if r.diagnosis:
+                lines.append(f"  - diagnosis: {r.diagnosis}")
+            elif r.outcome is not None and r.outcome.value in ("accuracy_fail", "compile_fail", "runtime_fail"):
+                lines.append("  - not diagnosed")
+            lines.append(f"  - fault: {whose(r, repro_exits)}")
+        lines.append("")
+    return lines[:-1]
+
+
+def ended_early_and_skipped(records: list[ItemRecord]) -> list[str]:
+    """The cells that timed out, crashed or were skipped, with their reasons."""
+    rows = [
+        [f"`{r.sample}`", r.template, r.outcome.value, (r.reason or "-").replace("|", "/")]
+        for r in _verdicts(records)
+        if r.outcome in ENDED_EARLY or r.outcome is Outcome.SKIPPED
+    ]
+    return render(["sample", "template", "outcome", "reason"], sorted(rows), markdown=True) if rows else ["None."]
+
+
+def shards_table(manifests: list[dict[str, Any]]) -> list[str]:
+    """One row per shard: its index, the plugin's commit, the machine, the date, each pass's wall time."""
+    if not manifests:
+        return []
+    rows = [
+        [
+            str(m.get("shard", "?")), str(m.get("commit", "?")), str(m.get("machine", "?")), str(m.get("date", "?")),
+            ", ".join(f"{name} {seconds:.0f} s" for name, seconds in m.get("passes", {}).items()) or "-",
+        ]
+        for m in manifests
+    ]  # fmt: skip
+    return render(["shard", "commit", "machine", "date", "passes (wall time)"], rows, markdown=True)
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file beside the results, or None where it is missing."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _verdicts(records: list[ItemRecord]) -> list[ItemRecord]:
+    """Per cell (sample, template, device), the record carrying its verdict: its check item's, else its bench
+    item's (the eager row's included)."""
+    found: dict[tuple[str, str, str], ItemRecord] = {}
+    for r in records:
+        if r.outcome is not None and (r.key not in found or r.kind == "check"):
+            found[r.key] = r
+    return list(found.values())
