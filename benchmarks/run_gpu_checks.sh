@@ -3,7 +3,8 @@
 #   bash benchmarks/run_gpu_checks.sh [what...]
 #   (what: env tests suite fidelity tf32 probe examples samples samples_bf16 memory faults; default all; also, not in
 #   the default: stability and crosscheck (speedups' spread and a Timer reference), multigpu (2 GPUs), corpus,
-#   isolation and scaling, over CORPUS (default ../shared/graphnet-corpus); diagnose and diagnose_pass: issue 40's diagnosis proof)
+#   isolation and scaling, over CORPUS (default ../shared/graphnet-corpus); diagnose and diagnose_pass: issue 40's
+#   diagnosis proof; variance: where a speedup's variance sits)
 # Logs go to $OUT (default /tmp/gpu-checks). WORKERS: xdist workers of the samples steps (default 8);
 # SAMPLES_K: a -k expression to run only some samples; SHARD: the name of a results shard; STEP_LIMIT: seconds
 # a step may run before it is interrupted (default 540; pytest then still writes what it has); NO_INSTALL=1: the
@@ -75,9 +76,18 @@ for step in $what; do
     multigpu) # a planted CUDA fault ends one item (the last GPU); with two GPUs, the built-ins on both, with and without xdist
       limit python3 -m pytest tests/test_gpu_isolation.py -m gpu -s -p no:cacheprovider -W ignore::DeprecationWarning \
           2>&1 | tee "$OUT/multigpu.txt" | grep -E "^(crashed|timeout) |passed|failed|skipped" ;;
-    corpus) # one shard (SHARD=I/N) of the corpus under eager, default, cudagraphs; then `corpus_results.py doc`
-      limit python3 benchmarks/corpus_results.py run "${CORPUS:-../shared/graphnet-corpus}" --shard "${SHARD:-1/1}" \
-          2>&1 | tail -25 ;;
+    corpus) # one shard (SHARD=I/N) of the corpus under TEMPLATES (default: eager, default, cudagraphs, freezing),
+      # CORPUS_WORKERS sharing GPU 0 (default 4), the failing checks diagnosed in an untimed pass (cap DIAGNOSE_MAX,
+      # default 40);
+      # rerun with RESUME=1 after a cut; then `corpus_results.py doc` over $OUT/corpus/corpus-*.jsonl
+      OUT="$OUT/corpus" limit python3 benchmarks/corpus_results.py run "${CORPUS:-../shared/graphnet-corpus}" \
+          --shard "${SHARD:-1/1}" --templates "${TEMPLATES:-default,cudagraphs,freezing}" \
+          --workers "${CORPUS_WORKERS:-4}" --diagnose "${DIAGNOSE_MAX:-40}" ${RESUME:+--resume} 2>&1 | tail -25 ;;
+    variance) # issue 37: where a speedup's variance sits (rounds, stretches of one process, processes)
+      OUT="$OUT/variance" limit python3 benchmarks/timing_variance.py "${CORPUS:-../shared/graphnet-corpus}" \
+          --processes "${VARIANCE_PROCESSES:-3}" --stretches "${VARIANCE_STRETCHES:-3}" \
+          ${VARIANCE_SAMPLES:+--samples "$VARIANCE_SAMPLES"} ${VARIANCE_PIN:+--pin "$VARIANCE_PIN"} 2>&1 \
+          | tee "$OUT/variance.txt" | tail -8 ;;
     isolation) # in-process vs worker process over LIMIT samples of the corpus, alternated, cold caches
       limit python3 benchmarks/isolation_cost.py "${CORPUS:-../shared/graphnet-corpus}" --devices cuda:0 \
           --templates default --repeats 2 --limit "${LIMIT:-30}" 2>&1 | tail -4 ;;
