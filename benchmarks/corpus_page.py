@@ -6,10 +6,12 @@ records and of the files ``corpus_results.py run`` writes beside them; no torch.
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from pytest_inductor_templates.diagnose.request import DIAGNOSED
 from pytest_inductor_templates.outcomes import ENDED_EARLY, FAILURES, Outcome
 from pytest_inductor_templates.record import EAGER, ItemRecord, geomean
 from pytest_inductor_templates.tables import render
@@ -22,7 +24,7 @@ REPRO_EXITS = "repro-exits-{index}.json"  # repro.py path -> exit code, written 
 def common_geomeans(records: list[ItemRecord]) -> tuple[dict[str, float], int]:
     """Each compiled template's geomean speedup over the samples (sample, device) that every compiled template
     passed and timed, and how many such samples there are."""
-    speedups: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
+    speedups: dict[str, dict[tuple[str, str], float]] = {r.template: {} for r in records if r.template != EAGER}
     for r in records:
         if r.kind == "bench" and r.template != EAGER and r.outcome is Outcome.PASS and r.speedup is not None:
             speedups[r.template][(r.sample, r.device)] = r.speedup
@@ -41,21 +43,25 @@ def cause(record: ItemRecord) -> str:
         return f"{record.outcome.value if record.outcome else '?'}: {stage}" + (
             f" ({record.diagnosis_kind})" if record.diagnosis_kind else ""
         )
-    reason = (record.reason or "no reason recorded").split(":")[0].split(";")[0].strip()
+    reason = re.sub(r"^call \d+ of \d+: ", "", record.reason or "no reason recorded")
+    # "out[0]: float32 [1000, 10]: 43 of 10000 elements ...": "out[0]: float32"; "compile raised X: ...": as is
+    reason = ": ".join(re.sub(r"\s+\[.*", "", reason.split(";")[0]).strip().split(": ")[:2])
     return f"{record.outcome.value if record.outcome else '?'}: {reason}"
 
 
-def whose(record: ItemRecord, repro_exits: dict[str, int]) -> str:
+def whose(record: ItemRecord, repro_exits: dict[str, int | str]) -> str:
     """Whether a failure is shown to be the compiler's: only where the item's repro ran on its own and exited 1."""
     if not record.repro:
         return "no repro (not diagnosed, or the diagnosis made none)"
     code = repro_exits.get(record.repro)
     if code is None:
         return "its repro was not run"
+    if code == "timeout":
+        return "not shown to be the compiler's (its repro ran past its time limit)"
     return COMPILER_FAULT if code == 1 else f"not shown to be the compiler's (its repro exits {code} on its own)"
 
 
-def failures_by_cause(records: list[ItemRecord], repro_exits: dict[str, int]) -> list[str]:
+def failures_by_cause(records: list[ItemRecord], repro_exits: dict[str, int | str]) -> list[str]:
     """The failing check items (a failing cell's check item, or its bench item where it has no check), grouped by
     cause, each with its reason, diagnosis and whose fault it is shown to be."""
     failing = [r for r in _verdicts(records) if r.outcome in FAILURES and r.outcome not in ENDED_EARLY]
@@ -71,7 +77,7 @@ def failures_by_cause(records: list[ItemRecord], repro_exits: dict[str, int]) ->
             lines.append(f"- `{r.sample}` [{r.template}, {r.device}]: {r.reason or 'no reason recorded'}")
             if r.diagnosis:
                 lines.append(f"  - diagnosis: {r.diagnosis}")
-            elif r.outcome is not None and r.outcome.value in ("accuracy_fail", "compile_fail", "runtime_fail"):
+            elif r.outcome is not None and r.outcome.value in DIAGNOSED:
                 lines.append("  - not diagnosed")
             lines.append(f"  - fault: {whose(r, repro_exits)}")
         lines.append("")
@@ -88,18 +94,27 @@ def ended_early_and_skipped(records: list[ItemRecord]) -> list[str]:
     return render(["sample", "template", "outcome", "reason"], sorted(rows), markdown=True) if rows else ["None."]
 
 
-def shards_table(manifests: list[dict[str, Any]]) -> list[str]:
-    """One row per shard: its index, the plugin's commit, the machine, the date, each pass's wall time."""
-    if not manifests:
-        return []
+def shards_table(manifests: dict[str, dict[str, Any] | None]) -> list[str]:
+    """One row per pass of each shard (its manifest file name to its contents; None: the shard has none), then
+    whether every pass ran one commit: a published run is one commit's, and a tree with local changes (``+``) is
+    not a commit."""
     rows = [
-        [
-            str(m.get("shard", "?")), str(m.get("commit", "?")), str(m.get("machine", "?")), str(m.get("date", "?")),
-            ", ".join(f"{name} {seconds:.0f} s" for name, seconds in m.get("passes", {}).items()) or "-",
-        ]
-        for m in manifests
+        [str(m.get("shard", "?")), p["pass"], p["commit"], p["machine"], p["date"], f"{p['seconds']:.0f} s"]
+        for m in manifests.values() if m is not None for p in m.get("passes", [])
     ]  # fmt: skip
-    return render(["shard", "commit", "machine", "date", "passes (wall time)"], rows, markdown=True)
+    lines = render(["shard", "pass", "commit", "machine", "date", "wall time"], rows, markdown=True) if rows else []
+    missing = sorted(name for name, m in manifests.items() if m is None)
+    commits = {row[2] for row in rows}
+    if missing:
+        lines += ["", f"No manifest for {', '.join(missing)}: which commit ran it is not known."]
+    elif len(commits) == 1 and not next(iter(commits)).endswith("+"):
+        lines += ["", f"Every pass of every shard ran commit {next(iter(commits))}."]
+    elif len(commits) == 1:
+        lines += ["", f"Every pass ran {next(iter(commits))}: a tree with local changes, not a commit."]
+    else:
+        different = ", ".join(sorted(commits))
+        lines += ["", f"**The passes ran {len(commits)} different commits** ({different}): not one run."]
+    return lines
 
 
 def read_json(path: Path) -> Any:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import platform
@@ -65,19 +66,28 @@ from corpus_page import (
 
 from pytest_inductor_templates.diagnose.request import DIAGNOSED
 from pytest_inductor_templates.outcomes import ENDED_EARLY, FAILURES, Outcome
-from pytest_inductor_templates.record import EAGER, SECTION
+from pytest_inductor_templates.record import EAGER, SECTION, ItemRecord
 from pytest_inductor_templates.runs.files import Run, RunError, from_data, load, merge
 from pytest_inductor_templates.runs.markdown import as_markdown
 from pytest_inductor_templates.samples.graphnet import GraphNetSample, discover
 from pytest_inductor_templates.tables import render
 from pytest_inductor_templates.timing.threads import usable_cpus
 
+SHARD_FILE = re.compile(r"corpus-(\d+)(?:-part(\d+))?\.jsonl$")  # a shard's timed results: its first file or a part
+
+
+def beside(path: str | Path, pattern: str) -> Path | None:
+    """A file ``run`` wrote beside a shard's timed results (``pattern`` with the shard's index), or None for a file
+    that is no shard's."""
+    match = SHARD_FILE.search(Path(path).name)
+    return Path(path).with_name(pattern.format(index=match[1])) if match else None
+
 
 def warm_pass_of(results: str | Path) -> Path | None:
-    """The warm-up pass's results file beside a timed run's (corpus-I.jsonl: warm-I.jsonl), if there is one."""
-    path = Path(results)
-    warm = path.with_name(path.name.replace("corpus-", "warm-", 1))
-    return warm if path.name.startswith("corpus-") and warm.exists() else None
+    """The warm-up pass's results file of a timed run's shard (corpus-I.jsonl, corpus-I-partK.jsonl: warm-I.jsonl),
+    if there is one."""
+    warm = beside(results, "warm-{index}.jsonl")
+    return warm if warm is not None and warm.exists() else None
 
 
 def not_timed_list(results: str | Path) -> Path | None:
@@ -89,7 +99,7 @@ def not_timed_list(results: str | Path) -> Path | None:
     return path.with_name(path.name.replace("corpus-", "not-timed-", 1).rsplit(".", 1)[0] + ".txt")
 
 
-REPRO_SECONDS = 600  # a repro that runs longer is counted as not exiting on its own (-1)
+REPRO_SECONDS = 600  # a repro that runs longer is recorded as "timeout", not as an exit
 K_WORD = re.compile(r"^[\w:+\-.\[\]\\/]+$")  # what pytest's -k takes as one word
 
 
@@ -109,15 +119,24 @@ def _deselection(cells: set[tuple[str, str]]) -> list[str]:
 
 
 def finished_samples(results: list[Path], templates: list[str]) -> set[str]:
-    """The sample ids of a shard's results files whose every cell (eager's and each template's) has its check
-    item's record: what a resumed shard does not run again."""
-    checks: dict[str, set[str]] = defaultdict(set)
+    """The sample ids of a shard's results files whose every cell (eager's and each template's) has both its check
+    and its bench item's record, or was left to the warm-up pass (not timed: its not-timed list): what a resumed
+    shard does not run again."""
+    items: dict[tuple[str, str], set[str]] = defaultdict(set)
+    left: set[tuple[str, str]] = set()
     for path in results:
         for r in load(str(path)).records:
-            if r.kind == "check" and r.outcome is not None:
-                checks[r.sample].add(r.template)
-    wanted = {EAGER, *templates}
-    return {sample for sample, done in checks.items() if wanted <= done}
+            if r.outcome is not None:
+                items[r.sample, r.template].add(r.kind)
+        listed = not_timed_list(path)
+        if listed is not None and listed.exists():
+            left |= {tuple(line.split("\t")) for line in listed.read_text().splitlines() if line}  # type: ignore[misc]
+    samples = {sample for sample, _ in items}
+
+    def done(sample: str, template: str) -> bool:
+        return {"check", "bench"} <= items[sample, template] or (sample, template) in left or (sample, "*") in left
+
+    return {sample for sample in samples if all(done(sample, t) for t in (EAGER, *templates))}
 
 
 def shard_parts(out: Path, index: int) -> list[Path]:
@@ -125,6 +144,21 @@ def shard_parts(out: Path, index: int) -> list[Path]:
     first = out / f"corpus-{index}.jsonl"
     parts = sorted(out.glob(f"corpus-{index}-part*.jsonl"), key=lambda p: int(p.stem.rsplit("part", 1)[1]))
     return ([first] if first.exists() else []) + parts
+
+
+def next_part(out: Path, index: int) -> Path:
+    """The file a resumed shard's next part goes to: one past the highest part there is."""
+    parts = [int(p.stem.rsplit("part", 1)[1]) for p in out.glob(f"corpus-{index}-part*.jsonl")]
+    return out / f"corpus-{index}-part{max(parts, default=1) + 1}.jsonl"
+
+
+def clear_shard(out: Path, index: int) -> None:
+    """Remove what an earlier run of the shard left that a fresh run would otherwise be read with: its parts, its
+    diagnosis pass and its repros' exits."""
+    stale = [*out.glob(f"corpus-{index}-part*"), out / f"diag-{index}.jsonl", out / REPRO_EXITS.format(index=index)]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    shutil.rmtree(out / f"repros-{index}", ignore_errors=True)
 
 
 def commit() -> str:
@@ -147,34 +181,41 @@ def machine() -> str:
 
 
 def diagnose_failures(
-    command: list[str], results: list[Path], out: Path, index: int, most: int, extra: list[str]
+    command: list[str], results: list[Path], ids: dict[str, str], out: Path, index: int, most: int, extra: list[str]
 ) -> float:
-    """The untimed diagnosis pass over the failing checks of ``results``, then each repro run on its own; the
-    pass's wall time."""
+    """The untimed diagnosis pass over the first ``most`` failing checks of ``results`` (their samples listed
+    alone: ``ids`` maps a sample id to its directory), then each repro run on its own; the pass's wall time."""
     failing = sorted(
         {(r.sample, r.template) for path in results for r in load(str(path)).records
-         if r.kind == "check" and r.outcome is not None and r.outcome.value in DIAGNOSED}
-    )  # fmt: skip
+         if r.kind == "check" and r.outcome is not None and r.outcome.value in DIAGNOSED and r.sample in ids}
+    )[:most]  # fmt: skip
     if not failing:
         print("diagnose: no failing check to diagnose")
         return 0.0
-    chosen = " or ".join(f"({sample} and [{template}- and check)" for sample, template in failing)
+    listed = out / f"diagnose-{index}.txt"
+    listed.write_text("".join(f"{ids[sample]}\n" for sample in sorted({sample for sample, _ in failing})))
+    chosen = " or ".join(f"({sample} and check[{template}-)" for sample, template in failing)
     repros = out / f"repros-{index}"
+    results_file = out / f"diag-{index}.jsonl"
     diagnose = [
-        *command, "--benchmark-skip", "--inductor-diagnose", f"--inductor-diagnose-max={most}",
-        f"--inductor-repro-dir={repros}", f"--inductor-results={out}/diag-{index}.jsonl", "-k", chosen, *extra,
+        *[a for a in command if not a.startswith("--inductor-sample-list=")], f"--inductor-sample-list={listed}",
+        "--benchmark-skip", "--inductor-diagnose", f"--inductor-diagnose-max={most}", f"--inductor-repro-dir={repros}",
+        f"--inductor-results={results_file}", *extra, "-k", chosen,
     ]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(diagnose, check=False, capture_output=True, text=True)
     (out / f"diag-{index}.txt").write_text(done.stdout + done.stderr)
-    exits: dict[str, int] = {}
-    for r in load(str(out / f"diag-{index}.jsonl")).records:
+    if done.returncode not in (0, 1) or not results_file.exists():
+        print(f"diagnose pass: exit {done.returncode}, no diagnoses (see {out}/diag-{index}.txt)", file=sys.stderr)
+        return time.perf_counter() - started
+    exits: dict[str, int | str] = {}
+    for r in load(str(results_file)).records:
         if r.repro and r.repro not in exits:
             try:
                 ran = subprocess.run([sys.executable, r.repro], capture_output=True, timeout=REPRO_SECONDS)
                 exits[r.repro] = ran.returncode
             except subprocess.TimeoutExpired:
-                exits[r.repro] = -1
+                exits[r.repro] = "timeout"
     (out / REPRO_EXITS.format(index=index)).write_text(json.dumps(exits, indent=1) + "\n")
     seconds = time.perf_counter() - started
     print(f"diagnose pass ({len(failing)} failing checks, cap {most}): {seconds:.0f} s, exit {done.returncode}; "
@@ -182,24 +223,54 @@ def diagnose_failures(
     return seconds
 
 
+class Manifest:
+    """A shard's manifest (shard-I.json): the shard, its templates, and each pass with the plugin's commit, the
+    machine, the date and its wall time."""
+
+    def __init__(self, path: Path, shard: str, templates: str, keep: bool) -> None:
+        self.path = path
+        found = read_json(path) if keep else None
+        self.data = found or {"shard": shard, "templates": templates, "passes": []}
+
+    def differs(self, shard: str, templates: str) -> str | None:
+        """Why this shard may not go on here: another selection or another commit began it; or None."""
+        if (self.data.get("shard"), self.data.get("templates")) != (shard, templates):
+            return f"it began as shard {self.data.get('shard')} of {self.data.get('templates')}"
+        commits = {p["commit"] for p in self.data["passes"]}
+        if commits - {commit()}:
+            return f"it began at {', '.join(sorted(commits))}, this checkout is at {commit()}"
+        return None
+
+    def add(self, name: str, seconds: float) -> None:
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.data["passes"].append(
+            {"pass": name, "seconds": round(seconds, 1), "commit": commit(), "machine": machine(), "date": stamp}
+        )
+        self.path.write_text(json.dumps(self.data, indent=1) + "\n")
+
+
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     out = Path(os.environ.get("OUT", "/tmp/corpus"))
     out.mkdir(parents=True, exist_ok=True)
     index, count = (int(part) for part in args.shard.split("/"))
-    samples = discover(Path(args.corpus))[index - 1 :: count]
-    manifest_path = out / MANIFEST.format(index=index)
-    manifest = (read_json(manifest_path) if args.resume else None) or {
-        "shard": args.shard, "commit": commit(), "machine": machine(), "date": datetime.now(timezone.utc).isoformat(
-            timespec="seconds"), "passes": {},
-    }  # fmt: skip
-    if args.resume and manifest["commit"] != commit():
-        print(f"--resume: this shard began at {manifest['commit']}, this checkout is at {commit()}: run it again whole")
+    shard = discover(Path(args.corpus))[index - 1 :: count]
+    root = Path(args.corpus).resolve()
+    ids = {GraphNetSample(root, relative).id: relative for relative in shard}
+    warm_file = out / f"warm-{index}.jsonl"
+    earlier = shard_parts(out, index) if args.resume else []
+    warm_now = bool(args.warm_workers) and not (args.resume and warm_file.exists())
+    # a fresh run keeps only a --warm-only pass run just before it; a resumed one goes on with its manifest
+    manifest = Manifest(out / MANIFEST.format(index=index), args.shard, args.templates,
+                        keep=args.resume or (not warm_now and warm_file.exists()))  # fmt: skip
+    if args.resume and (why := manifest.differs(args.shard, args.templates)):
+        print(f"--resume: shard {args.shard} cannot go on here: {why}; run it again without --resume")
         return 2
-    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+    if not args.resume:
+        clear_shard(out, index)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "no_tests").mkdir()
         listed = Path(tmp) / "samples.txt"
-        listed.write_text("\n".join(samples) + "\n")
+        listed.write_text("\n".join(shard) + "\n")
         command = [
             sys.executable, "-m", "pytest", f"{tmp}/no_tests", "-c", "/dev/null", "-q", "-p", "no:cacheprovider",
             "-W", "ignore", f"--inductor-samples={args.corpus}", f"--inductor-sample-list={listed}",
@@ -212,21 +283,14 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             # pass's workers (every worker with every CPU oversubscribed a 32-core host 12 times over)
             count = usable_cpus() if "cpu" in args.devices else max(1, usable_cpus() // args.warm_workers)
             threads = [f"--inductor-timing-threads={count}"]
-        if args.warm_workers:
-            warm = [
-                *command,
-                "-n",
-                str(args.warm_workers),
-                "--benchmark-skip",
-                f"--inductor-results={out}/warm-{index}.jsonl",
-                *threads,
-            ]
+        if warm_now:
+            warm = [*command, "-n", str(args.warm_workers), "--benchmark-skip", f"--inductor-results={warm_file}",
+                    *threads]  # fmt: skip
             started = time.perf_counter()
             warmed = subprocess.run([*warm, *extra], check=False, capture_output=True, text=True)
             (out / f"warm-{index}.txt").write_text(warmed.stdout + warmed.stderr)
             seconds = time.perf_counter() - started
-            manifest["passes"]["warm-up (untimed)"] = round(seconds, 1)
-            manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+            manifest.add("warm-up (untimed)", seconds)
             print(
                 f"warm-up pass ({args.warm_workers} workers, untimed): {seconds:.0f} s, exit {warmed.returncode}",
                 flush=True,
@@ -239,60 +303,54 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                     print(f"time it with the same thread count: run ... -- {threads[0]}")
                 return 0
         results = out / f"corpus-{index}.jsonl"
-        earlier = shard_parts(out, index) if args.resume else []
+        samples = list(shard)
         if earlier:  # go on where the shard was cut short, into a part of its own
-            root = Path(args.corpus).resolve()
             done_ids = finished_samples(earlier, args.templates.split(","))
-            samples = [relative for relative in samples if GraphNetSample(root, relative).id not in done_ids]
-            if not samples:
-                print(f"--resume: every sample of shard {args.shard} has finished")
-                return 0
-            listed.write_text("\n".join(samples) + "\n")
-            results = out / f"corpus-{index}-part{len(earlier) + 1}.jsonl"
-            print(f"--resume: {len(samples)} samples left, into {results.name}")
-        not_timed, deselect = not_timed_list(results), []
-        assert not_timed is not None  # a timed run's results are corpus-I.jsonl
-        not_timed.unlink(missing_ok=True)
-        warm_file = out / f"warm-{index}.jsonl"
-        if warm_file.exists():  # this run's warm-up pass, or one run earlier with --warm-only
-            warm = load(str(warm_file))
-            root = Path(args.corpus).resolve()
-            ids = {GraphNetSample(root, sample).id: sample for sample in samples}
-            if not {r.sample for r in warm.records} <= ids.keys():
+            samples = [relative for sample_id, relative in ids.items() if sample_id not in done_ids]
+            results = next_part(out, index)
+            into = f", into {results.name}" if samples else ""
+            print(f"--resume: {len(samples)} of {len(shard)} samples left{into}")
+        deselect: list[str] = []
+        if samples and warm_file.exists():  # this run's warm-up pass, or one run earlier with --warm-only
+            warm_run = load(str(warm_file))
+            if not {r.sample for r in warm_run.records} <= ids.keys():
                 print(f"{warm_file} is not this shard's warm-up pass (other samples): every sample is timed")
-            elif cells := left_to_warm_up(warm):
-                not_timed.write_text("".join(f"{sample}\t{template}\n" for sample, template in sorted(cells)))
-                print(f"left to the warm-up pass (timed out or crashed there; {not_timed}):")
-                print("".join(f"  {sample} [{template}]\n" for sample, template in sorted(cells)), end="")
+            elif cells := left_to_warm_up(warm_run):
                 whole = {sample for sample, template in cells if template == "*"}
-                left = [relative for sample_id, relative in ids.items() if sample_id not in whole]
-                if not left:
-                    print(f"nothing left to time: give {warm_file} to doc instead of {results}")
-                    return 0
-                listed.write_text("".join(f"{relative}\n" for relative in left))
+                wanted = {relative for sample_id, relative in ids.items() if sample_id not in whole}
+                left_out = {(s, t) for s, t in cells if ids.get(s) in samples or t == "*"}
+                not_timed = not_timed_list(results)
+                assert not_timed is not None  # a timed run's results are corpus-I.jsonl or a part of it
+                not_timed.write_text("".join(f"{s}\t{t}\n" for s, t in sorted(left_out)))
+                print(f"left to the warm-up pass (timed out or crashed there; {not_timed}):")
+                print("".join(f"  {sample} [{template}]\n" for sample, template in sorted(left_out)), end="")
+                samples = [relative for relative in samples if relative in wanted]
                 if "-k" in extra:
                     print("your -k replaces the deselection of single cells: they are timed again")
                 else:
-                    deselect = _deselection(cells)
-        base = list(command)
-        workers = ["-n", str(args.workers)] if args.workers > 1 else []
-        command += [
-            f"--inductor-results={results}", f"--benchmark-json={results.with_suffix('.json')}",
-            *workers, *threads, *deselect, *extra,
-        ]  # fmt: skip
-        print(" ".join(command), flush=True)
-        started = time.perf_counter()
-        done = subprocess.run(command, check=False, capture_output=True, text=True)
-        manifest["passes"][f"timed ({results.stem})"] = round(time.perf_counter() - started, 1)
-        manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
-        results.with_suffix(".txt").write_text(done.stdout + done.stderr)
-        print("\n".join(done.stdout.splitlines()[-30:]))
-        if done.returncode not in (0, 1):
-            return done.returncode
+                    deselect = _deselection({c for c in left_out if c[1] != "*"})
+        if samples:
+            listed.write_text("".join(f"{relative}\n" for relative in samples))
+            workers = ["-n", str(args.workers)] if args.workers > 1 else []
+            timed = [
+                *command, f"--inductor-results={results}", f"--benchmark-json={results.with_suffix('.json')}",
+                *workers, *threads, *deselect, *extra,
+            ]  # fmt: skip
+            print(" ".join(timed), flush=True)
+            started = time.perf_counter()
+            done = subprocess.run(timed, check=False, capture_output=True, text=True)
+            manifest.add(f"timed ({results.stem}, {args.workers} worker(s))", time.perf_counter() - started)
+            results.with_suffix(".txt").write_text(done.stdout + done.stderr)
+            print("\n".join(done.stdout.splitlines()[-30:]))
+            if done.returncode not in (0, 1):
+                return done.returncode
+        elif not earlier:
+            print(f"nothing left to time: give {warm_file} to doc")
         if args.diagnose:
-            seconds = diagnose_failures(base, shard_parts(out, index), out, index, args.diagnose, [*threads, *extra])
-            manifest["passes"]["diagnose (untimed)"] = round(seconds, 1)
-            manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
+            extra_args = [a for i, a in enumerate(extra) if "-k" not in extra[max(i - 1, 0) : i + 1]]  # its own -k
+            seconds = diagnose_failures(command, shard_parts(out, index), ids, out, index, args.diagnose,
+                                        [*threads, *extra_args])  # fmt: skip
+            manifest.add("diagnose (untimed)", seconds)
     return 0
 
 
@@ -348,29 +406,32 @@ def _envelope(name: str, checks: list[Any]) -> list[str]:
 
 
 def _left_to_warm_up(paths: list[str]) -> tuple[list[Run], list[str]]:
-    """For each timed run whose not-timed list names cells left to its warm-up pass, those cells' warm-up records
-    (as a run to merge: the warm-up file's own cut-off, if any, is not the timed run's), and the cells named."""
-    runs, named = [], []
+    """For each shard whose timed files' not-timed lists name cells left to its warm-up pass, those cells'
+    warm-up records (one run per shard to merge: the warm-up file's own cut-off, if any, is not the timed run's),
+    and the cells named."""
+    cells_of: dict[Path, set[tuple[str, str]]] = defaultdict(set)
     for path in paths:
         listed = not_timed_list(path)
         if listed is None or not listed.exists():
             continue
-        cells = [tuple(line.split("\t")) for line in listed.read_text().splitlines() if line]
+        cells = {tuple(line.split("\t")) for line in listed.read_text().splitlines() if line}
         if (warm_file := warm_pass_of(path)) is None:
             raise RunError(f"{listed} names cells left to the warm-up pass, but the warm-up pass's results are missing")
+        cells_of[warm_file] |= cells  # type: ignore[arg-type]
+    runs, named = [], []
+    for warm_file, cells in cells_of.items():
         warm = load(str(warm_file))
         data = copy.deepcopy(warm.data)
         data[SECTION].pop("partial", None)
         wanted = [r for r in warm.records if (r.sample, "*") in cells or (r.sample, r.template) in cells]
         runs.append(Run(warm.path, data, wanted))
-        named += [f"{sample}" if template == "*" else f"{sample} [{template}]" for sample, template in cells]
+        named += [f"{sample}" if template == "*" else f"{sample} [{template}]" for sample, template in sorted(cells)]
     return runs, named
 
 
-SHARD_FILE = re.compile(r"corpus-(\d+)(?:-part(\d+))?\.jsonl$")
-DIAGNOSIS_FIELDS = ("diagnosis", "diagnosis_stage", "diagnosis_setting", "diagnosis_op", "diagnosis_kind",
-                    "diagnosis_figures", "repro", "diagnosis_seconds", "diagnosis_draws", "diagnosis_eager_runs",
-                    "diagnosis_compiles")  # fmt: skip
+DIAGNOSIS_FIELDS = [
+    f.name for f in dataclasses.fields(ItemRecord) if f.name.startswith("diagnosis") or f.name == "repro"
+]
 
 
 def resumed(paths: list[str]) -> list[Run]:
@@ -392,12 +453,6 @@ def resumed(paths: list[str]) -> list[Run]:
     return kept
 
 
-def beside(path: str, pattern: str) -> Path | None:
-    """A file ``run`` wrote beside a shard's results (``pattern`` with its index), or None."""
-    match = SHARD_FILE.search(Path(path).name)
-    return Path(path).with_name(pattern.format(index=match[1])) if match else None
-
-
 def with_diagnoses(run: Run, path: str) -> Run:
     """``run`` with the diagnoses of its shard's untimed diagnosis pass (diag-I.jsonl) written into its records."""
     diagnosed = beside(path, "diag-{index}.jsonl")
@@ -405,7 +460,7 @@ def with_diagnoses(run: Run, path: str) -> Run:
         return run
     found = {(r.key, r.kind): r for r in load(str(diagnosed)).records if r.diagnosis}
     for record in run.records:
-        if (source := found.get((record.key, record.kind))) is not None:
+        if (source := found.get((record.key, record.kind))) is not None and source.outcome == record.outcome:
             for name in DIAGNOSIS_FIELDS:
                 setattr(record, name, getattr(source, name))
     return run
@@ -413,14 +468,14 @@ def with_diagnoses(run: Run, path: str) -> Run:
 
 def doc(args: argparse.Namespace) -> int:
     timed = [with_diagnoses(run, path) for run, path in zip(resumed(args.results), args.results, strict=True)]
-    repro_exits: dict[str, int] = {}
-    manifests = []
+    repro_exits: dict[str, int | str] = {}
+    manifests: dict[str, Any] = {}  # by shard file: its manifest, or None where it has none
     for path in args.results:
         exits = beside(path, REPRO_EXITS)
-        repro_exits.update(read_json(exits) or {} if exits else {})
+        repro_exits.update((read_json(exits) or {}) if exits is not None else {})
         manifest = beside(path, MANIFEST)
-        if manifest is not None and (found := read_json(manifest)) is not None and found not in manifests:
-            manifests.append(found)
+        if manifest is not None:
+            manifests.setdefault(manifest.name, read_json(manifest))
     warm_runs, left = _left_to_warm_up(args.results)
     shards = timed + warm_runs
     merged = from_data("merged", merge(shards)[0]) if len(shards) > 1 else shards[0]
@@ -476,11 +531,8 @@ def doc(args: argparse.Namespace) -> int:
         )
     if args.note:
         lines.append(f"- {args.note}")
-    if shards := shards_table(manifests):
-        commits = {m.get("commit") for m in manifests}
-        lines += ["", "## The shards", "", *shards, ""]
-        lines.append("Every shard ran the same commit." if len(commits) == 1 else
-                     f"**The shards ran {len(commits)} different commits**: not one published run.")  # fmt: skip
+    if manifests:
+        lines += ["", "## The shards", "", *shards_table(manifests)]
     lines += ["", "## Failing items by cause", "", *failures_by_cause(records, repro_exits)]
     lines += ["", "## Timed out, crashed or skipped", "", *ended_early_and_skipped(records)]
     if memory := _memory(timed):

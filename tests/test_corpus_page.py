@@ -1,8 +1,10 @@
-"""The corpus page's generator (``benchmarks/corpus_results.py doc``) on a small committed run: two shards of real
-results files made on the CPU by ``corpus_results.py run`` (tests/data/corpus_run: shard 1, two GraphNet-format
-samples under default and freezing, passing and timed; shard 2, two others under default with a strict tolerance,
-failing, diagnosed in the untimed pass, their repros run on their own). Each figure on the page is recomputed here
-from the records."""
+"""The corpus page's generator (``benchmarks/corpus_results.py doc``) and the resume rules of ``run``, on a small
+committed run assembled from two real CPU runs of ``corpus_results.py run`` over copies of two GraphNet samples (GAT,
+GraphSAGE) under two roots, renamed as the two shards of one run (tests/data/corpus_run): shard 1 (root tinycorpus2)
+under default and freezing, passing and timed; shard 2 (root tinycorpus) under default with a strict tolerance
+(``--inductor-tolerance=0,0 --inductor-second-opinion=off``), failing, diagnosed in the untimed pass
+(``--diagnose 2``), its repros run on their own. The shards' manifests are written in the manifest's format from
+those runs' passes. Each figure on the page is recomputed here from the records."""
 
 from __future__ import annotations
 
@@ -63,7 +65,8 @@ def test_pass_rates_and_the_common_geomean_are_the_records(run_dir: Path) -> Non
     for template in ("eager", "default", "freezing"):
         checks = [r for r in records if r.kind == "check" and r.template == template]
         passed = sum(r.outcome.value == "pass" for r in checks)
-        assert f"| {template} | {len(checks)} | {passed} |" in text and f"| {passed / len(checks):.0%} |" in text
+        failed = sum(r.outcome.value == "accuracy_fail" for r in checks)
+        assert f"| {template} | {len(checks)} | {passed} | {failed} | {passed / len(checks):.0%} |" in text
     timed = {(r.template, r.sample): r.speedup for r in records if r.kind == "bench" and r.speedup is not None
              and r.template != "eager" and r.outcome.value == "pass"}  # fmt: skip
     common = {s for t, s in timed if t == "default"} & {s for t, s in timed if t == "freezing"}
@@ -103,7 +106,7 @@ def test_failures_are_grouped_by_cause_with_their_diagnosis_and_whose_fault(run_
     assert page(run_dir).count("its repro was not run") == 2
     (run_dir / "diag-2.jsonl").unlink()
     undiagnosed = page(run_dir)
-    assert undiagnosed.count("  - not diagnosed") == 2 and "### accuracy_fail: call 1 of 2 (2)" in undiagnosed
+    assert undiagnosed.count("  - not diagnosed") == 2 and "### accuracy_fail: out[0]: float32 (2)" in undiagnosed
 
 
 def test_a_resumed_shard_takes_each_sample_from_its_last_part(run_dir: Path) -> None:
@@ -128,13 +131,66 @@ def test_a_resumed_shard_takes_each_sample_from_its_last_part(run_dir: Path) -> 
     assert "Partial" in page(run_dir, "corpus-1.jsonl", "corpus-2.jsonl")  # the cut-off file alone is partial
 
 
-def test_the_shards_say_their_commit_machine_and_date(run_dir: Path) -> None:
-    """Each shard's manifest (shard-I.json) is a row; shards of different commits are flagged."""
-    manifests = [json.loads((run_dir / f"shard-{i}.json").read_text()) for i in (1, 2)]
+def test_the_shards_say_each_passs_commit_machine_and_date(run_dir: Path) -> None:
+    """Each pass of each shard's manifest (shard-I.json) is a row; the page says whether one commit ran them all: a
+    tree with local changes is no commit, two commits are flagged, and a shard without a manifest is named."""
+    manifests = {i: json.loads((run_dir / f"shard-{i}.json").read_text()) for i in (1, 2)}
     text = page(run_dir)
-    for m in manifests:
-        assert f"| {m['shard']} | {m['commit']} | {m['machine']} | {m['date']} |" in text
-    assert "Every shard ran the same commit." in text
-    manifests[1]["commit"] = "0000000"
-    (run_dir / "shard-2.json").write_text(json.dumps(manifests[1]))
-    assert "**The shards ran 2 different commits**" in page(run_dir)
+    for m in manifests.values():
+        for p in m["passes"]:
+            assert f"| {m['shard']} | {p['pass']} | {p['commit']} | {p['machine']} | {p['date']} |" in text
+    assert "Every pass ran f71036e+: a tree with local changes, not a commit." in text
+
+    def set_commit(i: int, commit: str) -> None:
+        for p in manifests[i]["passes"]:
+            p["commit"] = commit
+        (run_dir / f"shard-{i}.json").write_text(json.dumps(manifests[i]))
+
+    set_commit(1, "f71036e"), set_commit(2, "f71036e")
+    assert "Every pass of every shard ran commit f71036e." in page(run_dir)
+    set_commit(2, "0000000")
+    assert "**The passes ran 2 different commits** (0000000, f71036e)" in page(run_dir)
+    (run_dir / "shard-2.json").unlink()
+    assert "No manifest for shard-2.json: which commit ran it is not known." in page(run_dir)
+
+
+def resume_rules():  # the run side's helpers, imported from the script
+    sys.path.insert(0, str(SCRIPT.parent))
+    import corpus_results
+
+    return corpus_results
+
+
+def test_a_sample_is_finished_only_with_every_cells_check_and_bench_or_left_to_the_warm_up(run_dir: Path) -> None:
+    """``run --resume`` reruns a sample unless each of its cells has both its check and its bench record: a cut
+    between a check and its bench leaves the sample to run again; a cell left to the warm-up pass counts as done."""
+    rules = resume_rules()
+    first = run_dir / "corpus-1.jsonl"
+    templates = ["default", "freezing"]
+    both = {"tinycorpus2/torchgeometric/GAT", "tinycorpus2/torchgeometric/GraphSAGE"}
+    assert rules.finished_samples([first], templates) == both
+    lines = lines_of(first)
+
+    def gat_freezing_bench(x: dict) -> bool:
+        record = x.get("record") or {}
+        cell = (record.get("template"), record.get("kind"))
+        return record.get("sample", "").endswith("GAT") and cell == ("freezing", "bench")
+
+    cut = [x for x in lines if not gat_freezing_bench(x)]
+    write_lines(first, cut)
+    assert rules.finished_samples([first], templates) == both - {"tinycorpus2/torchgeometric/GAT"}
+    (run_dir / "not-timed-1.txt").write_text("tinycorpus2/torchgeometric/GAT\tfreezing\n")
+    assert rules.finished_samples([first], templates) == both
+
+
+def test_parts_are_read_in_order_and_a_new_part_goes_past_the_highest(tmp_path: Path) -> None:
+    """A shard's files in the order they ran, and the next part after the highest (not after the count: a part
+    missing in the middle must not make the next overwrite the last)."""
+    rules = resume_rules()
+    for name in ("corpus-1.jsonl", "corpus-1-part3.jsonl", "corpus-1-part10.jsonl", "corpus-2.jsonl"):
+        (tmp_path / name).write_text("")
+    assert [p.name for p in rules.shard_parts(tmp_path, 1)] == [
+        "corpus-1.jsonl", "corpus-1-part3.jsonl", "corpus-1-part10.jsonl",
+    ]  # fmt: skip
+    assert rules.next_part(tmp_path, 1).name == "corpus-1-part11.jsonl"
+    assert rules.next_part(tmp_path, 2).name == "corpus-2-part2.jsonl"
