@@ -51,12 +51,6 @@ SAMPLE_RUN = (
 )  # fmt: skip
 
 
-@pytest.fixture
-def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in FRESH.items():
-        monkeypatch.setenv(name, value)
-
-
 def write_pointwise(root: Path) -> None:
     write_sample(root / "corpus" / "pointwise", {"model.py": POINTWISE_MODEL, "weight_meta.py": POINTWISE_META})
 
@@ -131,7 +125,9 @@ def test_each_cpu_template_reports_its_effect(templates_run: TemplatesRun) -> No
     assert info["effect"] == "no effect" and info["effect_evidence"] == "aten: no GEMM in the graph"
 
 
-def test_require_effect_fails_the_items_without_effect(pytester: pytest.Pytester, fresh: None) -> None:
+def test_require_effect_fails_the_items_without_effect(pytester: pytest.Pytester) -> None:
+    """On the session's compile cache (the aten check's compile is the first of this graph under aten: its code is
+    Inductor's whether from the cache or not), not fresh: a fresh compile builds its C++ kernel in full."""
     pytester.makeini("[pytest]\ninductor_require_effect = true\n")
     write_pointwise(pytester.path)
     result = pytester.runpytest_subprocess(
