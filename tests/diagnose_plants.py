@@ -1,6 +1,7 @@
 """Planted compiler faults for the diagnosis tests, installed as a broken torch would be: a ``sitecustomize.py``
-on ``PYTHONPATH`` that changes torch at start-up, chosen by ``INDUCTOR_TEST_PLANT`` (a comma list), so the test's
-process, the diagnosis child and the standalone repro all see it."""
+on ``PYTHONPATH`` that changes torch as it is imported, chosen by ``INDUCTOR_TEST_PLANT`` (a comma list), so the
+test's process, the diagnosis child and the standalone repro all see it; a process that never imports torch starts
+as it would without the plant."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ PLANT_ENV = "INDUCTOR_TEST_PLANT"
 
 SITECUSTOMIZE = """
 import os
+import sys
 
 _PLANTS = set(filter(None, os.environ.get("INDUCTOR_TEST_PLANT", "").split(",")))
-if _PLANTS:
+
+
+def _plant():
     import torch
     from torch._inductor import config, lowering
     from torch._inductor.decomposition import decompositions
@@ -83,6 +87,30 @@ if _PLANTS:
     if "cos_bf16" in _PLANTS:  # bf16 cos computed 3% off, unless Inductor emulates eager's precision casts
         _replace(aten.cos, lambda good: _scaled(
             good, 1.03, lambda x: x.get_dtype() == torch.bfloat16 and not config.emulate_precision_casts))
+
+
+class _PlantAfterTorch:  # plants as torch is imported: a process that never imports it (each of Inductor's ISA
+    # probes is a short python -c of its own) starts without it, not in the seconds an import of torch takes
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        import importlib.machinery
+
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        exec_module = spec.loader.exec_module
+
+        def exec_then_plant(module):
+            exec_module(module)
+            _plant()
+
+        spec.loader.exec_module = exec_then_plant
+        return spec
+
+
+if _PLANTS:
+    sys.meta_path.insert(0, _PlantAfterTorch())
 """
 
 

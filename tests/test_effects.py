@@ -18,7 +18,6 @@ from pytest_inductor_templates.compile.evidence import CompileEvidence
 from pytest_inductor_templates.templates.registry import TemplateRegistry
 from pytest_inductor_templates.templates.selection import Selection
 
-FRESH = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}  # every compile fresh: every effect observed
 USER_TEMPLATES = """
 [templates.scalar]
 description = "no SIMD in CPU kernels"
@@ -28,7 +27,7 @@ settings = { "cpp.simdlen" = 1 }
 description = "coordinate descent tuning alone: Triton only"
 settings = { coordinate_descent_tuning = true }
 """
-# A GraphNet-format sample without a GEMM or a convolution: one fused pointwise kernel, cheap to compile fresh (a
+# A GraphNet-format sample without a GEMM or a convolution: one fused pointwise kernel, cheap to compile cold (a
 # built-in like launch_bound compiles a dozen kernels), vectorized under default (so that no SIMD differs).
 POINTWISE_MODEL = """
 import torch
@@ -51,12 +50,6 @@ SAMPLE_RUN = (
 )  # fmt: skip
 
 
-@pytest.fixture
-def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in FRESH.items():
-        monkeypatch.setenv(name, value)
-
-
 def write_pointwise(root: Path) -> None:
     write_sample(root / "corpus" / "pointwise", {"model.py": POINTWISE_MODEL, "weight_meta.py": POINTWISE_META})
 
@@ -75,8 +68,7 @@ def _templates_run(root: Path) -> TemplatesRun:
     (root / "templates.toml").write_text(USER_TEMPLATES)
     write_pointwise(root)
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in FRESH.items():
-            patch.setenv(name, value)
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(root / "cache"))  # an empty cache: every effect observed
         for name in CI_VARIABLES:
             patch.delenv(name, raising=False)
         result = run_pytest(
@@ -131,7 +123,9 @@ def test_each_cpu_template_reports_its_effect(templates_run: TemplatesRun) -> No
     assert info["effect"] == "no effect" and info["effect_evidence"] == "aten: no GEMM in the graph"
 
 
-def test_require_effect_fails_the_items_without_effect(pytester: pytest.Pytester, fresh: None) -> None:
+def test_require_effect_fails_the_items_without_effect(pytester: pytest.Pytester) -> None:
+    """On the session's compile cache (the aten check's compile is the first of this graph under aten: its code is
+    Inductor's whether from the cache or not), not fresh: a fresh compile builds its C++ kernel in full."""
     pytester.makeini("[pytest]\ninductor_require_effect = true\n")
     write_pointwise(pytester.path)
     result = pytester.runpytest_subprocess(

@@ -9,8 +9,8 @@ import pytest
 
 from pytest_inductor_templates.report.progress import duration, sample_of
 
-# Dynamo's eager backend: the lines are the point, not Inductor's compiles; the runs without -n in the pytest
-# process (--inductor-isolation=none, in a pytest subprocess): no sample worker to start
+# Dynamo's eager backend: the lines are the point, not Inductor's compiles; the samples run in the pytest process
+# (--inductor-isolation=none, in a pytest subprocess; under -n 2 in each xdist worker): no sample worker to start
 RUN = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-k", "embedding or launch_bound")
 RUN = (*RUN, "--inductor-backend=eager", "--benchmark-disable", "-p", "no:cacheprovider", "-W", "ignore")
 IN_PYTEST = (*RUN, "--inductor-isolation=none")
@@ -45,7 +45,7 @@ def test_quiet_with_q_and_shown_with_v(pytester: pytest.Pytester) -> None:
 
 def test_under_xdist_the_controller_shows_the_lines(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
-    result = pytester.runpytest_subprocess(*RUN, "-n", "2")
+    result = pytester.runpytest_subprocess(*IN_PYTEST, "-n", "2")
     assert result.ret == 0, result.stdout.str()
     assert sorted(m.group(1) for m in _progress(result)) == ["embedding", "launch_bound"], result.stdout.str()
 
