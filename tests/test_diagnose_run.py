@@ -119,10 +119,17 @@ def test_second(inductor_check):
 )
 
 
-def xdist_run(tmp_path: Path, *options: str) -> tuple[subprocess.CompletedProcess[str], list]:
+# the planted backend, taking 3 s over each compile: a diagnosis, whose checks each compile, outlasts a 2 s budget
+# however fast the machine (without it, a quiet machine can finish the whole diagnosis within 2 s)
+SLOW_PLANTED = PLANTED.replace("import torch\n", "import time\n\nimport torch\n", 1).replace(
+    "    gm.recompile()\n", "    time.sleep(3)\n    gm.recompile()\n", 1
+)
+
+
+def xdist_run(tmp_path: Path, *options: str, conftest: str = PLANTED) -> tuple[subprocess.CompletedProcess[str], list]:
     """Two failing user tests on two xdist workers, each diagnosed in its worker; their check records."""
     (tmp_path / "test_two.py").write_text(TWO_TESTS)
-    (tmp_path / "conftest.py").write_text(PLANTED)
+    (tmp_path / "conftest.py").write_text(conftest)
     command = [
         sys.executable, "-m", "pytest", "test_two.py", "-n", "2", "--inductor-backend=wrong_gelu",
         "--inductor-diagnose", "--inductor-diagnose-processes=1", "--inductor-devices=cpu", "--benchmark-disable",
@@ -153,12 +160,13 @@ def test_a_runs_diagnoses_stay_within_its_cap_and_budget_across_workers(
 ) -> None:
     """Counted in the run's ledger, which both workers share: one of the two failing items is diagnosed, the
     other says why not. Under the run budget the one diagnosis gets the run's 2 s (less than its own 300 s, and
-    less than any diagnosis takes: its child alone starts in more), reserved before it starts, and stops there
-    cleanly with what it found."""
-    done, (diagnosed, other) = xdist_run(tmp_path, *options)
+    less than the diagnosis takes: the backend is planted to take 3 s over each compile), reserved before it starts,
+    and stops there cleanly with what it found."""
+    budget = "--inductor-diagnose-run-budget=2" in options
+    done, (diagnosed, other) = xdist_run(tmp_path, *options, conftest=SLOW_PLANTED if budget else PLANTED)
     assert other.diagnosis == refused, done.stdout[-3000:]
     assert diagnosed.diagnosis is not None and not diagnosed.diagnosis.startswith("not diagnosed"), diagnosed
-    if "--inductor-diagnose-run-budget=2" in options:
+    if budget:
         assert "stopped at the budget of 2s" in diagnosed.diagnosis and diagnosed.diagnosis_seconds is not None
         assert diagnosed.diagnosis_seconds < 2 + 30  # the budget, and the child's start
     assert "1 diagnoses took" in done.stdout
