@@ -194,3 +194,19 @@ def test_parts_are_read_in_order_and_a_new_part_goes_past_the_highest(tmp_path: 
     ]  # fmt: skip
     assert rules.next_part(tmp_path, 1).name == "corpus-1-part11.jsonl"
     assert rules.next_part(tmp_path, 2).name == "corpus-2-part2.jsonl"
+
+
+def test_timeouts_crashes_and_skips_are_listed_with_their_reasons(run_dir: Path) -> None:
+    """A cell that timed out and one that was skipped (shard 1's two default checks, marked so) are rows of their
+    own with their reasons; a run without such cells says "None."."""
+    assert "## Timed out, crashed or skipped\n\nNone." in page(run_dir)
+    lines = lines_of(run_dir / "corpus-1.jsonl")
+    marked = {"GAT": ("timeout", "the check ran past its 300 s"), "GraphSAGE": ("skipped", "needs a GPU")}
+    for x in lines:
+        record = x.get("record") or {}
+        if (record.get("template"), record.get("kind")) == ("default", "check"):
+            record["outcome"], record["reason"] = marked[record["sample"].rsplit("/", 1)[1]]
+    write_lines(run_dir / "corpus-1.jsonl", lines)
+    text = page(run_dir).split("## Timed out, crashed or skipped")[1].split("\n## ")[0]
+    assert "| `tinycorpus2/torchgeometric/GAT` | default | timeout | the check ran past its 300 s |" in text
+    assert "| `tinycorpus2/torchgeometric/GraphSAGE` | default | skipped | needs a GPU |" in text
