@@ -1,7 +1,8 @@
-"""The parts of docs/results/corpus-results.md that a corpus run's records give beyond ``report``'s table: geomean
+"""The parts of docs/results/corpus-results.md that a corpus run's cells give beyond ``report``'s table: geomean
 speedups over the samples every template passed, the failing items grouped by cause with their diagnoses, the items
 that ended early or were skipped with their reasons, and the shards (commit, machine, date, time). Plain functions of
-records and of the files ``corpus_results.py run`` writes beside them; no torch."""
+the merged run's cells (``runs.files.Cell``: each cell's verdict and timing) and of the files ``corpus_results.py
+run`` writes beside them; no torch."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 from pytest_inductor_templates.diagnose.request import DIAGNOSED
 from pytest_inductor_templates.outcomes import ENDED_EARLY, FAILURES, Outcome
 from pytest_inductor_templates.record import EAGER, ItemRecord, geomean
+from pytest_inductor_templates.runs.files import Cell, Key
 from pytest_inductor_templates.tables import render
 
 COMPILER_FAULT = "the compiler's (its torch-only repro exits 1 on its own)"
@@ -21,13 +23,13 @@ MANIFEST = "shard-{index}.json"  # what ``run`` writes per shard: commit, machin
 REPRO_EXITS = "repro-exits-{index}.json"  # repro.py path -> exit code, written by ``run --diagnose``
 
 
-def common_geomeans(records: list[ItemRecord]) -> tuple[dict[str, float], int]:
+def common_geomeans(cells: dict[Key, Cell]) -> tuple[dict[str, float], int]:
     """Each compiled template's geomean speedup over the samples (sample, device) that every compiled template
-    passed and timed, and how many such samples there are."""
-    speedups: dict[str, dict[tuple[str, str], float]] = {r.template: {} for r in records if r.template != EAGER}
-    for r in records:
-        if r.kind == "bench" and r.template != EAGER and r.outcome is Outcome.PASS and r.speedup is not None:
-            speedups[r.template][(r.sample, r.device)] = r.speedup
+    passed and timed, and how many such samples there are (0: none, and no geomeans)."""
+    speedups: dict[str, dict[tuple[str, str], float]] = {t: {} for _, t, _ in cells if t != EAGER}
+    for (sample, template, device), cell in cells.items():
+        if template != EAGER and cell.outcome is Outcome.PASS and cell.speedup is not None:
+            speedups[template][(sample, device)] = cell.speedup
     if not speedups:
         return {}, 0
     common = set.intersection(*(set(by_sample) for by_sample in speedups.values()))
@@ -61,10 +63,10 @@ def whose(record: ItemRecord, repro_exits: dict[str, int | str]) -> str:
     return COMPILER_FAULT if code == 1 else f"not shown to be the compiler's (its repro exits {code} on its own)"
 
 
-def failures_by_cause(records: list[ItemRecord], repro_exits: dict[str, int | str]) -> list[str]:
-    """The failing check items (a failing cell's check item, or its bench item where it has no check), grouped by
+def failures_by_cause(cells: dict[Key, Cell], repro_exits: dict[str, int | str]) -> list[str]:
+    """The failing cells' verdicts (a cell's check item, or its bench item where it has no check), grouped by
     cause, each with its reason, diagnosis and whose fault it is shown to be."""
-    failing = [r for r in _verdicts(records) if r.outcome in FAILURES and r.outcome not in ENDED_EARLY]
+    failing = [c.verdict for c in cells.values() if c.outcome in FAILURES and c.outcome not in ENDED_EARLY]
     if not failing:
         return ["No check failed."]
     groups: dict[str, list[ItemRecord]] = defaultdict(list)
@@ -84,11 +86,11 @@ def failures_by_cause(records: list[ItemRecord], repro_exits: dict[str, int | st
     return lines[:-1]
 
 
-def ended_early_and_skipped(records: list[ItemRecord]) -> list[str]:
+def ended_early_and_skipped(cells: dict[Key, Cell]) -> list[str]:
     """The cells that timed out, crashed or were skipped, with their reasons."""
     rows = [
         [f"`{r.sample}`", r.template, r.outcome.value, (r.reason or "-").replace("|", "/")]
-        for r in _verdicts(records)
+        for r in (c.verdict for c in cells.values())
         if r.outcome in ENDED_EARLY or r.outcome is Outcome.SKIPPED
     ]
     return render(["sample", "template", "outcome", "reason"], sorted(rows), markdown=True) if rows else ["None."]
@@ -105,28 +107,21 @@ def shards_table(manifests: dict[str, dict[str, Any] | None]) -> list[str]:
     lines = render(["shard", "pass", "commit", "machine", "date", "wall time"], rows, markdown=True) if rows else []
     missing = sorted(name for name, m in manifests.items() if m is None)
     commits = {row[2] for row in rows}
+    if not rows and len(missing) < len(manifests):
+        lines += ["No pass recorded in the manifests."]
     if missing:
         lines += ["", f"No manifest for {', '.join(missing)}: which commit ran it is not known."]
-    elif len(commits) == 1 and not next(iter(commits)).endswith("+"):
-        lines += ["", f"Every pass of every shard ran commit {next(iter(commits))}."]
-    elif len(commits) == 1:
-        lines += ["", f"Every pass ran {next(iter(commits))}: a tree with local changes, not a commit."]
-    else:
+    elif len(commits) > 1:
         different = ", ".join(sorted(commits))
         lines += ["", f"**The passes ran {len(commits)} different commits** ({different}): not one run."]
+    elif commits:
+        (one,) = commits
+        local = one.endswith("+")
+        lines += ["", f"Every pass ran {one}: a tree with local changes, not a commit." if local
+                  else f"Every pass of every shard ran commit {one}."]  # fmt: skip
     return lines
 
 
 def read_json(path: Path) -> Any:
     """A JSON file beside the results, or None where it is missing."""
     return json.loads(path.read_text()) if path.exists() else None
-
-
-def _verdicts(records: list[ItemRecord]) -> list[ItemRecord]:
-    """Per cell (sample, template, device), the record carrying its verdict: its check item's, else its bench
-    item's (the eager row's included)."""
-    found: dict[tuple[str, str, str], ItemRecord] = {}
-    for r in records:
-        if r.outcome is not None and (r.key not in found or r.kind == "check"):
-            found[r.key] = r
-    return list(found.values())

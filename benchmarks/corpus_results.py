@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import functools
 import json
 import os
 import platform
@@ -103,6 +104,17 @@ REPRO_SECONDS = 600  # a repro that runs longer is recorded as "timeout", not as
 K_WORD = re.compile(r"^[\w:+\-.\[\]\\/]+$")  # what pytest's -k takes as one word
 
 
+def not_timed_cells(results: str | Path) -> set[tuple[str, str]]:
+    """The (sample, template) cells a timed run's not-timed list names (template ``*``: the whole sample)."""
+    listed = not_timed_list(results)
+    if listed is None or not listed.exists():
+        return set()
+    return {
+        (sample, template)
+        for sample, template in (line.split("\t") for line in listed.read_text().splitlines() if line)
+    }
+
+
 def left_to_warm_up(warm: Run) -> set[tuple[str, str]]:
     """The (sample, template) cells whose check timed out or crashed in the warm-up pass; template ``*`` for the
     whole sample where that was eager's (every cell builds the model that failed), or where the sample id is no
@@ -128,9 +140,7 @@ def finished_samples(results: list[Path], templates: list[str]) -> set[str]:
         for r in load(str(path)).records:
             if r.outcome is not None:
                 items[r.sample, r.template].add(r.kind)
-        listed = not_timed_list(path)
-        if listed is not None and listed.exists():
-            left |= {tuple(line.split("\t")) for line in listed.read_text().splitlines() if line}  # type: ignore[misc]
+        left |= not_timed_cells(path)
     samples = {sample for sample, _ in items}
 
     def done(sample: str, template: str) -> bool:
@@ -139,17 +149,22 @@ def finished_samples(results: list[Path], templates: list[str]) -> set[str]:
     return {sample for sample in samples if all(done(sample, t) for t in (EAGER, *templates))}
 
 
+def _parts(out: Path, index: int) -> dict[int, Path]:
+    """A shard's parts by number: corpus-I-partK.jsonl (``SHARD_FILE``)."""
+    found = {p: SHARD_FILE.search(p.name) for p in out.glob(f"corpus-{index}-part*.jsonl")}
+    return {int(m[2]): p for p, m in found.items() if m and m[2] and int(m[1]) == index}
+
+
 def shard_parts(out: Path, index: int) -> list[Path]:
     """A shard's timed results files in the order they ran: corpus-I.jsonl, then corpus-I-part2.jsonl, ..."""
     first = out / f"corpus-{index}.jsonl"
-    parts = sorted(out.glob(f"corpus-{index}-part*.jsonl"), key=lambda p: int(p.stem.rsplit("part", 1)[1]))
-    return ([first] if first.exists() else []) + parts
+    parts = _parts(out, index)
+    return ([first] if first.exists() else []) + [parts[k] for k in sorted(parts)]
 
 
 def next_part(out: Path, index: int) -> Path:
     """The file a resumed shard's next part goes to: one past the highest part there is."""
-    parts = [int(p.stem.rsplit("part", 1)[1]) for p in out.glob(f"corpus-{index}-part*.jsonl")]
-    return out / f"corpus-{index}-part{max(parts, default=1) + 1}.jsonl"
+    return out / f"corpus-{index}-part{max(_parts(out, index), default=1) + 1}.jsonl"
 
 
 def clear_shard(out: Path, index: int) -> None:
@@ -161,6 +176,7 @@ def clear_shard(out: Path, index: int) -> None:
     shutil.rmtree(out / f"repros-{index}", ignore_errors=True)
 
 
+@functools.cache
 def commit() -> str:
     """The plugin checkout's commit (``+`` where its tracked files differ from it), or ``unknown``."""
     root = Path(__file__).resolve().parent.parent
@@ -171,6 +187,7 @@ def commit() -> str:
     return head.stdout.strip() + ("+" if dirty else "")
 
 
+@functools.cache
 def machine() -> str:
     """The host and its GPUs, in one line."""
     gpus = subprocess.run(
@@ -411,13 +428,12 @@ def _left_to_warm_up(paths: list[str]) -> tuple[list[Run], list[str]]:
     and the cells named."""
     cells_of: dict[Path, set[tuple[str, str]]] = defaultdict(set)
     for path in paths:
-        listed = not_timed_list(path)
-        if listed is None or not listed.exists():
+        if not (cells := not_timed_cells(path)):
             continue
-        cells = {tuple(line.split("\t")) for line in listed.read_text().splitlines() if line}
         if (warm_file := warm_pass_of(path)) is None:
-            raise RunError(f"{listed} names cells left to the warm-up pass, but the warm-up pass's results are missing")
-        cells_of[warm_file] |= cells  # type: ignore[arg-type]
+            raise RunError(f"{not_timed_list(path)} names cells left to the warm-up pass, but the warm-up pass's "
+                           "results are missing")  # fmt: skip
+        cells_of[warm_file] |= cells
     runs, named = [], []
     for warm_file, cells in cells_of.items():
         warm = load(str(warm_file))
@@ -503,11 +519,13 @@ def doc(args: argparse.Namespace) -> int:
     # the table first; how the run went follows in a few lines
     lines = ["# GraphNet corpus results", "", "## Pass rate per template", ""]
     lines += render(["template", "checks", *(o.value for o in outcomes), "pass rate"], rows, markdown=True)
-    means, common = common_geomeans(records)
+    means, common = common_geomeans(merged.cells)
     if means:
         lines += ["", f"Geomean speedup over the {common} samples every compiled template passed and timed: "
                   + ", ".join(f"{t} {m:.3g}x" for t, m in means.items()) + " (the summary per template in the "
                   "report below is each template's own geomean, over the samples it timed)."]  # fmt: skip
+    elif any(t != EAGER for _, t, _ in merged.cells):
+        lines += ["", "No sample passed and was timed under every compiled template: no common geomean."]
     lines += ["", f"{failing} failing checks, grouped by cause below."]
     lines += [
         "",
@@ -533,8 +551,8 @@ def doc(args: argparse.Namespace) -> int:
         lines.append(f"- {args.note}")
     if manifests:
         lines += ["", "## The shards", "", *shards_table(manifests)]
-    lines += ["", "## Failing items by cause", "", *failures_by_cause(records, repro_exits)]
-    lines += ["", "## Timed out, crashed or skipped", "", *ended_early_and_skipped(records)]
+    lines += ["", "## Failing items by cause", "", *failures_by_cause(merged.cells, repro_exits)]
+    lines += ["", "## Timed out, crashed or skipped", "", *ended_early_and_skipped(merged.cells)]
     if memory := _memory(timed):
         lines += ["", "## Memory over the run", "", *memory]
     lines += ["", "## Outcome, effect and speedup per sample", "", "From `pytest-inductor-templates report`:", ""]
