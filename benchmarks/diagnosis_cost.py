@@ -195,8 +195,9 @@ def main() -> int:
     ).stdout.strip()
     print(f"diagnosis_cost: plugin at {args.package_root} ({commit}), device {args.device}, plant {args.plant}")
     results = []
+    corpus = args.corpus.resolve() if args.corpus else None  # the runs' working folders are elsewhere
     for sample in samples:
-        result = diagnose(sample, args.corpus, args, plant, out / sample.replace("/", "_"))
+        result = diagnose(sample, corpus, args, plant, out / sample.replace("/", "_"))
         results.append(result)
         print(row(result), flush=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
