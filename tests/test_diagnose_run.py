@@ -75,17 +75,27 @@ if helpers is not None:
 checks = [r for r in read_log(work / "steps.jsonl") if r["step"] == "bisect_check"]
 pids = sorted({{r["pid"] for r in checks if r.get("pid")}})
 asked = [[r["backend"], r["subsystem"], r["run_state"]] for r in checks]
-print("RESULT " + json.dumps({{"stage": found.describe(), "pids": pids, "asked": asked}}))
+ended = [r for r in read_log(work / "steps.jsonl") if r["step"] == "helper" and r.get("error")]
+print("RESULT " + json.dumps({{"stage": found.describe(), "pids": pids, "asked": asked, "ended": ended}}))
 """
 
 
-def bisect(tmp_path: Path, helpers: int) -> dict:
+# helpers that start, then cannot answer their first question, saying why (as a helper whose check cannot run on
+# the machine would): one dies (exit 1, its reason on stderr), one's check raises
+PLANTED_REASON = "RuntimeError: planted: this helper cannot check"
+DIE = f"(sys.stderr.write({PLANTED_REASON!r} + '\\n'), sys.stderr.flush(), __import__('os')._exit(1))"
+DYING_HELPER = HELPER.replace("serve(fails,", f"serve(lambda question: {DIE},")
+RAISE = "exec('raise RuntimeError(\"planted: this helper cannot check\")')"
+RAISING_HELPER = HELPER.replace("serve(fails,", f"serve(lambda question: {RAISE},")
+
+
+def bisect(tmp_path: Path, helpers: int, helper: str = HELPER) -> dict:
     import json
 
     work = tmp_path / f"work{helpers}"
     work.mkdir()
     (tmp_path / "fake_fault.py").write_text(FAKE_FAULT)
-    (tmp_path / "helper.py").write_text(HELPER.format(here=str(tmp_path)))
+    (tmp_path / "helper.py").write_text(helper.format(here=str(tmp_path)))
     code = BISECT.format(here=str(tmp_path), work=str(work), helpers=helpers, boot=str(tmp_path / "helper.py"))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
@@ -101,6 +111,21 @@ def test_checks_in_helper_processes_choose_the_serial_orders_answer(tmp_path: Pa
     assert parallel["stage"] == serial["stage"]
     assert parallel["asked"] == serial["asked"]  # torch's order, question by question
     assert serial["pids"] == [] and len(parallel["pids"]) == 1, parallel  # some answers came from the helper
+
+
+@pytest.mark.parametrize("helper", [DYING_HELPER, RAISING_HELPER], ids=["dies", "raises"])
+def test_a_helper_that_cannot_answer_is_reported_and_its_question_answered_here(tmp_path: Path, helper: str) -> None:
+    """A helper that ends (or whose check raises) at its first question: the asking process answers that
+    question and the rest, so the stage and torch's questions are the serial run's, and the log says which helper
+    could not answer, how and why."""
+    serial = bisect(tmp_path, 0)
+    (tmp_path / "work1").mkdir(exist_ok=True)
+    failed = bisect(tmp_path / "work1", 1, helper)
+    assert failed["stage"] == serial["stage"] and failed["asked"] == serial["asked"], failed
+    assert failed["pids"] == []  # no answer came from the helper
+    records = failed["ended"]  # a helper that died says so once; one that raises, at each question it was given
+    assert records and all(r["error"] == PLANTED_REASON and r["question"]["backend"] for r in records), records
+    assert [r.get("ended") for r in records] == ([1] if helper is DYING_HELPER else [None] * len(records)), records
 
 
 TWO_TESTS = (

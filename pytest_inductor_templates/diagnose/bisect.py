@@ -114,14 +114,15 @@ class Helpers:
         self.log = log
         self.counts = counts  # drawn.Counts of the asking process: every helper's work is added to it
         self.processes: list[subprocess.Popen[bytes]] = []
-        for _ in range(count):
-            process = subprocess.Popen(
-                [sys.executable, "-c", boot, str(work)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=None,  # into the diagnosis's output
-            )
+        self.errors: dict[int, Path] = {}  # each helper's stderr, read when it ends
+        for number in range(count):
+            errors = work / f"helper-{number}.txt"
+            with open(errors, "wb") as sink:
+                process = subprocess.Popen(
+                    [sys.executable, "-c", boot, str(work)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink
+                )
             self.processes.append(process)
+            self.errors[process.pid] = errors
         self.idle: list[subprocess.Popen[bytes]] = []
         self.starting = list(self.processes)
         self.running: dict[int, tuple[subprocess.Popen[bytes], Question]] = {}
@@ -178,15 +179,24 @@ class Helpers:
                 if line:
                     self.idle.append(helper)
                     self.log.write("helper", pid=helper.pid, **json.loads(line))
+                else:
+                    self._ended(helper, None)
                 continue
             _, question = self.running.pop(helper.pid)
-            if not line:  # the helper died: its question could not be answered there
-                self.answers[question] = {"failing": None, "error": f"a helper process ended ({helper.wait()})"}
+            if not line:  # the helper died: its question is answered elsewhere (by the asking process at least)
+                self._ended(helper, question)
                 continue
             self.answers[question] = json.loads(line)
             self.counts.add(self.answers[question].pop("counts", {}))
             self.idle.append(helper)
         self._dispatch()
+
+    def _ended(self, helper: subprocess.Popen[bytes], question: Question | None) -> None:
+        """Log a helper that ended, with the last line it wrote to stderr (why), and the question it was on."""
+        lines = self.errors[helper.pid].read_text(errors="replace").strip().splitlines()
+        why = lines[-1].strip()[:300] if lines else "it wrote nothing to stderr"  # a traceback's "Error: message"
+        asked = asdict(question) if question is not None else None
+        self.log.write("helper", pid=helper.pid, ready=False, ended=helper.wait(), error=why, question=asked)
 
     def close(self) -> None:
         for process in self.processes:
@@ -243,6 +253,9 @@ class Answers:
         if self.helpers is not None:
             self.helpers.offer([q for q in question.next_questions() if q not in self.known and not self._free(q)])
             answer = self.helpers.take(question)
+        if answer is not None and answer.get("error") is not None:  # the helper's check could not run there:
+            self.log.write("helper", pid=answer.get("pid"), error=answer["error"], question=asdict(question))
+            answer = None  # asked here, where the serial order would have asked it
         if answer is None:
             return self._here(question, where)
         if answer.get("range") is not None:  # find_max_bounds: the range the helper's compile counted
@@ -252,7 +265,7 @@ class Answers:
                 CompilerBisector.get_dir(), question.backend, f"{question.subsystem}_call_counter_debug_info.txt"
             )
             CompilerBisector.write_lines_to_file(path, answer["debug_info"], append=True)
-        fields = {k: answer.get(k) for k in ("error", "seconds", "pid") if answer.get(k) is not None}
+        fields = {k: answer.get(k) for k in ("seconds", "pid") if answer.get(k) is not None}
         self.log.write("bisect_check", **where, failing=answer.get("failing"), **fields)
         return answer.get("failing")
 
