@@ -100,13 +100,6 @@ def skips(cudagraphs: bool, device_type: str, facts: Any) -> dict[str, str]:
     return found
 
 
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 class Helpers:
     """Helper processes of the diagnosis, each answering one question at a time with its own bisector state."""
 

@@ -47,9 +47,12 @@ def warm_up() -> None:
 def diagnosis_environment(work: Path, device_type: str) -> Iterator[None]:
     """A fresh Inductor cache for the whole diagnosis, and no FX graph or AOT autograd cache within it (their
     keys do not see a changed lowering, nor the bisector's switches), so every check compiles again. The CPU's
-    ISAs are read first on the CPU only (a CUDA diagnosis compiles no C++ kernels)."""
+    ISAs are read first on the CPU only (a CUDA diagnosis compiles no C++ kernels); on a GPU Inductor's compile
+    pool is up before the first compile (before that, every Triton kernel compiles here, one after another)."""
     from torch._inductor import config
     from torch._inductor.utils import fresh_cache
+
+    from .standalone import compile_pool_started
 
     if device_type == "cpu":
         warm_up()
@@ -57,6 +60,8 @@ def diagnosis_environment(work: Path, device_type: str) -> Iterator[None]:
         key: False for key in ("fx_graph_cache", "autograd_cache", "bundled_autograd_cache") if hasattr(config, key)
     }
     with fresh_cache(dir=str(work)), config.patch(patches):  # in the work folder: removed even after a kill
+        if device_type != "cpu":
+            compile_pool_started()
         yield
 
 
@@ -161,7 +166,8 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
 
 
 def run(work: Path) -> None:
-    from .bisect import Helpers, usable_cpus
+    from ..timing.threads import usable_cpus
+    from .bisect import Helpers
     from .drawn import Counts
     from .request import DiagnosisRequest
 

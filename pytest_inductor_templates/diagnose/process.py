@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..timing.threads import COMPILE_THREADS, usable_cpus
 from .child import LOG, REQUEST, SYS_PATH
 from .request import DIAGNOSED, Diagnosis, DiagnosisRequest
 from .steplog import read_log
@@ -94,7 +95,10 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
         (work / SYS_PATH).write_text(json.dumps([package_root, *request.sys_path]))
         env = dict(os.environ)
         if request.device.type == "cpu":  # a pool would cost more to start than C++ kernels save; on a GPU its
-            env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # Triton compiles in parallel (_kill ends it)
+            env.setdefault(COMPILE_THREADS, "1")  # Triton compiles in parallel (_kill ends it), each of the
+        else:  # diagnosis's processes in a pool of its share of the CPUs
+            share = usable_cpus() // max(1, min(request.processes, usable_cpus()))
+            env.setdefault(COMPILE_THREADS, str(max(2, share)))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         output = work / "output.txt"
         stopped = crashed = None

@@ -120,6 +120,26 @@ def _clone(values):
     return [v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v for v in values]
 
 
+def compile_pool_started(timeout=120.0):
+    """Start Inductor's compile pool and wait until it is up: a compile before that compiles every kernel in this
+    process, one after another (on a GPU minutes for a fresh cache). (The plugin's ``compile.pool`` does the same;
+    a repro cannot import the plugin.)"""
+    import time
+
+    try:
+        from torch._inductor import async_compile
+
+        threads = getattr(async_compile, "get_compile_threads", lambda: async_compile.config.compile_threads)()
+        if (threads or 1) <= 1:
+            return
+        async_compile.AsyncCompile.warm_pool()
+        deadline = time.monotonic() + timeout
+        while not async_compile.AsyncCompile.use_process_pool() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    except Exception:  # a pool that cannot start: Inductor compiles in this process
+        pass
+
+
 def check(
     module, inputs, options=None, patches=None, no_grad=True, tolerance=None, second_opinion=True, backend="inductor"
 ):
@@ -143,14 +163,19 @@ def check(
         except Exception:
             wide = None
     torch._dynamo.reset()
-    try:  # the CPU's vector ISAs, from the usual cache: they choose compiler flags, not what a graph computes
-        from torch._inductor.cpu_vec_isa import pick_vec_isa
+    tensors = [v for v in [*inputs, *module.parameters(), *module.buffers()] if isinstance(v, torch.Tensor)]
+    on_cpu = any(t.device.type == "cpu" for t in tensors)
+    if on_cpu:
+        try:  # the CPU's vector ISAs, from the usual cache: they choose compiler flags, not what a graph computes
+            from torch._inductor.cpu_vec_isa import pick_vec_isa
 
-        pick_vec_isa()
-    except Exception:
-        pass
+            pick_vec_isa()  # (in an empty cache a probe process per ISA: not for a graph on a GPU, which has no C++)
+        except Exception:
+            pass
     try:
         with fresh_cache(), config.patch(patches or {}), grad:
+            if not on_cpu:  # on a GPU the pool compiles the Triton kernels side by side
+                compile_pool_started()
             compiled = torch.compile(copy.deepcopy(module), backend=backend, options=options or None)(*_clone(inputs))
     except Exception as error:
         inner = error  # the backend's own error inside Dynamo's wrappers
