@@ -166,7 +166,6 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
 
 
 def run(work: Path) -> None:
-    from ..timing.threads import usable_cpus
     from .bisect import Helpers
     from .drawn import Counts
     from .request import DiagnosisRequest
@@ -185,7 +184,7 @@ def run(work: Path) -> None:
         log.write("done")
         return
     counts = Counts()
-    processes = min(request.processes, usable_cpus())
+    processes = request.process_count()
     helpers = Helpers(work, processes - 1, log, counts) if processes > 1 else None  # they start while this draws
     try:
         with diagnosis_environment(work, request.device.type):

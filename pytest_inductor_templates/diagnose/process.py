@@ -94,11 +94,10 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
         package_root = str(Path(__file__).resolve().parents[2])
         (work / SYS_PATH).write_text(json.dumps([package_root, *request.sys_path]))
         env = dict(os.environ)
-        if request.device.type == "cpu":  # a pool would cost more to start than C++ kernels save; on a GPU its
-            env.setdefault(COMPILE_THREADS, "1")  # Triton compiles in parallel (_kill ends it), each of the
-        else:  # diagnosis's processes in a pool of its share of the CPUs
-            share = usable_cpus() // max(1, min(request.processes, usable_cpus()))
-            env.setdefault(COMPILE_THREADS, str(max(2, share)))
+        # on the CPU a compile pool would cost more to start than the C++ kernels save; on a GPU each of the
+        # diagnosis's processes compiles its Triton kernels in a pool of its share of the CPUs (_kill ends them)
+        share = max(2, usable_cpus() // request.process_count())
+        env.setdefault(COMPILE_THREADS, "1" if request.device.type == "cpu" else str(share))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         output = work / "output.txt"
         stopped = crashed = None

@@ -13,6 +13,7 @@ from ..check.tolerances import Tolerance
 from ..machine import Device
 from ..templates.selection import Selection
 from ..timing.host_lock import Sharing
+from ..timing.threads import usable_cpus
 
 DIAGNOSED = ("accuracy_fail", "compile_fail", "runtime_fail")
 
@@ -76,6 +77,10 @@ class DiagnosisRequest:
     # (None: the diagnosis checks once itself, with a fresh cache)
     host_lock: Sharing | None = None  # the session's work/timing lock, taken per check by the diagnosis's processes
     processes: int = 2  # at most this many processes run independent bisector checks at once (and no more than CPUs)
+
+    def process_count(self) -> int:
+        """The diagnosis's processes: ``processes``, and no more than the usable CPUs."""
+        return max(1, min(self.processes, usable_cpus()))
 
 
 @dataclass

@@ -164,17 +164,17 @@ def check(
             wide = None
     torch._dynamo.reset()
     tensors = [v for v in [*inputs, *module.parameters(), *module.buffers()] if isinstance(v, torch.Tensor)]
-    on_cpu = any(t.device.type == "cpu" for t in tensors)
-    if on_cpu:
+    kinds = {t.device.type for t in tensors}
+    if "cpu" in kinds:  # (in an empty cache a probe process per ISA: only where C++ kernels may be compiled)
         try:  # the CPU's vector ISAs, from the usual cache: they choose compiler flags, not what a graph computes
             from torch._inductor.cpu_vec_isa import pick_vec_isa
 
-            pick_vec_isa()  # (in an empty cache a probe process per ISA: not for a graph on a GPU, which has no C++)
+            pick_vec_isa()
         except Exception:
             pass
     try:
         with fresh_cache(), config.patch(patches or {}), grad:
-            if not on_cpu:  # on a GPU the pool compiles the Triton kernels side by side
+            if kinds - {"cpu"}:  # on a GPU the pool compiles the Triton kernels side by side
                 compile_pool_started()
             compiled = torch.compile(copy.deepcopy(module), backend=backend, options=options or None)(*_clone(inputs))
     except Exception as error:
