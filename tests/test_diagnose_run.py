@@ -195,3 +195,20 @@ def test_a_runs_diagnoses_stay_within_its_cap_and_budget_across_workers(
         assert "stopped at the budget of 2s" in diagnosed.diagnosis and diagnosed.diagnosis_seconds is not None
         assert diagnosed.diagnosis_seconds < 2 + 30  # the budget, and the child's start
     assert "1 diagnoses took" in done.stdout
+
+
+def test_the_bisector_counters_are_reset_on_either_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A class method since torch 2.12, a module function before: on torch 2.11 every helper used to die at its
+    first question with an AttributeError (the H200's diagnosis log), and the asking process answered alone."""
+    from torch._inductor import compiler_bisector
+
+    from pytest_inductor_templates.diagnose.bisect import reset_counters
+
+    compiler_bisector.subsystem_call_counter["lowerings"] = 3
+    reset_counters()
+    assert not compiler_bisector.subsystem_call_counter
+    calls: list[str] = []
+    monkeypatch.delattr(compiler_bisector.CompilerBisector, "reset_counters")
+    monkeypatch.setattr(compiler_bisector, "reset_counters", lambda: calls.append("module"), raising=False)
+    reset_counters()
+    assert calls == ["module"]

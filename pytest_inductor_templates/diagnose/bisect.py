@@ -274,6 +274,15 @@ class Answers:
         return failing
 
 
+def reset_counters() -> None:
+    """Clear the bisector's per-run application counters, as ``do_bisect`` does before each question (a
+    ``CompilerBisector`` class method since torch 2.12, a module function before)."""
+    from torch._inductor import compiler_bisector
+
+    reset = getattr(compiler_bisector.CompilerBisector, "reset_counters", None)
+    (reset or compiler_bisector.reset_counters)()
+
+
 def answer_here(question: Question, check: Callable[[], bool | None], scratch: str) -> dict[str, Any]:
     """Run ``check`` under a bisector state of this process's own, set to ``question``; what the bisector's
     files learnt that the asking process needs (the range found, the applications' debug info)."""
@@ -297,7 +306,7 @@ def answer_here(question: Question, check: Callable[[], bool | None], scratch: s
             )
             if question.run_state == "bisect":
                 CompilerBisector.update_bisect_range(backend, subsystem, question.low, question.high)  # type: ignore[arg-type]
-        CompilerBisector.reset_counters()
+        reset_counters()
         try:
             answer["failing"] = check()
         except BaseException as error:
