@@ -241,6 +241,13 @@ OPTIONS = (
         "PCT",
     ),
     Option(
+        "inductor_timing_processes",
+        "a compiled sample item's paired timing runs in N worker processes: its own, then repeats of the same "
+        "compiled code (from the compile cache) in others, and its speedup's band comes from the spread between "
+        "them (default: 3 on CUDA, 1 on the CPU; always 1 with --inductor-isolation=none)",
+        "N",
+    ),
+    Option(
         "inductor_timing_min_seconds",
         "paired timing of a compiled item spans at least SECONDS, beyond its --benchmark-max-time if need be, so "
         "that its rounds meet each speed a CPU switches between (default: 2 on CUDA, up to 4 while the interval is "

@@ -19,9 +19,10 @@ from .outcomes import FAILURES, Outcome
 
 # ``inductor_templates.format`` of the saved JSON. 3: paired speedups with intervals, outcomes crashed and timeout,
 # check_rule, pid/rss_mib/cuda_mib; 4: a compiled item's rounds are its paired compiled blocks, with its speedup's
-# target, launch shares and timing seconds (fields added only: format 3 files still read). Readers refuse others.
-FORMAT = 4
-READS = (3, 4)
+# target, launch shares and timing seconds; 5: speedups over several processes (timing_processes, process_speedups,
+# process_pids, first_process_*). Fields are only added: format 3 and 4 files still read. Readers refuse others.
+FORMAT = 5
+READS = (3, 4, 5)
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
 PROPERTY_PREFIX = "inductor_"  # a record field ``outcome`` is the report property ``inductor_outcome``
 EAGER = "eager"  # the uncompiled reference row's template
@@ -96,6 +97,12 @@ class ItemRecord:
     speedup_target: float | None = None  # the half-width the paired rounds stopped at (unstable: never reached)
     speedup_of: str | None = None  # ``full-speed rounds`` or ``all rounds``: which rounds ``speedup`` is the median of
     all_rounds_speedup: float | None = None  # the median ratio over every round, beside a full-speed ``speedup``
+    timing_processes: int | None = None  # processes the paired timing ran in (the item's worker and its repeats)
+    process_speedups: list[float] | None = None  # each process's speedup, the item's own first (2 or more processes)
+    process_pids: list[int] | None = None  # the processes those speedups were timed in, in that order
+    first_process_speedup: float | None = None  # the item's own process's speedup and its rounds' interval, beside
+    first_process_low: float | None = None  # ... the speedup over the processes (``speedup``: their geometric mean)
+    first_process_high: float | None = None
     launch_bound: bool | None = None  # CUDA: eager or compiled spends at least half of a call launching it
     eager_host_share: float | None = None  # CUDA: the share of eager's call the host spends launching it
     compiled_host_share: float | None = None  # ... of the compiled call
@@ -133,6 +140,8 @@ class ItemRecord:
         self.eager_median = self.compiled_median = self.eager_device_time_ms = self.paired_rounds = None
         self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = self.speedup_target = None
         self.speedup_of = self.all_rounds_speedup = None
+        self.timing_processes = self.process_speedups = self.process_pids = None
+        self.first_process_speedup = self.first_process_low = self.first_process_high = None
         self.launch_bound = self.eager_host_share = self.compiled_host_share = None
         self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None
 
@@ -181,8 +190,10 @@ class ItemRecord:
 
 
 def _fits(value: Any, annotation: str) -> bool:
-    """Whether a decoded JSON value fits a field's annotation, such as ``float | None`` or ``dict[str, Any]``."""
-    for kind in (part.strip().split("[")[0] for part in annotation.split("|")):
+    """Whether a decoded JSON value fits a field's annotation, such as ``float | None``, ``dict[str, Any]`` or
+    ``list[float] | None``."""
+    for part in (part.strip() for part in annotation.split("|")):
+        kind = part.split("[")[0]
         if (
             (kind == "None" and value is None)
             or (kind == "float" and isinstance(value, int | float) and not isinstance(value, bool))
@@ -190,6 +201,7 @@ def _fits(value: Any, annotation: str) -> bool:
             or (kind in ("str", "Outcome") and isinstance(value, str))
             or (kind == "bool" and isinstance(value, bool))
             or (kind == "dict" and isinstance(value, dict))
+            or (kind == "list" and isinstance(value, list) and all(_fits(v, part[5:-1]) for v in value))
         ):
             return True
     return False

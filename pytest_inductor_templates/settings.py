@@ -105,6 +105,8 @@ class Settings:
         threads = _positive(self.get("inductor_timing_threads"), int, "a whole number of threads such as 4")
         self.timing_threads = int(threads) if threads is not None else None
         self.speedup_precision = _percent(self.get("inductor_speedup_precision"))
+        processes = _positive(self.get("inductor_timing_processes"), int, "a whole number of processes such as 3")
+        self.timing_processes = int(processes) if processes is not None else None
         span = self.get("inductor_timing_min_seconds")
         self.timing_min_seconds = _seconds_or_zero(span) if span is not None else None
         probe = self.get("inductor_cpu_probe")

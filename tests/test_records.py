@@ -181,7 +181,14 @@ def test_a_run_of_another_format_is_refused_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "old.json").write_text(json.dumps(old))
     result = cli("report", str(tmp_path / "old.json"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert f"inductor_templates format 1; this version of the plugin reads formats 3 and {FORMAT}" in result.stderr
+    assert f"inductor_templates format 1; this version of the plugin reads formats 3, 4 and {FORMAT}" in result.stderr
+    record = {"sample": "s", "template": "default", "device": "cuda:0", "kind": "bench", "outcome": "pass",
+              "speedup": 1.5, "speedup_low": 1.45, "speedup_high": 1.55}  # fmt: skip
+    for earlier in (3, 4):  # saved baselines of the formats before still read (their records lack the new fields)
+        (tmp_path / "earlier.json").write_text(json.dumps({"benchmarks": [], "inductor_templates": {
+            "format": earlier, "items": [record], "left_out": []}}))  # fmt: skip
+        result = cli("report", str(tmp_path / "earlier.json"))
+        assert result.returncode == 0 and "pass / 1.5x ±3.3%" in result.stdout, result.stderr
 
 
 def test_the_command_imports_neither_torch_nor_pytest() -> None:

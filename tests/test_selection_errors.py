@@ -55,6 +55,10 @@ BAD_COMMAND_LINES = [
         "--inductor-timing-threads (command line): expected a whole number of threads such as 4 (more than 0), got '0'",
     ),
     (
+        ["--inductor-timing-processes=2.5"],
+        "--inductor-timing-processes (command line): expected a whole number of processes such as 3, got '2.5'",
+    ),
+    (
         ["--inductor-speedup-precision=tight"],
         "--inductor-speedup-precision (command line): expected a percentage above 0 and below 100 such as 2%, "
         "got 'tight'",

@@ -23,6 +23,7 @@ from ..samples.base import Sample, SampleError
 from ..templates.matrix import Case
 from ..timing import host_lock
 from ..timing.measure import TimingPlan
+from ..timing.processes import Repeat
 from ..tolerance import Tolerance
 from .cell import CellResult, CheckPolicy, Footprint, Subject, Verdict, run_cell
 from .diagnosis import DiagnosisPlan, diagnose_cell
@@ -97,6 +98,10 @@ class PreparedTriple:
         self.verdict = self.verdict or cell.verdict
         cell.footprint = self.footprint
         return cell
+
+    def repeat(self, plan: TimingPlan, count: int, limit: object = None) -> tuple[Repeat, ...]:
+        """No repeats: in this process (``--inductor-isolation=none``) there is no other to repeat the timing in."""
+        return ()
 
     def diagnose(self, plan: DiagnosisPlan, limit: object = None) -> Diagnosis:
         """Where and why the triple's check failed (asked once; the same for its later items)."""

@@ -20,6 +20,7 @@ from ..report.records import CHECK_ENDED, ROOT_NODEID, conclude, new_record, sam
 from ..samples.base import Sample
 from ..samples.sources import largest_graphs_first
 from ..templates.matrix import Case
+from ..timing.processes import processes_for
 from .session import plugin_state
 
 CASE_KEY = pytest.StashKey[SampleCase]()
@@ -72,7 +73,13 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
         pytest.skip(f"{CHECK_ENDED} {earlier.result.outcome.value}: {earlier.result.reason}")
     name_benchmark(benchmark, f"{triple.sample.id}[{triple.case.device.name}]")
     plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case))
-    cell = triple.result(plan, item_limit(item, session.timeout))
+    limit = item_limit(item, session.timeout)
+    cell = triple.result(plan, limit)
+    if cell.timing is not None and cell.timing.paired is not None:
+        more = processes_for(state.options.timing_processes, triple.case.device.type) - 1
+        cell = dataclasses.replace(
+            cell, timing=dataclasses.replace(cell.timing, repeats=triple.repeat(plan, more, limit))
+        )
     if cell.timing is None:
         mark_untimed(item)
     else:

@@ -28,6 +28,7 @@ from ..templates.matrix import Case, select_devices
 from ..templates.registry import EAGER, TemplateRegistry
 from ..templates.user import TemplateDefinitionError, add_user_templates, hook_definitions, load_templates_file
 from ..timing.policy import TimingPolicy
+from ..timing.processes import processes_for
 from ..timing.threads import COMPILE_THREADS, ThreadScope, compile_threads_share, xdist_workers
 from ..tolerance import Tolerance
 from ..worker import protocol
@@ -277,7 +278,13 @@ def remote_triples(
     share = compile_threads_share(xdist_workers())  # each xdist worker's sample worker gets its share of the CPUs
     environment = {COMPILE_THREADS: str(share)} if share is not None else {}
     worker = WorkerProcess(hello, environment=environment)
-    return RemoteTriples(worker, settings.recycle_triples, settings.recycle_rss, timed_device(config))
+    # as many repeaters as CUDA items use (the most of any device); they compile from the cache the first process
+    # filled, so they start no compile pool of their own
+    repeaters = [
+        WorkerProcess(hello, environment={COMPILE_THREADS: "1"})
+        for _ in range(processes_for(settings.timing_processes, "cuda") - 1)
+    ]
+    return RemoteTriples(worker, settings.recycle_triples, settings.recycle_rss, timed_device(config), repeaters)
 
 
 @dataclass

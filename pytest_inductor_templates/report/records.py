@@ -144,7 +144,10 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
     record.threads, record.warmup_calls, record.timer = timing.threads, timing.warmup_calls, timing.timer
     record.median, record.device_time_ms = timing.median, timing.device_time_ms
     if timing.seconds is not None:
-        record.timing_seconds = round(timing.seconds + (cell.peak.seconds if cell.peak is not None else 0.0), 3)
+        repeated = sum(repeat.paired.seconds for repeat in timing.repeats)
+        record.timing_seconds = round(
+            timing.seconds + repeated + (cell.peak.seconds if cell.peak is not None else 0.0), 3
+        )
     if timing.host_shares is not None:
         record.eager_host_share, record.compiled_host_share = timing.host_shares
         record.launch_bound = timing.launch_bound
@@ -152,12 +155,19 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
     if paired is None:
         return
     record.eager_median, record.compiled_median = paired.eager_median, paired.compiled_median
-    record.paired_rounds, record.unstable, record.device_speedup = paired.rounds, paired.unstable, paired.device_speedup
-    record.speedup, record.speedup_low, record.speedup_high = (
-        paired.speedup.median,
-        paired.speedup.low,
-        paired.speedup.high,
-    )
+    record.paired_rounds, record.unstable, record.device_speedup = paired.rounds, timing.unstable, paired.device_speedup
+    speedup = timing.speedup
+    assert speedup is not None
+    record.speedup, record.speedup_low, record.speedup_high = speedup.median, speedup.low, speedup.high
+    record.timing_processes = 1 + len(timing.repeats)
+    if timing.repeats:
+        record.process_speedups = [round(p.speedup.median, 4) for p in (paired, *(r.paired for r in timing.repeats))]
+        own = cell.footprint.pid if cell.footprint is not None else None
+        pids = [own, *(repeat.pid for repeat in timing.repeats)]
+        record.process_pids = [pid for pid in pids if pid is not None] or None
+        record.first_process_speedup, record.first_process_low, record.first_process_high = (
+            paired.speedup.median, paired.speedup.low, paired.speedup.high
+        )  # fmt: skip
     record.eager_device_time_ms = timing.eager_device_time_ms
     record.paired_seconds = round(paired.seconds, 3)
     slow = paired.slow_share

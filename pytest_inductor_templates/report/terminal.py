@@ -39,6 +39,18 @@ REASONS_SHOWN = 3  # the most common reasons a nothing-ran line names
 SUMMARY_TITLE = "summary per template (as PyTorch's compiler dashboard: pass rate, geomean speedup, mean compile time)"
 
 
+def processes_note(bench: list[ItemRecord]) -> list[str]:
+    """How many processes the speedups were timed in, where more than one: what their band then means."""
+    counts = sorted({r.timing_processes for r in bench if r.timing_processes is not None and r.timing_processes > 1})
+    if not counts:
+        return []
+    many = " or ".join(map(str, counts))
+    return [
+        f"timed in {many} processes each (--inductor-timing-processes): the speedup is the geometric mean of the "
+        "processes' medians, its band from the spread between them; `report` shows each process's figure"
+    ]
+
+
 def sample_grids(records: list[ItemRecord]) -> dict[str, list[str]]:
     """Per device: samples x templates, each cell the check's outcome."""
     cells: dict[str, dict[str, dict[str, Outcome]]] = defaultdict(lambda: defaultdict(dict))
@@ -223,7 +235,7 @@ class TerminalSummary:
                 terminalreporter.write_line(f"{r.nodeid}: {r.effect_evidence}")
         bench = [r for r in records if r.kind == "bench" and r.outcome is not Outcome.SKIPPED]
         if any(r.median is not None for r in bench):
-            self._lines(terminalreporter, SPEEDUP_TITLE, speedup_table(records))
+            self._lines(terminalreporter, SPEEDUP_TITLE, [*speedup_table(records), *processes_note(bench)])
         elif self.xdist_active and bench:
             self._lines(terminalreporter, "timing", [XDIST_NOTE])
         self._lines(terminalreporter, SUMMARY_TITLE, summary_table(records))

@@ -103,7 +103,7 @@ def from_data(path: str, data: Any) -> Run:
         raise RunError(f"{path}: no {SECTION!r} section: not a run saved by pytest-inductor-templates")
     version = data[SECTION].get("format")
     if version not in READS:
-        readable = " and ".join(map(str, READS))
+        readable = f"{', '.join(map(str, READS[:-1]))} and {READS[-1]}"
         raise RunError(f"{path}: {SECTION} format {version!r}; this version of the plugin reads formats {readable}")
     for name, kind, where in (
         ("items", list, data[SECTION]),

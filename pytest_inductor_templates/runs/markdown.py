@@ -9,7 +9,7 @@ from ..cpu_speed import unsteady_note
 from ..dashboard import summary_table
 from ..outcomes import FAILURES, FIRST_COMPARISON
 from ..record import EAGER, ItemRecord, geomean
-from ..tables import render, speedup_text, times
+from ..tables import processes_text, render, speedup_text, times
 from .files import Cell, Run
 
 MARK = {"effect": "effect", "no effect": "**no effect**", "not observed": "not observed"}
@@ -37,6 +37,8 @@ def _cell(cell: Cell | None, eager: Cell | None = None) -> str:
         parts.append(MARK.get(verdict.effect, verdict.effect))
     if cell.bench is not None and cell.speedup is not None:
         parts.append(speedup_text(cell.bench, eager.bench if eager else None))
+        if (processes := processes_text(cell.bench)) is not None:
+            parts.append(processes)
     if cell.bench is not None and cell.bench.memory_ratio is not None:
         parts.append(f"memory {times(cell.bench.memory_ratio)}")
     return " / ".join(parts)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import host_lock
-from .paired import DEFAULT_PRECISION, PairedPlan, PairedTiming, time_paired
+from .paired import DEFAULT_PRECISION, Interval, PairedPlan, PairedTiming, time_paired
+from .processes import Repeat, across_processes
 from .rounds import Rounds, RoundsPlan, time_rounds
 from .timers import CUDA_MIN_ROUND_SECONDS, LAUNCH_BOUND_SHARE, block_timer, device_time_ms, host_share, warm_up
 
@@ -69,6 +70,21 @@ class Timing:
     eager_device_time_ms: float | None = None
     host_shares: tuple[float, float] | None = None  # CUDA: eager's and compiled's share of a call spent launching it
     seconds: float | None = None  # wall time the timing held its device (warm-up included)
+    repeats: tuple[Repeat, ...] = ()  # the same compiled code's paired timings in other worker processes
+
+    @property
+    def speedup(self) -> Interval | None:
+        """The speedup and its 95% band: over this process and the repeats' (``timing.processes``), else the paired
+        rounds' own; None unpaired."""
+        if self.paired is None:
+            return None
+        return across_processes([self.paired.speedup, *(repeat.paired.speedup for repeat in self.repeats)])
+
+    @property
+    def unstable(self) -> bool | None:
+        """Whether the speedup's band is wider than the paired rounds' target; None unpaired."""
+        speedup = self.speedup
+        return speedup.half_width > self.paired.target if speedup is not None and self.paired is not None else None
 
     @property
     def median(self) -> float | None:

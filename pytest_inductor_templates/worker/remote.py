@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..check.result import CheckResult
@@ -23,6 +24,7 @@ from ..memory import format_size
 from ..samples.base import Sample
 from ..templates.matrix import Case
 from ..timing.measure import TimingPlan
+from ..timing.processes import Repeat
 from . import protocol as p
 from .client import WorkerLost, WorkerProcess
 
@@ -67,6 +69,13 @@ class RemoteTriple:
         self.verdict = self.verdict or cell.verdict
         return cell
 
+    def repeat(self, plan: TimingPlan, count: int, limit: Limit | None = None) -> tuple[Repeat, ...]:
+        """The cell's paired timing repeated in up to ``count`` other worker processes (``timing.processes``), each
+        building the triple afresh and compiling from the compile cache; a repeat whose worker is lost or whose
+        check or timing gives nothing is left out (its reason on stderr)."""
+        repeats = (self.owner.repeat_in(worker, self.item_case, plan, limit) for worker in self.owner.repeaters[:count])
+        return tuple(repeat for repeat in repeats if repeat is not None)
+
     def diagnose(self, plan: DiagnosisPlan, limit: Limit | None = None) -> Diagnosis:
         """Where and why the triple's check failed, diagnosed in the worker (asked once); a lost worker is a failed
         diagnosis, the verdict stays."""
@@ -90,8 +99,10 @@ class RemoteTriples:
         recycle_after: int | None = None,
         recycle_rss: int | None = None,
         timed_device: str | None = None,
+        repeaters: Sequence[WorkerProcess] = (),
     ) -> None:
         self.worker = worker
+        self.repeaters = list(repeaters)  # further workers, each repeating compiled items' paired timings
         self.recycle_after = recycle_after  # triples per worker (--inductor-recycle-triples)
         self.recycle_rss = recycle_rss  # bytes of resident memory (--inductor-recycle-rss)
         self.timed_device = timed_device  # under pytest-xdist, the device type whose items this worker times
@@ -135,6 +146,31 @@ class RemoteTriples:
             raise reply.error or p.RemoteError("the worker raised")
         return reply
 
+    def repeat_in(
+        self, worker: WorkerProcess, item_case: SampleCase, plan: TimingPlan, limit: Limit | None
+    ) -> Repeat | None:
+        """``item_case``'s paired timing in ``worker`` (checked and timed there, then released); None where the worker
+        was lost or the repeat was not timed."""
+        where = f"inductor-templates: repeating {item_case.sample.id} [{item_case.case.id}]'s timing"
+        try:
+            reply = worker.request(p.Run(item_case, plan), limit)
+            released = worker.request(p.Release(), Limit(RELEASE_SECONDS))
+        except WorkerLost as lost:
+            sys.stderr.write(f"{where}: {lost.reason}\n")
+            return None
+        finally:
+            text = worker.new_stderr()
+            if text:
+                sys.stderr.write(text)
+        if isinstance(released, p.Released) and released.retained > RETAINED_LIMIT:
+            worker.stop()
+        timing = reply.cell.timing if isinstance(reply, p.Ran) else None
+        if timing is None or timing.paired is None:
+            reason = reply.cell.verdict.result.reason if isinstance(reply, p.Ran) else "the worker raised"
+            sys.stderr.write(f"{where}: not timed ({reason})\n")
+            return None
+        return Repeat(timing.paired, reply.cell.footprint.pid if reply.cell.footprint is not None else None)
+
     def _forward_stderr(self) -> None:
         """What the sample printed in the worker, into this item's captured stderr."""
         text = self.worker.new_stderr()
@@ -174,3 +210,5 @@ class RemoteTriples:
         """Stop the worker (at the end of the session, or after an interrupt: it may still be busy)."""
         self.current = None
         self.worker.stop()
+        for worker in self.repeaters:
+            worker.stop()

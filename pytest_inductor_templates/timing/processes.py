@@ -1,0 +1,59 @@
+"""A speedup over several processes: the band from the spread between them.
+
+Each process of a run carries its own offset (where its memory landed, which CPU state it met, how its kernels were
+placed), and that offset does not shrink with more rounds inside the process: on a GPU most of a speedup's
+variance sits between processes. A compiled item's paired timing is therefore repeated in other worker processes
+(from the same compile cache: the same code and autotune choices), and its speedup is the geometric mean of the
+processes' medians, with a 95% band from the spread between them (Student's t over their logs), never narrower
+than what the processes' own intervals say about that mean. With one process the band is that process's interval.
+
+Pure functions: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .paired import T_975, Interval, PairedTiming
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """A compiled item's paired timing repeated in another worker process (``pid``)."""
+
+    paired: PairedTiming
+    pid: int | None
+
+
+CUDA_PROCESSES = 3  # --inductor-timing-processes' default on CUDA: the timing process and two repeats
+CPU_PROCESSES = 1  # ... on the CPU (its rounds already meet the host's speeds within one process)
+
+
+def processes_for(chosen: int | None, device_type: str) -> int:
+    """Processes a compiled item's paired timing runs in: ``chosen`` (``--inductor-timing-processes``), else 3 on
+    CUDA and 1 on the CPU."""
+    if chosen is not None:
+        return chosen
+    return CUDA_PROCESSES if device_type == "cuda" else CPU_PROCESSES
+
+
+def across_processes(intervals: Sequence[Interval]) -> Interval:
+    """The speedup over the processes whose paired timings gave ``intervals`` (each a median and its 95% interval):
+    their geometric mean, with the wider of two 95% bands on the log scale: Student's t over the processes' log
+    medians (the spread between processes), and the processes' own log half-widths combined for a mean of them."""
+    if not intervals:
+        raise ValueError("no intervals")
+    if len(intervals) == 1:
+        return intervals[0]
+    logs = [math.log(i.median) for i in intervals]
+    centre = statistics.fmean(logs)
+    count = len(logs)
+    between = T_975[min(count - 2, len(T_975) - 1)] * statistics.stdev(logs) / math.sqrt(count)
+    within_low = math.sqrt(sum((math.log(i.median) - math.log(i.low)) ** 2 for i in intervals)) / count
+    within_high = math.sqrt(sum((math.log(i.high) - math.log(i.median)) ** 2 for i in intervals)) / count
+    return Interval(
+        math.exp(centre), math.exp(centre - max(between, within_low)), math.exp(centre + max(between, within_high))
+    )

@@ -1,0 +1,91 @@
+"""A speedup over several processes (timing.processes): the band from the spread between them, with planted
+per-process offsets; and a real run whose compiled item is timed in three worker processes."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import FAST, QUIET, run_pytest
+from pytest_inductor_templates.record import ItemRecord
+from pytest_inductor_templates.timing.paired import Interval, PairedPlan, time_paired
+from pytest_inductor_templates.timing.processes import across_processes, processes_for
+
+EAGER_SECONDS, SPEEDUP = 1e-3, 1.25
+PLAN = PairedPlan(block_seconds=1e-3, min_rounds=40, max_seconds=0.0, target=0.02)
+
+
+def one_process(offset: float, seed: int) -> Interval:
+    """A real paired timing (time_paired's rounds, stop rule and interval) of a process whose compiled calls run
+    ``offset`` times slower than the true speedup says, each block with 0.3% noise: what one process measures."""
+    noise = random.Random(seed)
+    ticks = iter(range(10**9))
+
+    def clock() -> float:  # every CPU-speed probe alike: all rounds at full speed
+        return next(ticks) * 1e-6
+
+    def block(run: Callable[[], Any], iterations: int) -> tuple[float, float | None]:
+        per_call = EAGER_SECONDS if run() == "eager" else EAGER_SECONDS / SPEEDUP * offset
+        return per_call * iterations * (1 + noise.gauss(0, 0.003)), None
+
+    return time_paired(lambda: "eager", lambda: "compiled", block, PLAN, clock).speedup
+
+
+def test_the_band_covers_a_repeat_that_one_process_interval_does_not() -> None:
+    """Three processes with planted offsets (0%, +4%, -3%): each process's own interval is narrow and misses the
+    others' medians (rounds do not see a process's offset); the band over them is wider than each and holds a
+    fourth process within the offsets' range. With no spread, the processes' own widths set the band."""
+    processes = [one_process(offset, seed) for seed, offset in enumerate((1.0, 1.04, 0.97))]
+    first = processes[0]
+    assert any(not first.low <= other.median <= first.high for other in processes[1:])
+    band = across_processes(processes)
+    assert all(band.half_width > p.half_width for p in processes)
+    assert math.isclose(band.median, math.exp(sum(math.log(p.median) for p in processes) / 3))
+    repeat = one_process(1.01, seed=7)
+    assert band.low <= repeat.median <= band.high
+    assert not first.low <= repeat.median <= first.high
+
+    same = [Interval(1.2, 1.1, 1.3)] * 4
+    alike = across_processes(same)
+    assert math.isclose(alike.high, 1.2 * math.exp(math.log(1.3 / 1.2) / 2))  # four independent widths: half
+    assert across_processes(processes[:1]) == first  # one process: its own interval
+
+
+def test_the_default_is_three_processes_on_cuda_and_one_on_the_cpu() -> None:
+    assert (processes_for(None, "cuda"), processes_for(None, "cpu"), processes_for(5, "cpu")) == (3, 1, 5)
+
+
+def test_a_record_keeps_each_process_figure_and_refuses_a_wrong_list() -> None:
+    record = ItemRecord("s", "default", "cpu", "bench", process_speedups=[1.2, 1.25], process_pids=[10, 11])
+    assert ItemRecord.from_dict(json.loads(json.dumps(record.to_dict()))) == record
+    with pytest.raises(TypeError, match="process_speedups"):
+        ItemRecord.from_dict({**record.to_dict(), "process_speedups": ["fast"]})
+
+
+def test_a_compiled_item_is_timed_in_three_worker_processes(tmp_path: Path) -> None:
+    """A real CPU run with --inductor-timing-processes=3: the compiled item's paired timing runs in its worker and
+    in two other worker processes; the record has each process's speedup and pid, the speedup is their geometric
+    mean with the first process's own figure beside it, and the terminal says so."""
+    done = run_pytest(
+        tmp_path, "--inductor-samples=builtin", "-k", "conv_bn", "--inductor-template=default",
+        "--inductor-devices=cpu", "--inductor-timing-processes=3", "--inductor-results=run.jsonl", "-p",
+        "no:randomly", *FAST, *QUIET,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [
+        json.loads(line)["record"] for line in (tmp_path / "run.jsonl").read_text().splitlines() if "record" in line
+    ]
+    bench = next(r for r in records if r["kind"] == "bench" and r["template"] == "default")
+    assert bench["timing_processes"] == 3
+    assert len(set(bench["process_pids"])) == 3 and bench["process_pids"][0] == bench["pid"]
+    speedups = bench["process_speedups"]
+    assert math.isclose(bench["speedup"], math.exp(sum(map(math.log, speedups)) / 3), rel_tol=1e-3)
+    assert math.isclose(bench["first_process_speedup"], speedups[0], rel_tol=1e-3)
+    assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
+    assert "timed in 3 processes each (--inductor-timing-processes)" in done.stdout
