@@ -55,7 +55,8 @@ for step in $what; do
           --observations .planted-faults 2>&1 | tee "$OUT/faults.txt" | sed -n '/^planted_faults:/,$p' ;;
     diagnose) # issue 40's proof: the relu lowering planted, each corpus sample diagnosed completely in at most 90 s
       # (stage inductor / lowerings, aten.relu with its model.py line, miscompile, repro exit 1 and 0); DIAGNOSE_SAMPLES
-      # picks some (two per call fit a 10-minute call), DIAGNOSE_PROCESSES the processes per diagnosis (default 4)
+      # picks some (one per 330 s step: on the H200 the pytest run around one diagnosis took 116-174 s, and the
+      # script's own repro runs follow it), DIAGNOSE_PROCESSES the processes per diagnosis (default 4)
       limit python3 benchmarks/diagnosis_cost.py "${CORPUS:-../shared/graphnet-corpus}" --device cuda --tf32 off \
           --plant relu --processes "${DIAGNOSE_PROCESSES:-4}" --out "$OUT/diagnose" --samples \
           ${DIAGNOSE_SAMPLES:-torchvision/squeezenet1_0 torchvision/resnet34 torchvision/vgg16 transformers-auto-model/opus-mt-tc-bible-big-mkh-fra_ita_por_spa} \
