@@ -100,9 +100,8 @@ class ItemRecord:
     timing_processes: int | None = None  # processes the paired timing ran in (the item's worker and its repeats)
     process_speedups: list[float] | None = None  # each process's speedup, the item's own first (2 or more processes)
     process_pids: list[int] | None = None  # the processes those speedups were timed in, in that order
-    first_process_speedup: float | None = None  # the item's own process's speedup and its rounds' interval, beside
-    first_process_low: float | None = None  # ... the speedup over the processes (``speedup``: their geometric mean)
-    first_process_high: float | None = None
+    first_process_low: float | None = None  # the interval of the item's own process's rounds, around
+    first_process_high: float | None = None  # ... ``process_speedups[0]``, beside the band over the processes
     launch_bound: bool | None = None  # CUDA: eager or compiled spends at least half of a call launching it
     eager_host_share: float | None = None  # CUDA: the share of eager's call the host spends launching it
     compiled_host_share: float | None = None  # ... of the compiled call
@@ -141,7 +140,7 @@ class ItemRecord:
         self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = self.speedup_target = None
         self.speedup_of = self.all_rounds_speedup = None
         self.timing_processes = self.process_speedups = self.process_pids = None
-        self.first_process_speedup = self.first_process_low = self.first_process_high = None
+        self.first_process_low = self.first_process_high = None
         self.launch_bound = self.eager_host_share = self.compiled_host_share = None
         self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None
 
@@ -201,7 +200,7 @@ def _fits(value: Any, annotation: str) -> bool:
             or (kind in ("str", "Outcome") and isinstance(value, str))
             or (kind == "bool" and isinstance(value, bool))
             or (kind == "dict" and isinstance(value, dict))
-            or (kind == "list" and isinstance(value, list) and all(_fits(v, part[5:-1]) for v in value))
+            or (kind == "list" and isinstance(value, list) and all(_fits(v, part[len("list[") : -1]) for v in value))
         ):
             return True
     return False

@@ -161,13 +161,10 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
     record.speedup, record.speedup_low, record.speedup_high = speedup.median, speedup.low, speedup.high
     record.timing_processes = 1 + len(timing.repeats)
     if timing.repeats:
-        record.process_speedups = [round(p.speedup.median, 4) for p in (paired, *(r.paired for r in timing.repeats))]
-        own = cell.footprint.pid if cell.footprint is not None else None
-        pids = [own, *(repeat.pid for repeat in timing.repeats)]
-        record.process_pids = [pid for pid in pids if pid is not None] or None
-        record.first_process_speedup, record.first_process_low, record.first_process_high = (
-            paired.speedup.median, paired.speedup.low, paired.speedup.high
-        )  # fmt: skip
+        record.process_speedups = [p.speedup.median for p in (paired, *(repeat.paired for repeat in timing.repeats))]
+        assert cell.footprint is not None  # a triple built in a worker has its footprint
+        record.process_pids = [cell.footprint.pid, *(repeat.pid for repeat in timing.repeats)]
+        record.first_process_low, record.first_process_high = paired.speedup.low, paired.speedup.high
     record.eager_device_time_ms = timing.eager_device_time_ms
     record.paired_seconds = round(paired.seconds, 3)
     slow = paired.slow_share

@@ -84,7 +84,7 @@ class Timing:
     def unstable(self) -> bool | None:
         """Whether the speedup's band is wider than the paired rounds' target; None unpaired."""
         speedup = self.speedup
-        return speedup.half_width > self.paired.target if speedup is not None and self.paired is not None else None
+        return None if speedup is None or self.paired is None else speedup.half_width > self.paired.target
 
     @property
     def median(self) -> float | None:

@@ -25,7 +25,7 @@ class Repeat:
     """A compiled item's paired timing repeated in another worker process (``pid``)."""
 
     paired: PairedTiming
-    pid: int | None
+    pid: int
 
 
 CUDA_PROCESSES = 3  # --inductor-timing-processes' default on CUDA: the timing process and two repeats

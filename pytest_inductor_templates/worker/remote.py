@@ -38,6 +38,13 @@ RETAINED_LIMIT = 64 << 20  # bytes of a released triple's tensors still alive pa
 RELEASE_SECONDS = 120.0  # freeing a triple's memory; longer means the worker is stuck, and it is replaced
 
 
+def forward_stderr(worker: WorkerProcess) -> None:
+    """What the sample printed in ``worker``, into this item's captured stderr."""
+    text = worker.new_stderr()
+    if text:
+        sys.stderr.write(text)
+
+
 @dataclass
 class RemoteTriple:
     """One triple held by the worker."""
@@ -135,10 +142,10 @@ class RemoteTriples:
         try:
             reply = self.worker.request(message, limit)
         except WorkerLost as lost:
-            self._forward_stderr()
+            forward_stderr(self.worker)
             self.triples_in_worker = 0
             raise TripleEnded(CheckResult(lost.outcome, lost.reason, lost.details)) from None
-        self._forward_stderr()
+        forward_stderr(self.worker)
         for failed in self.worker.warnings:
             warnings.warn(WorkerWarning(f"the sample worker could not import {failed}"), stacklevel=1)
         self.worker.warnings = []
@@ -159,23 +166,16 @@ class RemoteTriples:
             sys.stderr.write(f"{where}: {lost.reason}\n")
             return None
         finally:
-            text = worker.new_stderr()
-            if text:
-                sys.stderr.write(text)
-        if isinstance(released, p.Released) and released.retained > RETAINED_LIMIT:
+            forward_stderr(worker)
+        if self._worn(worker, released.retained if isinstance(released, p.Released) else 0, None):
             worker.stop()
         timing = reply.cell.timing if isinstance(reply, p.Ran) else None
         if timing is None or timing.paired is None:
             reason = reply.cell.verdict.result.reason if isinstance(reply, p.Ran) else "the worker raised"
             sys.stderr.write(f"{where}: not timed ({reason})\n")
             return None
-        return Repeat(timing.paired, reply.cell.footprint.pid if reply.cell.footprint is not None else None)
-
-    def _forward_stderr(self) -> None:
-        """What the sample printed in the worker, into this item's captured stderr."""
-        text = self.worker.new_stderr()
-        if text:
-            sys.stderr.write(text)
+        assert reply.cell.footprint is not None  # a built triple has its footprint
+        return Repeat(timing.paired, reply.cell.footprint.pid)
 
     def release(self) -> None:
         """Release the current triple in the worker, then recycle the worker if it is due."""
@@ -193,10 +193,7 @@ class RemoteTriples:
             self.triples_in_worker = 0
             return
         retained = reply.retained if isinstance(reply, p.Released) else 0
-        rss = self.worker.rss()
-        due = self.recycle_after is not None and self.triples_in_worker >= self.recycle_after
-        over = self.recycle_rss is not None and rss is not None and rss > self.recycle_rss
-        if due or over or retained > RETAINED_LIMIT:
+        if self._worn(self.worker, retained, self.triples_in_worker):
             self.worker.stop()
             self.triples_in_worker = 0
         if retained > RETAINED_LIMIT:  # after the worker is replaced: under -W error this warning raises
@@ -205,6 +202,14 @@ class RemoteTriples:
                 "alive after its release (something outside the triple keeps them; Inductor's freezing, for one, "
                 "keeps a frozen model's parameters), so its worker process was replaced"
             ), stacklevel=1)  # fmt: skip
+
+    def _worn(self, worker: WorkerProcess, retained: int, triples: int | None) -> bool:
+        """Whether ``worker`` is due for replacement after a release: ``triples`` (None: not counted) reached
+        ``recycle_after``, its resident memory passed ``recycle_rss``, or a released triple's tensors stayed alive."""
+        due = self.recycle_after is not None and triples is not None and triples >= self.recycle_after
+        rss = worker.rss()
+        over = self.recycle_rss is not None and rss is not None and rss > self.recycle_rss
+        return due or over or retained > RETAINED_LIMIT
 
     def close(self) -> None:
         """Stop the worker (at the end of the session, or after an interrupt: it may still be busy)."""
