@@ -91,8 +91,9 @@ def test_collection_is_lazy(pytester: pytest.Pytester) -> None:
 def test_graphnet_root_runs_and_broken_samples_fail_alone(pytester: pytest.Pytester) -> None:
     write_tree(pytester.path / "corpus")
     result = runpytest_warm(
-        pytester, "--inductor-samples=corpus", "--inductor-template=default", "--benchmark-disable", *QUIET
-    )
+        pytester, "--inductor-samples=corpus", "--inductor-template=default", "--benchmark-disable",
+        "--inductor-isolation=none", *QUIET,
+    )  # fmt: skip
     good, items_per_sample = 2, 2 * 2  # (eager, default) x (check, bench)
     # a broken sample fails its first check item with the reason; its other items skip, pointing there
     result.assert_outcomes(
@@ -119,7 +120,7 @@ def test_a_broken_model_py_is_named_by_file_and_line_in_the_one_line_reason(pyte
     init_line = 1 + models["in_init"].splitlines().index("        self.w = torch.ones(2, 3) @ torch.ones(4, 5)")
     result = runpytest_warm(
         pytester, "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-devices=cpu", "-k", "check",
-        "--benchmark-disable", "-rf", *QUIET,
+        "--benchmark-disable", "--inductor-isolation=none", "-rf", *QUIET,
     )  # fmt: skip
     result.assert_outcomes(failed=3)
     output = result.stdout.str()
@@ -146,7 +147,7 @@ def test_an_output_eager_leaves_all_nan_passes_with_a_warning(pytester: pytest.P
     write_sample(pytester.path / "corpus" / "nan", {"model.py": nan_model})
     result = runpytest_warm(
         pytester, "--inductor-samples=corpus", "--inductor-template=default", "--inductor-devices=cpu",
-        "--benchmark-disable", "--inductor-results=run.jsonl", *QUIET,
+        "--benchmark-disable", "--inductor-isolation=none", "--inductor-results=run.jsonl", *QUIET,
     )  # fmt: skip
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
