@@ -19,6 +19,7 @@ import torch
 import torch._dynamo
 import torch._dynamo.backends.registry
 import torch._inductor.config
+from inner_runs import XDIST_WORKER_VARIABLES, standalone_environment
 
 T = TypeVar("T")
 
@@ -163,7 +164,6 @@ def sentinel_test(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
 CI_VARIABLES = ("CI", "BUILD_NUMBER")  # pytest prints whole failure messages in its short summary where one is set
 
 
@@ -172,11 +172,6 @@ def as_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner pytest runs print as on a developer's terminal, on CI too."""
     for name in CI_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-
-
-def standalone_environment() -> dict[str, str]:
-    """This process's environment without the xdist worker variables, for inner pytest subprocesses."""
-    return {k: v for k, v in os.environ.items() if k not in XDIST_WORKER_VARIABLES}
 
 
 def run_pytest(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import FAST, QUIET, run_pytest
+from inner_runs import run_pytest_warm
+
+from conftest import FAST, QUIET
 
 SAMPLES = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore")
 # The runs the speedup gate compares (base, rerun, slowed) are timed by a planted clock (PLANTED_CLOCK): what they
@@ -131,6 +133,6 @@ def make_run(name: str, root: Path) -> None:
     files, args = RUNS[name]
     for file, text in files.items():
         (root / file).write_text(text)
-    result = run_pytest(root, *args, f"--benchmark-json={name}.json")
+    result = run_pytest_warm(root, *args, f"--benchmark-json={name}.json")
     (root / f"{name}.out").write_text(result.stdout + result.stderr)
     (root / f"{name}.returncode").write_text(str(result.returncode))

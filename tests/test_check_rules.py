@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from inner_runs import runpytest_warm
 
 from conftest import QUIET, junit_properties
 from pytest_inductor_templates.check.float64 import float64_run
@@ -276,12 +277,12 @@ def test_the_session_switches_reach_the_check_and_the_record(pytester: pytest.Py
     same test fails on the first comparison; the record says which TF32 mode the item ran in."""
     pytester.makepyfile(test_sums=REASSOCIATED)
     common = ("--inductor-tolerance=0,0", "--junitxml=out.xml", "-o", "junit_family=xunit1", *QUIET)
-    first = pytester.runpytest_subprocess(*common)
+    first = runpytest_warm(pytester, *common)
     first.assert_outcomes(passed=1)
     assert junit_properties(pytester.path / "out.xml")["test_sums::test_sum[default]"]["inductor_check_rule"] == (
         "second opinion"
     )
-    strict = pytester.runpytest_subprocess(*common, "--inductor-second-opinion=off", "--inductor-tf32=off")
+    strict = runpytest_warm(pytester, *common, "--inductor-second-opinion=off", "--inductor-tf32=off")
     strict.assert_outcomes(failed=1)
     properties = junit_properties(pytester.path / "out.xml")["test_sums::test_sum[default]"]
     assert properties["inductor_check_rule"] == "first comparison, second opinion off"

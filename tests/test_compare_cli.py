@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inner_runs import run_pytest_warm
 from shared_runs import GATE
 
-from conftest import FAST, QUIET, SharedRuns, cli, run_pytest
+from conftest import FAST, QUIET, SharedRuns, cli
 from pytest_inductor_templates.record import FORMAT, ItemRecord
 from pytest_inductor_templates.tables import speedup_text
 
@@ -356,8 +357,11 @@ def test_templates_that_all_leaves_out_are_named_with_the_reason(runs, tmp_path:
     ]
     if not torch.cuda.is_available():
         assert [name for name, _ in expected] == ["triton", "cudagraphs", "tma", "cutlass"]
-    args = ("--inductor-samples", "--inductor-template=all", "--inductor-devices=cpu", "-W", "ignore")
-    result = run_pytest(tmp_path, *args, "-k", "launch_bound and eager", "--benchmark-json=run.json", *FAST, *QUIET)
+    args = ("--inductor-samples", "--inductor-template=all", "--inductor-devices=cpu", "--inductor-isolation=none")
+    args = (*args, "-W", "ignore")
+    result = run_pytest_warm(
+        tmp_path, *args, "-k", "launch_bound and eager", "--benchmark-json=run.json", *FAST, *QUIET
+    )
     header = [line for line in result.stdout.splitlines() if line.startswith("inductor-templates: all: left out")]
     assert header == [f"inductor-templates: all: left out {name}: {why}" for name, why in expected]
     data = json.loads((tmp_path / "run.json").read_text())
@@ -388,7 +392,7 @@ def test_compare_counts_its_rows_and_leaves_out_entries_that_only_check(tmp_path
     the geomean says how many rows it is over."""
     (tmp_path / "test_user.py").write_text(USER_TESTS)
     args = ("--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore", *FAST)
-    assert run_pytest(tmp_path, *args, "--benchmark-json=run.json").returncode == 0
+    assert run_pytest_warm(tmp_path, *args, "--benchmark-json=run.json").returncode == 0
     result = cli("compare", str(tmp_path / "run.json"), str(tmp_path / "run.json"))
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()

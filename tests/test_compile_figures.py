@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from graphnet_tree import tensor_meta, write_sample
+from inner_runs import run_pytest_warm
 
-from conftest import FAST, QUIET, cli, made_once, run_pytest
+from conftest import FAST, QUIET, cli, made_once
 from pytest_inductor_templates.compile import cache
 from pytest_inductor_templates.runs.files import load
 from pytest_inductor_templates.tables import seconds, times
@@ -106,7 +107,7 @@ def _make(root: Path) -> None:
                 patch.delenv("PLANT_BREAK")
                 patch.setenv("PLANT_SLOW_COMPILE", "1")
                 (root / "before-fresh.json").write_text(json.dumps(_files(root / "cache")))
-            result = run_pytest(root, *ARGS, *args, f"--inductor-results={name}.jsonl")
+            result = run_pytest_warm(root, *ARGS, *args, f"--inductor-results={name}.jsonl")
             (root / f"{name}.out").write_text(result.stdout + result.stderr)
         (root / "after-fresh.json").write_text(json.dumps(_files(root / "cache")))
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from inner_runs import run_pytest_warm, runpytest_warm
 
-from conftest import made_once_value, run_pytest
+from conftest import made_once_value
 
 STATS_TESTS = """
 import torch
@@ -76,8 +77,8 @@ def test_stats_isolation_and_recompile_warning(pytester: pytest.Pytester) -> Non
     """Graphs, breaks and recompiles are Dynamo's, the configs restored the plugin's: on Dynamo's eager backend (no
     Inductor compile to wait for, eight of them cold on CI)."""
     pytester.makepyfile(test_stats=STATS_TESTS)
-    result = pytester.runpytest_subprocess(
-        "--inductor-backend=eager", "-p", "no:randomly", "-W", "ignore::DeprecationWarning"
+    result = runpytest_warm(
+        pytester, "--inductor-backend=eager", "-p", "no:randomly", "-W", "ignore::DeprecationWarning"
     )
     result.assert_outcomes(passed=6, warnings=1)
     result.stdout.fnmatch_lines(
@@ -124,7 +125,7 @@ def _freezing_run(root: Path) -> tuple[dict[str, int], str]:
         '[templates.frozen_user]\ndescription = "frozen weights"\nsettings = { freezing = true }\n'
     )
     templates = ("--inductor-templates-file=templates.toml", "--inductor-template=freezing,frozen_user,default")
-    result = run_pytest(root, *templates, "-rA", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
+    result = run_pytest_warm(root, *templates, "-rA", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
     return pytest.RunResult.parse_summary_nouns(result.stdout.splitlines()), result.stdout
 
 
@@ -176,7 +177,7 @@ def test_cudagraph_skip_is_reported(compiled_model):
 
 def test_reduce_overhead_on_cpu_reports_the_cudagraph_skip(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_cpu_graphs=CUDAGRAPHS_ON_CPU)
-    result = pytester.runpytest_subprocess("--inductor-mode=reduce-overhead", "-s", "-W", "ignore::DeprecationWarning")
+    result = runpytest_warm(pytester, "--inductor-mode=reduce-overhead", "-s", "-W", "ignore::DeprecationWarning")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
@@ -211,8 +212,13 @@ def test_dynamic_shapes_compile_once(compiled_model):
 
 def test_backend_fullgraph_and_dynamic_reach_torch_compile(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_flags=COMPILE_FLAGS_TESTS)
-    result = pytester.runpytest_subprocess(
-        "--inductor-backend=aot_eager", "--inductor-fullgraph", "--inductor-dynamic", "-W", "ignore::DeprecationWarning"
+    result = runpytest_warm(
+        pytester,
+        "--inductor-backend=aot_eager",
+        "--inductor-fullgraph",
+        "--inductor-dynamic",
+        "-W",
+        "ignore::DeprecationWarning",
     )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*torch._dynamo.exc.Unsupported: Call to `torch._dynamo.graph_break()`*"])

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from diagnose_plants import run_python
+from inner_runs import run_pytest_warm
 
 from conftest import QUIET
 from pytest_inductor_templates.record import ItemRecord
@@ -84,12 +85,11 @@ def pytest_configure(config):  # registered in a hook: a process that only impor
 def run(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
     """``pytest test_block.py -k checked --inductor-diagnose`` as a new user runs it, results in run.jsonl."""
     (tmp_path / "test_block.py").write_text(TEST_BLOCK)
-    command = [
-        sys.executable, "-m", "pytest", "test_block.py", "-k", "checked", "--inductor-diagnose",
-        "--inductor-devices=cpu", "--inductor-results=run.jsonl", "--benchmark-disable", "-p", "no:randomly",
-        *QUIET, *options,
+    args = [
+        "test_block.py", "-k", "checked", "--inductor-diagnose", "--inductor-devices=cpu",
+        "--inductor-results=run.jsonl", "--benchmark-disable", "-p", "no:randomly", *QUIET, *options,
     ]  # fmt: skip
-    return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    return run_pytest_warm(tmp_path, *args, timeout=900)
 
 
 def record(tmp_path: Path) -> ItemRecord:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from inner_runs import run_pytest_warm
 from test_diagnose_judged import BLOCK, PLANTED
 
 from conftest import QUIET
@@ -155,12 +156,12 @@ def xdist_run(tmp_path: Path, *options: str, conftest: str = PLANTED) -> tuple[s
     """Two failing user tests on two xdist workers, each diagnosed in its worker; their check records."""
     (tmp_path / "test_two.py").write_text(TWO_TESTS)
     (tmp_path / "conftest.py").write_text(conftest)
-    command = [
-        sys.executable, "-m", "pytest", "test_two.py", "-n", "2", "--inductor-backend=wrong_gelu",
-        "--inductor-diagnose", "--inductor-diagnose-processes=1", "--inductor-devices=cpu", "--benchmark-disable",
+    args = [
+        "test_two.py", "-n", "2", "--inductor-backend=wrong_gelu", "--inductor-diagnose",
+        "--inductor-diagnose-processes=1", "--inductor-devices=cpu", "--benchmark-disable",
         "--inductor-results=run.jsonl", "-p", "no:randomly", *QUIET, *options,
     ]  # fmt: skip
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    done = run_pytest_warm(tmp_path, *args, timeout=900)
     records = [r for r in load(str(tmp_path / "run.jsonl")).records if r.kind == "check"]
     assert len(records) == 2 and all(r.outcome.value == "accuracy_fail" for r in records), done.stdout[-3000:]
     return done, sorted(records, key=lambda r: (r.diagnosis or "").startswith("not diagnosed"))

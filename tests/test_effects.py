@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from graphnet_tree import tensor_meta, write_sample
+from inner_runs import run_pytest_warm, runpytest_warm
 
-from conftest import CI_VARIABLES, QUIET, junit_properties, made_once_value, run_pytest
+from conftest import CI_VARIABLES, QUIET, junit_properties, made_once_value
 from pytest_inductor_templates.compile.compiled import CompileStats
 from pytest_inductor_templates.compile.effects import effects_from, normalized, overall_effect
 from pytest_inductor_templates.compile.evidence import CompileEvidence
@@ -71,7 +72,7 @@ def _templates_run(root: Path) -> TemplatesRun:
         patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(root / "cache"))  # an empty cache: every effect observed
         for name in CI_VARIABLES:
             patch.delenv(name, raising=False)
-        result = run_pytest(
+        result = run_pytest_warm(
             root, "--inductor-samples", "--inductor-samples=corpus", "--inductor-templates-file=templates.toml",
             f"--inductor-template={TEMPLATES}", "-k", SELECTED, "--benchmark-json=run.json", *SAMPLE_RUN,
         )  # fmt: skip
@@ -128,8 +129,8 @@ def test_require_effect_fails_the_items_without_effect(pytester: pytest.Pytester
     Inductor's whether from the cache or not), not fresh: a fresh compile builds its C++ kernel in full."""
     pytester.makeini("[pytest]\ninductor_require_effect = true\n")
     write_pointwise(pytester.path)
-    result = pytester.runpytest_subprocess(
-        "--inductor-samples=corpus", "--inductor-template=aten", "--benchmark-skip", *SAMPLE_RUN
+    result = runpytest_warm(
+        pytester, "--inductor-samples=corpus", "--inductor-template=aten", "--benchmark-skip", *SAMPLE_RUN
     )
     props = junit_properties(pytester.path / "out.xml")
     result.assert_outcomes(passed=1, failed=1, skipped=2)  # eager's check passes; aten's fails; no bench runs
@@ -144,8 +145,12 @@ def test_cuda_graphs_on_cpu_are_no_effect_with_the_reason(pytester: pytest.Pytes
         "def test_block(inductor_check):\n"
         "    inductor_check(torch.nn.Linear(8, 8).eval(), torch.randn(2, 8))\n"
     )
-    result = pytester.runpytest_subprocess(
-        '--inductor-options={"triton.cudagraphs": true}', "--inductor-require-effect", *QUIET, "--inductor-devices=cpu"
+    result = runpytest_warm(
+        pytester,
+        '--inductor-options={"triton.cudagraphs": true}',
+        "--inductor-require-effect",
+        *QUIET,
+        "--inductor-devices=cpu",
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(

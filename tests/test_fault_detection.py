@@ -6,8 +6,9 @@ import re
 from pathlib import Path
 
 import pytest
+from inner_runs import run_pytest_warm, runpytest_warm
 
-from conftest import junit_properties, made_once_value, run_pytest
+from conftest import junit_properties, made_once_value
 
 FAULTY_BACKEND = """
 import pytest
@@ -175,7 +176,7 @@ def fault_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple
 def _fault_run(root: Path) -> tuple[str, dict[str, dict[str, str]]]:
     (root / "conftest.py").write_text(FAULTY_BACKEND)
     (root / "test_faults.py").write_text(FAULT_TESTS)
-    run = run_pytest(
+    run = run_pytest_warm(
         root,
         "--inductor-backend=faulty",
         "--inductor-devices=cpu",
@@ -261,8 +262,8 @@ def test_summary_table_counts_every_category(fault_run) -> None:
 def test_long_traceback_shows_the_compile_error(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(FAULTY_BACKEND)
     pytester.makepyfile(test_faults=FAULT_TESTS)
-    result = pytester.runpytest_subprocess(
-        "--inductor-backend=faulty", "--tb=long", "-k", "compile_error", "-W", "ignore::DeprecationWarning"
+    result = runpytest_warm(
+        pytester, "--inductor-backend=faulty", "--tb=long", "-k", "compile_error", "-W", "ignore::DeprecationWarning"
     )
     result.assert_outcomes(failed=1, deselected=15)
     result.stdout.fnmatch_lines(['*raise RuntimeError("planted compile error")*', "*BackendCompilerFailed*"])
@@ -292,7 +293,7 @@ def test_session_tolerance_from_command_line_and_ini(
 ) -> None:
     pytester.makeconftest(FAULTY_BACKEND)
     pytester.makepyfile(test_tol=TOLERANCE_TESTS)
-    result = pytester.runpytest_subprocess("--inductor-backend=faulty", *config, "-W", "ignore::DeprecationWarning")
+    result = runpytest_warm(pytester, "--inductor-backend=faulty", *config, "-W", "ignore::DeprecationWarning")
     result.assert_outcomes(**{outcome: 1})
 
 

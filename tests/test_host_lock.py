@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from inner_runs import runpytest_warm
 
 from pytest_inductor_templates import phases
 from pytest_inductor_templates.integrations.benchmark import timing_switched_off_by
@@ -337,7 +338,7 @@ def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.
     holders.start("timer", "timing:cpu")
     holders.holding("timer")  # the timer holds its lock before the run starts
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        running = pool.submit(pytester.runpytest_subprocess, "--inductor-backend=eager", "-s", "-p", "no:randomly")
+        running = pool.submit(runpytest_warm, pytester, "--inductor-backend=eager", "-s", "-p", "no:randomly")
         holders.wait(lambda: waited_on(folder / host_lock.PENDING) or running.done(), "the run's compile waiting")
         holders.release("timer")
         result = running.result(timeout=600)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inner_runs import runpytest_warm
 from test_compare_cli import runs  # noqa: F401 (the shared runs, made once a session)
 
 from conftest import QUIET, cli
@@ -276,8 +277,8 @@ def test_pytest_html_shows_the_plugins_columns_and_each_items_story(pytester: py
     pytest.importorskip("pytest_html")
     pytester.makeconftest(PLANTED_BACKEND)
     pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_subprocess(
-        "--inductor-backend=shifted", "--inductor-devices=cpu", "--html=report.html", "--self-contained-html",
+    result = runpytest_warm(
+        pytester, "--inductor-backend=shifted", "--inductor-devices=cpu", "--html=report.html", "--self-contained-html",
         "--inductor-html=run.html",
         "--inductor-cpu-probe=0", *QUIET,
     )  # fmt: skip

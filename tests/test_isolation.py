@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 from graphnet_tree import FAULTS, fault_model, tensor_meta, write_fault_sample, write_sample
+from inner_runs import run_pytest_warm
 
-from conftest import FAST, QUIET, junit_properties, outcomes, run_pytest, standalone_environment
+from conftest import FAST, QUIET, junit_properties, outcomes, standalone_environment
 from pytest_inductor_templates.engine.triples import SampleCase, TripleCache
 from pytest_inductor_templates.machine import CPU
 from pytest_inductor_templates.outcomes import Outcome
@@ -42,7 +43,7 @@ def test_every_fault_ends_its_own_item_and_the_good_ones_pass(tmp_path: Path) ->
     """One run without -n (its checks below, one test so that pytest-xdist does not run it twice): the crashing
     samples in the eager row, the good one in eager and default, one over the memory budget."""
     fault_tree(tmp_path / "corpus", CRASHES)
-    result = run_pytest(
+    result = run_pytest_warm(
         tmp_path, "--inductor-samples=corpus", "--inductor-template=default",
         "--inductor-devices=cpu", "-k", "eager or good", "--inductor-memory-budget=1MiB",
         "--benchmark-json=run.json", "--junitxml=run.xml", "--inductor-results=run.jsonl", *SILENT,
@@ -99,7 +100,7 @@ def a_crash_costs_a_fresh_worker_and_sys_exit_does_not(results: Path) -> None:
 
 def test_the_worker_is_recycled_after_n_triples(tmp_path: Path) -> None:
     """Without recycling a worker runs triple after triple (the good sample's two triples above share a pid)."""
-    result = run_pytest(
+    result = run_pytest_warm(
         tmp_path, "--inductor-samples", "--inductor-template=eager", "--inductor-devices=cpu", "-k",
         "launch_bound or norm_softmax", "--benchmark-skip", "--inductor-recycle-triples=1",
         "--inductor-results=run.jsonl", *SILENT,
@@ -121,7 +122,7 @@ def test_a_triple_whose_tensors_outlive_it_costs_its_worker(tmp_path: Path) -> N
     keeping = keeping.replace("torch.relu(L_x_)", "torch.relu(L_x_[:4])")  # a small output: a cheap comparison
     write_fault_sample(tmp_path / "corpus" / "a" / "keeping", keeping, KEEPING_META)
     write_sample(tmp_path / "corpus" / "good" / "tiny")
-    result = run_pytest(
+    result = run_pytest_warm(
         tmp_path, "--inductor-samples=corpus", "--inductor-template=default", "--inductor-devices=cpu",
         "-k", "keeping and eager or tiny", "--benchmark-skip", "--inductor-results=run.jsonl",
         "-W", "error::pytest_inductor_templates.worker.remote.WorkerWarning", "-p", "no:cacheprovider",
@@ -160,7 +161,7 @@ def test_a_failed_compile_leaves_nothing_alive_after_the_release() -> None:
 def test_hangs_end_in_timeout_naming_the_phase(tmp_path: Path) -> None:
     """A hang in forward (in the eager row) and one in compilation (in default) stop after the timeout."""
     fault_tree(tmp_path / "corpus", ("hang_forward", "hang_compile"))
-    result = run_pytest(
+    result = run_pytest_warm(
         tmp_path, "--inductor-samples=corpus", "--inductor-template=default", "--inductor-devices=cpu",
         "-k", "hang_forward and eager or hang_compile and default and check", "--inductor-timeout=3",
         "--inductor-results=run.jsonl", *SILENT,
@@ -188,7 +189,7 @@ def test_a_timeout_prints_the_worker_stack_once(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("CI", "true")
     hang = fault_model(forward="print('about to hang', file=sys.stderr, flush=True); time.sleep(600)")
     write_fault_sample(tmp_path / "corpus" / "faults" / "hang_forward", hang)
-    result = run_pytest(
+    result = run_pytest_warm(
         tmp_path, "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-devices=cpu",
         "-k", "check", "--inductor-timeout=3", *FAST,
     )  # fmt: skip
@@ -208,7 +209,7 @@ def test_under_pytest_timeout_the_plugin_stops_the_hang_first(tmp_path: Path) ->
     before its limit with the phase named, and the run goes on."""
     pytest.importorskip("pytest_timeout")
     fault_tree(tmp_path / "corpus", ("hang_forward",))
-    result = run_pytest(
+    result = run_pytest_warm(
         tmp_path, "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-devices=cpu",
         "-k", "hang_forward or big", "--timeout=15", "--timeout-method=thread", "--inductor-results=run.jsonl", *SILENT,
     )  # fmt: skip
@@ -252,7 +253,7 @@ def test_sigterm_midway_leaves_valid_partial_results(tmp_path: Path) -> None:
 def test_sys_exit_in_the_pytest_process_ends_only_its_sample(tmp_path: Path) -> None:
     """Without isolation a sys.exit while building is caught: that sample is crashed, the next one passes."""
     fault_tree(tmp_path / "corpus", ("sys_exit_init",))
-    result = run_pytest(
+    result = run_pytest_warm(
         tmp_path, "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-isolation=none",
         "--inductor-devices=cpu", "-k", "sys_exit or good", "--benchmark-disable", "--junitxml=run.xml", *SILENT,
     )  # fmt: skip
@@ -278,7 +279,7 @@ def test_faults_under_xdist(tmp_path: Path) -> None:
     dying; a user test that crashes its xdist worker is recorded crashed too (--dist load: see the guide)."""
     fault_tree(tmp_path / "corpus", CRASHES)
     (tmp_path / "test_user.py").write_text(CRASHING_USER_TEST)
-    result = run_pytest(
+    result = run_pytest_warm(
         tmp_path, "-n", "2", "--dist", "load", "test_user.py", "--inductor-samples=corpus",
         "--inductor-template=default", "--inductor-devices=cpu", "-k", "corpus and eager or good or block",
         "--inductor-memory-budget=1MiB",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from inner_runs import runpytest_warm
 
 from conftest import no_cuda_machine, usage_error_line
 
@@ -57,7 +58,8 @@ def test_user_tests_are_parametrized_over_templates_and_devices(pytester: pytest
 @no_cuda_machine
 def test_unavailable_cells_are_skipped_with_the_reason(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_subprocess(
+    result = runpytest_warm(
+        pytester,
         "--inductor-template=default,freezing,cudagraphs",
         "--inductor-devices=cpu,cuda",
         "-rs",

@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from inner_runs import run_pytest_warm
 
-from conftest import FAST, QUIET, no_cuda_machine, run_pytest
+from conftest import FAST, QUIET, no_cuda_machine
 
 USER_TESTS = """
 import pytest
@@ -91,7 +92,7 @@ def default_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, pytest.L
     folder = tmp_path_factory.mktemp("default-run")
     (folder / "test_user.py").write_text(USER_TESTS)
     args = ("--inductor-template=default", "--inductor-backend=eager", "--benchmark-json=run.json", *FAST, *QUIET)
-    done = run_pytest(folder, *args)
+    done = run_pytest_warm(folder, *args)
     return done.returncode, pytest.LineMatcher(done.stdout.splitlines()), folder
 
 

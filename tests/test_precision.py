@@ -6,6 +6,7 @@ Each case runs in a pytest subprocess of its own: torch's flags are process stat
 from __future__ import annotations
 
 import pytest
+from inner_runs import runpytest_warm
 
 from conftest import usage_error_line
 
@@ -87,7 +88,7 @@ def test_each_mode_compiles_into_its_own_cache(tmp_path, monkeypatch):
 
 def test_the_scope_sets_and_restores_every_flag_and_the_cache_folder(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_scope=SCOPE_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "-W", "ignore::DeprecationWarning")
+    result = runpytest_warm(pytester, "-p", "no:cacheprovider", "-q", "-W", "ignore::DeprecationWarning")
     result.assert_outcomes(passed=6 * 2 * 2 + 3)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from inner_runs import runpytest_warm
 
 from pytest_inductor_templates.report.progress import duration, sample_of
 
@@ -25,7 +26,7 @@ def _progress(result: pytest.RunResult) -> list[re.Match[str]]:
 
 
 def test_a_line_per_sample_with_what_is_left(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(*IN_PYTEST)
+    result = runpytest_warm(pytester, *IN_PYTEST)
     assert result.ret == 0, result.stdout.str()
     lines = _progress(result)
     assert [m.group(1) for m in lines] == ["launch_bound", "embedding"], result.stdout.str()
@@ -35,17 +36,17 @@ def test_a_line_per_sample_with_what_is_left(pytester: pytest.Pytester) -> None:
 
 
 def test_quiet_with_q_and_shown_with_v(pytester: pytest.Pytester) -> None:
-    quiet = pytester.runpytest_subprocess(*IN_PYTEST, "-q")
+    quiet = runpytest_warm(pytester, *IN_PYTEST, "-q")
     assert quiet.ret == 0 and not _progress(quiet), quiet.stdout.str()
     assert "inductor-templates: builtin/" not in quiet.stdout.str()
-    verbose = pytester.runpytest_subprocess(*IN_PYTEST, "-v")
+    verbose = runpytest_warm(pytester, *IN_PYTEST, "-v")
     assert len(_progress(verbose)) == 2, verbose.stdout.str()
     verbose.stdout.fnmatch_lines(["*::bench[[]default-cpu[]] PASSED*", "inductor-templates: builtin/embedding done*"])
 
 
 def test_under_xdist_the_controller_shows_the_lines(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
-    result = pytester.runpytest_subprocess(*IN_PYTEST, "-n", "2")
+    result = runpytest_warm(pytester, *IN_PYTEST, "-n", "2")
     assert result.ret == 0, result.stdout.str()
     assert sorted(m.group(1) for m in _progress(result)) == ["embedding", "launch_bound"], result.stdout.str()
 

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from inner_runs import run_pytest_warm, runpytest_warm
 
-from conftest import FAST, QUIET, SharedRuns, cli, junit_properties, no_cuda_machine, run_pytest
+from conftest import FAST, QUIET, SharedRuns, cli, junit_properties, no_cuda_machine
 from pytest_inductor_templates.outcomes import Outcome
 from pytest_inductor_templates.record import FORMAT, ItemRecord
 from pytest_inductor_templates.tables import percent, speedup_cell, speedup_text, times
@@ -127,9 +128,9 @@ def test_a_no_effect_sample_says_no_effect_in_every_output(tmp_path: Path, share
     run is the session's aten shard (tests/shared_runs.py): the same selection without --inductor-require-effect."""
     base = shared_runs["shard2"]
     assert base.with_suffix(".returncode").read_text() == "0", base.with_suffix(".out").read_text()[-2000:]
-    new = run_pytest(
-        tmp_path, *ATEN_LAUNCH_BOUND, "--inductor-require-effect", "--benchmark-json=new.json",
-        "--junitxml=new.xml", *FAST, *QUIET, "-W", "ignore",
+    new = run_pytest_warm(
+        tmp_path, *ATEN_LAUNCH_BOUND, "--inductor-require-effect", "--inductor-isolation=none",
+        "--benchmark-json=new.json", "--junitxml=new.xml", *FAST, *QUIET, "-W", "ignore",
     )  # fmt: skip
     assert new.returncode == 1, new.stdout[-2000:]
     assert "no_effect inductor-samples::builtin/launch_bound::check[aten-cpu]: template 'aten' had no effect" in (
@@ -164,8 +165,8 @@ def test_a_user_test_and_a_sample_record_the_same_verdict(pytester: pytest.Pytes
                 inductor_benchmark(lambda x: torch.relu(x) + 1, torch.randn(64))
         """
     )
-    result = pytester.runpytest_subprocess(
-        "--inductor-template=aten", "--inductor-devices=cpu", "--inductor-require-effect",
+    result = runpytest_warm(
+        pytester, "--inductor-template=aten", "--inductor-devices=cpu", "--inductor-require-effect",
         "--benchmark-json=run.json", *FAST, *QUIET, "-W", "ignore",
     )  # fmt: skip
     assert result.ret == 1
@@ -212,7 +213,7 @@ def test_a_skipped_test_keeps_its_template_and_a_warning_points_at_the_users_tes
             inductor_check(lambda x: x.relu() + 1, torch.randn(8))
         """
     )
-    result = pytester.runpytest_subprocess("--inductor-template=aten,cudagraphs", "-p", "no:cacheprovider")
+    result = runpytest_warm(pytester, "--inductor-template=aten,cudagraphs", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(
         [

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from graphnet_tree import write_sample
+from inner_runs import runpytest_warm
 
 from conftest import QUIET, cli, junit_properties, usage_error_line
 from pytest_inductor_templates.record import ItemRecord, Outcome
@@ -188,9 +189,10 @@ def test_freezing_folds_the_weights_bound_as_parameters_only(pytester: pytest.Py
     """A real run under freezing: both modes build and pass the check; the effect evidence says what was folded,
     and with the weights as inputs it names the cause."""
     write_sample(pytester.path / "corpus" / "tiny")
-    result = pytester.runpytest_subprocess(
-        "--inductor-samples=corpus", "--inductor-template=freezing", "--benchmark-disable", "--junitxml=out.xml",
-        "-o", "junit_family=xunit1", f"--inductor-sample-weights={mode}", *CPU,
+    result = runpytest_warm(
+        pytester, "--inductor-samples=corpus", "--inductor-template=freezing", "--benchmark-disable",
+        "--inductor-isolation=none", "--junitxml=out.xml", "-o", "junit_family=xunit1",
+        f"--inductor-sample-weights={mode}", *CPU,
     )  # fmt: skip
     result.assert_outcomes(passed=4)  # (eager, freezing) x (check, bench)
     result.stdout.fnmatch_lines([f"inductor-templates: GraphNet sample weights: {mode} (*"])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from graphnet_tree import BROKEN, write_tree
+from inner_runs import runpytest_warm
 
 from conftest import QUIET, SharedRuns, no_cuda_machine, usage_error_line
 from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
@@ -28,8 +29,9 @@ def test_builtins_pass_under_every_template_available_on_cpu(
 ) -> None:
     every = request.config.getoption("--run-slow")
     chosen = () if every else ("-k", " or ".join(FP32_ON_CI))
-    result = pytester.runpytest_subprocess(
-        "--inductor-samples", "--inductor-template=all", "--benchmark-skip", "--inductor-devices=cpu", *chosen, *QUIET
+    result = runpytest_warm(
+        pytester, "--inductor-samples", "--inductor-template=all", "--benchmark-skip", "--inductor-devices=cpu",
+        *chosen, *QUIET,
     )  # fmt: skip
     columns = ["eager", "default", "cpp_wrapper", "max_autotune", "freezing", "aten"]
     n = len(BUILTIN_SAMPLES) if every else len(FP32_ON_CI)
@@ -88,9 +90,10 @@ def test_collection_is_lazy(pytester: pytest.Pytester) -> None:
 
 def test_graphnet_root_runs_and_broken_samples_fail_alone(pytester: pytest.Pytester) -> None:
     write_tree(pytester.path / "corpus")
-    result = pytester.runpytest_subprocess(
-        "--inductor-samples=corpus", "--inductor-template=default", "--benchmark-disable", *QUIET
-    )
+    result = runpytest_warm(
+        pytester, "--inductor-samples=corpus", "--inductor-template=default", "--benchmark-disable",
+        "--inductor-isolation=none", *QUIET,
+    )  # fmt: skip
     good, items_per_sample = 2, 2 * 2  # (eager, default) x (check, bench)
     # a broken sample fails its first check item with the reason; its other items skip, pointing there
     result.assert_outcomes(
@@ -115,9 +118,9 @@ def test_a_broken_model_py_is_named_by_file_and_line_in_the_one_line_reason(pyte
     for name, model in models.items():
         write_fault_sample(pytester.path / "corpus" / name, model)
     init_line = 1 + models["in_init"].splitlines().index("        self.w = torch.ones(2, 3) @ torch.ones(4, 5)")
-    result = pytester.runpytest_subprocess(
-        "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-devices=cpu", "-k", "check",
-        "--benchmark-disable", "-rf", *QUIET,
+    result = runpytest_warm(
+        pytester, "--inductor-samples=corpus", "--inductor-template=eager", "--inductor-devices=cpu", "-k", "check",
+        "--benchmark-disable", "--inductor-isolation=none", "-rf", *QUIET,
     )  # fmt: skip
     result.assert_outcomes(failed=3)
     output = result.stdout.str()
@@ -142,9 +145,9 @@ def test_an_output_eager_leaves_all_nan_passes_with_a_warning(pytester: pytest.P
     nan_model = GOOD_MODEL.replace("return (masked.relu(),", 'return (masked.relu() * float("nan"),')
     assert nan_model != GOOD_MODEL
     write_sample(pytester.path / "corpus" / "nan", {"model.py": nan_model})
-    result = pytester.runpytest_subprocess(
-        "--inductor-samples=corpus", "--inductor-template=default", "--inductor-devices=cpu", "--benchmark-disable",
-        "--inductor-results=run.jsonl", *QUIET,
+    result = runpytest_warm(
+        pytester, "--inductor-samples=corpus", "--inductor-template=default", "--inductor-devices=cpu",
+        "--benchmark-disable", "--inductor-isolation=none", "--inductor-results=run.jsonl", *QUIET,
     )  # fmt: skip
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
@@ -275,7 +278,8 @@ def test_items_of_one_triple_share_one_compile(pytester: pytest.Pytester) -> Non
     """In the pytest process (the counter sees its compiles); the worker process shares a triple the same way. On
     Dynamo's eager backend: what is counted is the plugin's backend's calls, whatever it wraps."""
     pytester.makeconftest(COMPILE_COUNTER)
-    result = pytester.runpytest_subprocess(
+    result = runpytest_warm(
+        pytester,
         "--inductor-isolation=none",
         "--inductor-samples",
         "--inductor-template=default",
@@ -300,7 +304,8 @@ def test_items_of_one_triple_share_one_compile(pytester: pytest.Pytester) -> Non
 
 def test_xdist_runs_every_item_once(pytester: pytest.Pytester) -> None:
     write_tree(pytester.path / "corpus", good=("vision/tiny",))
-    result = pytester.runpytest_subprocess(
+    result = runpytest_warm(
+        pytester,
         "-n",
         "2",
         "--inductor-samples=corpus",
@@ -329,9 +334,9 @@ def test_builtins_pass_in_bfloat16_under_every_template_available_on_cpu(
     """Every template's bfloat16 verdicts on the built-ins (on CI four of them: every template compiles each)."""
     every = request.config.getoption("--run-slow")
     chosen = () if every else ("-k", " or ".join(BF16_ON_CI))
-    result = pytester.runpytest_subprocess(
-        "--inductor-samples", "--inductor-template=all", "--inductor-sample-dtype=bfloat16", "--benchmark-skip",
-        "--junitxml=out.xml", *chosen, *QUIET,
+    result = runpytest_warm(
+        pytester, "--inductor-samples", "--inductor-template=all", "--inductor-sample-dtype=bfloat16",
+        "--benchmark-skip", "--junitxml=out.xml", *chosen, *QUIET,
     )  # fmt: skip
     columns = 6  # eager, default, cpp_wrapper, max_autotune, freezing, aten
     n = len(BUILTIN_SAMPLES) if every else len(BF16_ON_CI)
@@ -348,7 +353,8 @@ def test_builtins_pass_in_bfloat16_under_every_template_available_on_cpu(
 def test_unavailable_cells_record_the_skipped_outcome(pytester: pytest.Pytester) -> None:
     """(Nothing compiles: the eager row runs in the pytest process, a subprocess, with no sample worker to start.)"""
     write_tree(pytester.path / "corpus", good=("vision/tiny",))
-    result = pytester.runpytest_subprocess(
+    result = runpytest_warm(
+        pytester,
         "--inductor-isolation=none",
         "--inductor-samples=corpus",
         "--inductor-template=cudagraphs",

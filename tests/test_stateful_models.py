@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import junit_properties, run_pytest
+from inner_runs import run_pytest_warm
+
+from conftest import junit_properties
 
 STATEFUL = """
 import torch
@@ -54,7 +56,7 @@ def test_a_model_returning_its_own_changed_state_is_checked_from_the_same_state(
     """The accumulator (``self.acc.add_(x.sum(0)); return self.acc``) passes on a real compile, its record saying
     the state was restored; the noisy one is still eager_nondeterministic, from the same state."""
     (tmp_path / "test_stateful.py").write_text(STATEFUL)
-    result = run_pytest(
+    result = run_pytest_warm(
         tmp_path, "test_stateful.py", "--inductor-template=default", "--junitxml=run.xml", "-rs", "-p",
         "no:cacheprovider", "-W", "ignore::DeprecationWarning",
     )  # fmt: skip

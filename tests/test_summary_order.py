@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from inner_runs import runpytest_warm
 
 # Dynamo's eager backend in the pytest process (a subprocess): where the sections print is the point, not
 # Inductor's compile or the sample worker
@@ -18,7 +19,7 @@ def _first(lines: list[str], start: str, within: str) -> int:
 
 
 def test_the_plugin_summary_follows_pytest_benchmark_tables(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess(*RUN)
+    result = runpytest_warm(pytester, *RUN)
     lines = result.stdout.lines
     assert result.ret == 0, result.stdout.str()
     benchmark_table = _first(lines, "-" * 20, " benchmark 'builtin/embedding[cpu]': 2 tests ")
@@ -31,7 +32,7 @@ def test_the_plugin_summary_follows_pytest_benchmark_tables(pytester: pytest.Pyt
 
 def test_benchmark_quiet_leaves_out_its_tables_but_not_the_timings(pytester: pytest.Pytester) -> None:
     """What the guide advises for a corpus run: the plugin's tables alone, the timings all in the JSON."""
-    result = pytester.runpytest_subprocess(*RUN, "--benchmark-quiet", "--benchmark-json=run.json")
+    result = runpytest_warm(pytester, *RUN, "--benchmark-quiet", "--benchmark-json=run.json")
     assert result.ret == 0, result.stdout.str()
     assert "benchmark 'builtin/embedding[cpu]'" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*inductor-templates: speedup over eager*", "builtin/embedding [[]cpu[]] *x*"])

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inner_runs import run_pytest_warm, runpytest_warm
 from shared_runs import TIMED_USER_TESTS as USER_TESTS
 
-from conftest import FAST, QUIET, SharedRuns, run_pytest
+from conftest import FAST, QUIET, SharedRuns
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.report.terminal import SPEEDUP_TITLE
 from pytest_inductor_templates.tables import speedup_text
@@ -143,9 +144,9 @@ def test_failed_items_show_their_outcome_and_are_kept_in_the_json(tmp_path: Path
         "torch._dynamo.register_backend(name='broken')(broken)\n"
     )
     (tmp_path / "test_user.py").write_text(USER_TESTS)
-    run = run_pytest(
+    run = run_pytest_warm(
         tmp_path, "--inductor-backend=broken", "--inductor-samples", "-k", "launch_bound or block_speed",
-        "--inductor-devices=cpu", "--benchmark-json=run.json", *FAST, *QUIET,
+        "--inductor-devices=cpu", "--inductor-isolation=none", "--benchmark-json=run.json", *FAST, *QUIET,
     )  # fmt: skip
     assert run.returncode == 1
     assert "PytestBenchmarkWarning" not in run.stdout + run.stderr  # untimed items fail without noise
@@ -201,7 +202,7 @@ def test_thread_setting_holds_for_the_plugins_items_and_an_impossible_precision_
     interval is that narrow, so every speedup is marked unstable in the table, the JSON and report. A test that
     fails after timing keeps no speedup."""
     (tmp_path / "test_threads.py").write_text(THREAD_TESTS)
-    run = run_pytest(
+    run = run_pytest_warm(
         tmp_path, "--inductor-template=default", "--inductor-devices=cpu", "--inductor-timing-threads=1",
         "--inductor-speedup-precision=0.001%", "-p", "no:randomly", "-s", "--benchmark-json=run.json", *FAST, *QUIET,
     )  # fmt: skip
@@ -259,7 +260,7 @@ def test_the_garbage_collector_is_held_off_in_the_paired_rounds_only(tmp_path: P
     paired rounds (the last calls, at least 10 rounds of an eager and a compiled block) with it off, and the test
     goes on with it on again."""
     (tmp_path / "test_collector.py").write_text(COLLECTOR_TESTS)
-    run = run_pytest(tmp_path, "--inductor-template=default", "--inductor-devices=cpu", "-s", *FAST, *QUIET)
+    run = run_pytest_warm(tmp_path, "--inductor-template=default", "--inductor-devices=cpu", "-s", *FAST, *QUIET)
     assert run.returncode == 0, run.stdout[-3000:]
     seen = re.search(r"SEEN (\d+) (\d+) (\d+) AFTER (\w+)", run.stdout)
     assert seen is not None, run.stdout[-3000:]
@@ -285,7 +286,7 @@ EAGER_NORM_SOFTMAX = (*SELECTION, "--inductor-backend=eager", "--inductor-isolat
 def test_benchmark_switches_behave_as_in_pytest_benchmark(
     pytester: pytest.Pytester, flag: str, outcomes: dict[str, int]
 ) -> None:
-    result = pytester.runpytest_subprocess(*EAGER_NORM_SOFTMAX, flag, "--benchmark-json=run.json", *FAST, *QUIET)
+    result = runpytest_warm(pytester, *EAGER_NORM_SOFTMAX, flag, "--benchmark-json=run.json", *FAST, *QUIET)
     result.assert_outcomes(**outcomes)
     written = pytester.path.joinpath("run.json").exists()
     assert written == (flag == "--benchmark-only")
@@ -301,12 +302,12 @@ def test_warm_up_runs_until_steady() -> None:
 
 def test_cross_gpu_compare_is_refused(pytester: pytest.Pytester) -> None:
     args = EAGER_NORM_SOFTMAX
-    pytester.runpytest_subprocess(*args, "--benchmark-save=base", *FAST, *QUIET).assert_outcomes(passed=4)
+    runpytest_warm(pytester, *args, "--benchmark-save=base", *FAST, *QUIET).assert_outcomes(passed=4)
     (saved,) = pytester.path.joinpath(".benchmarks").rglob("0001_base.json")
     data = json.loads(saved.read_text())
     data["machine_info"].update(gpu="NVIDIA A100-SXM4-80GB", gpu_compute_capability="8.0")
     saved.write_text(json.dumps(data))
-    result = pytester.runpytest_subprocess(*args, "--benchmark-compare=0001", *FAST, *QUIET)
+    result = runpytest_warm(pytester, *args, "--benchmark-compare=0001", *FAST, *QUIET)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["ERROR: --benchmark-compare: the saved run was timed on NVIDIA A100-SXM4-80GB (sm 8.0), this one runs on *"]
@@ -420,7 +421,7 @@ def test_sample_items_in_the_worker_process_run_with_the_sessions_threads_and_ar
 ) -> None:
     """The worker process that builds, checks and times the samples takes --inductor-timing-threads from the
     pytest process, and pairs each compiled model with eager there."""
-    run = run_pytest(
+    run = run_pytest_warm(
         tmp_path, "--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu",
         "--inductor-isolation=process", "--inductor-timing-threads=1", "-k", "launch_bound",
         "--benchmark-json=run.json", *FAST, *QUIET,
@@ -439,7 +440,7 @@ def test_an_eager_column_times_the_model_once_over_and_the_results_file_names_th
     """Under ``--inductor-template=eager`` nothing compiles: inductor_benchmark times the model without pairing
     it with itself (no speedup), and the results file's machine_info carries the timing settings."""
     (tmp_path / "test_user.py").write_text(USER_TESTS)
-    run = run_pytest(
+    run = run_pytest_warm(
         tmp_path, "--inductor-template=eager", "--inductor-devices=cpu", "--inductor-timing-threads=1",
         "--benchmark-json=run.json", "--inductor-results=run.jsonl", *FAST, *QUIET,
     )  # fmt: skip

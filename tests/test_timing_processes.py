@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inner_runs import run_pytest_warm
 
-from conftest import FAST, QUIET, run_pytest
+from conftest import FAST, QUIET
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.timing.paired import Interval, PairedPlan, time_paired
 from pytest_inductor_templates.timing.processes import across_processes, processes_for
@@ -73,7 +74,7 @@ def test_a_compiled_item_is_timed_in_other_worker_processes(tmp_path: Path) -> N
     the item's paired timing runs in its worker and in another worker process; the record has each process's
     speedup and pid, the speedup is their geometric mean with the first process's own interval beside it, and the
     terminal says so."""
-    done = run_pytest(
+    done = run_pytest_warm(
         tmp_path, "--inductor-samples=builtin", "-k", "conv_bn and bench", "--inductor-template=default",
         "--inductor-devices=cpu", "--inductor-timing-processes=2", "--inductor-speedup-precision=50",
         "--inductor-results=run.jsonl", "-p", "no:randomly", *FAST, *QUIET,

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from inner_runs import runpytest_warm
 
 from conftest import no_cuda_machine, usage_error_line
 from pytest_inductor_templates.integrations.xdist import pinned_gpus
@@ -203,7 +204,7 @@ def test_the_limit_is_what_pytest_timeout_resolved(
     pytester.makeini(f"[pytest]\ntimeout = 100\ntimeout_func_only = {func_only}\n")
     pytester.makepyfile(test_limits=LIMITS_SEEN)
     monkeypatch.setenv("PYTEST_TIMEOUT", "20")
-    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider", "-p", "no:randomly")
+    result = runpytest_warm(pytester, "-s", "-p", "no:cacheprovider", "-p", "no:randomly")
     result.assert_outcomes(passed=3)
     # the variable beats the ini key
     result.stdout.fnmatch_lines(["*LIMIT plain: 17 s (before pytest-timeout's 20 s)*"])

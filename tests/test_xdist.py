@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from graphnet_tree import write_sample
+from inner_runs import run_pytest_warm
 
 from conftest import FAST, QUIET, no_cuda_machine, run_pytest
 from pytest_inductor_templates.integrations.auto_workers import CPUS_PER_WORKER, AutoWorkers
@@ -140,7 +141,7 @@ def test_two_workers_a_gpu_time_every_cuda_bench_item_one_at_a_time_per_gpu(tmp_
 
 @no_cuda_machine
 def test_n_auto_starts_the_workers_the_host_fits_and_says_why(tmp_path: Path) -> None:
-    run = run_pytest(tmp_path, "-n", "auto", "--inductor-samples=builtin", "-k", "no_such_sample", *QUIET)
+    run = run_pytest_warm(tmp_path, "-n", "auto", "--inductor-samples=builtin", "-k", "no_such_sample", *QUIET)
     line = next((line for line in run.stdout.splitlines() if line.startswith("inductor-templates: -n auto:")), None)
     pattern = (
         r"inductor-templates: -n auto: (\d+) workers? \((\d+) CPUs / 2 a worker; memory allows (\d+): ([\d.]+) GiB "
@@ -197,7 +198,7 @@ def test_under_xdist_the_largest_graphs_are_collected_first(tmp_path: Path) -> N
     for name, pad in (("small", 0), ("large", 4000), ("middle", 2000)):
         model = write_sample(tmp_path / "corpus" / name) / "model.py"
         model.write_text(model.read_text() + "#" * pad + "\n")
-    run = run_pytest(
+    run = run_pytest_warm(
         tmp_path, "-n", "1", "-v", "--inductor-samples=corpus", "--inductor-template=default", "-k",
         "check and eager", "--benchmark-disable", "-p", "no:randomly", *QUIET,
     )  # fmt: skip

@@ -1,0 +1,152 @@
+"""Inner pytest runs in a warm interpreter: each run is ``pytest.main`` in a child forked from a server process that has
+already imported torch, Dynamo, Inductor, pytest and pytest-benchmark (a ``multiprocessing`` forkserver, one
+per test process, started on first use). The child gets the environment, working directory, ``sys.path`` and
+``sys.argv`` a fresh ``python -m pytest`` would have, its fds 1 and 2 go to files, and it ends with ``os._exit``.
+
+What a fresh interpreter reads at its start or at torch's import (a ``sitecustomize.py``, ``TORCH*`` variables read
+at import) the warm one read once, in the server: a run that plants such a thing is refused here and belongs in a
+fresh process (``runpytest_subprocess``, ``conftest.run_pytest``)."""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+
+import pytest
+from _pytest.pathlib import make_numbered_dir
+from _pytest.pytester import RunResult
+
+PRELOAD = (
+    "torch",
+    "torch._dynamo",
+    "torch._inductor.compile_fx",
+    "pytest",
+    "pytest_benchmark.plugin",
+    "inner_runs",
+)  # not this plugin nor pytest-xdist (0.1 s): pytest rewrites their asserts as it imports them, and warns if it can't
+IMPORT_TIME_PREFIXES = ("TORCH", "PYTORCH", "TRITON", "OMP_", "MKL_", "KMP_")  # read by torch as it is imported
+READ_AT_USE = frozenset({"TORCHINDUCTOR_CACHE_DIR"})  # read by Inductor at each use: a run may set its own
+START_FILES = ("sitecustomize.py", "usercustomize.py")
+XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+SERVER_ENVIRONMENT = dict(os.environ)  # the environment the server starts in (the test process's, as it started)
+
+
+def standalone_environment() -> dict[str, str]:
+    """This process's environment without the xdist worker variables, for inner pytest runs."""
+    return {k: v for k, v in os.environ.items() if k not in XDIST_WORKER_VARIABLES}
+
+
+@cache
+def _context() -> multiprocessing.context.ForkServerContext:
+    """The forkserver, started now with its modules imported (and nothing run: no thread, no compile pool)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    now = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(SERVER_ENVIRONMENT)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        os.environ.clear()
+        os.environ.update(now)
+    return context
+
+
+@cache
+def _site_path() -> tuple[str, ...]:
+    """``sys.path`` of a fresh interpreter after its script folder and ``PYTHONPATH`` (the standard library, site)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = "import sys; print('\\n'.join(sys.path[1:]))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return tuple(out.stdout.splitlines())
+
+
+def _refuse_import_time_plants(cwd: Path, env: Mapping[str, str]) -> None:
+    """Fail the test whose run depends on what only a fresh interpreter reads."""
+    changed = sorted(
+        name
+        for name in {*env, *SERVER_ENVIRONMENT}
+        if name.startswith(IMPORT_TIME_PREFIXES)
+        and name not in READ_AT_USE
+        and env.get(name) != SERVER_ENVIRONMENT.get(name)
+    )
+    folders = [str(cwd), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    planted = [str(Path(f) / n) for f in folders for n in START_FILES if (Path(f) / n).exists()]
+    if changed or planted:
+        pytest.fail(f"this inner run needs a fresh interpreter (read at start or torch's import: {changed + planted})")
+
+
+def _child(args: list[str], cwd: str, env: dict[str, str], path: list[str], out: str, err: str) -> None:
+    """In the forked child: ``python -m pytest ARGS`` as a fresh interpreter would run it, then exit."""
+    for fd, name in ((1, out), (2, err)):
+        target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    code = 1
+    try:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.path[:] = path
+        sys.argv[:] = [str(Path(pytest.__file__).with_name("__main__.py")), *args]
+        code = int(pytest.main(args))
+    except SystemExit as ended:
+        code = ended.code if isinstance(ended.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        atexit._run_exitfuncs()  # as the interpreter would at its exit: Inductor's compile pool, say
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def run_warm(cwd: Path, args: Sequence[str], env: Mapping[str, str], timeout: float | None = None) -> RunResult:
+    """``python -m pytest ARGS`` in ``cwd`` with exactly ``env``, in a child of the warm interpreter; killed after
+    ``timeout`` seconds (``pytest.Pytester.TimeoutExpired``)."""
+    _refuse_import_time_plants(cwd, env)
+    context = _context()
+    path = [str(cwd), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *_site_path()]
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="inner-run-") as folder:
+        out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
+        child = context.Process(target=_child, args=(list(args), str(cwd), dict(env), path, out, err), daemon=False)
+        child.start()
+        child.join(timeout)
+        if child.exitcode is None:
+            child.kill()
+            child.join()
+            raise pytest.Pytester.TimeoutExpired(f"{timeout} second timeout expired running: pytest {args}")
+        outlines, errlines = (Path(name).read_text(errors="replace").splitlines() for name in (out, err))
+    print("\n".join(outlines))
+    print("\n".join(errlines), file=sys.stderr)
+    return RunResult(child.exitcode, outlines, errlines, time.monotonic() - start)
+
+
+def runpytest_warm(pytester: pytest.Pytester, *args: str, timeout: float | None = None) -> RunResult:
+    """``pytester.runpytest_subprocess(*args)`` in the warm interpreter: the same arguments, folder and environment."""
+    basetemp = make_numbered_dir(root=pytester.path, prefix="runpytest-", mode=0o700)
+    args = (f"--basetemp={basetemp}", *args)
+    for plugin in pytester.plugins:
+        if not isinstance(plugin, str):
+            raise ValueError(f"an inner run takes its plugins by name: {plugin}")
+        args = ("-p", plugin, *args)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH", "")]))
+    return run_warm(Path.cwd(), args, env, timeout)
+
+
+def run_pytest_warm(cwd: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """``conftest.run_pytest(cwd, *args)`` in the warm interpreter (its result as ``subprocess.run`` gives it)."""
+    result = run_warm(cwd, args, standalone_environment(), timeout)
+    stdout, stderr = ("".join(f"{line}\n" for line in lines) for lines in (result.outlines, result.errlines))
+    return subprocess.CompletedProcess(["pytest", *args], int(result.ret), stdout, stderr)
