@@ -243,8 +243,9 @@ OPTIONS = (
     Option(
         "inductor_timing_processes",
         "a compiled sample item's paired timing runs in N worker processes: its own, then repeats of the same "
-        "compiled code (from the compile cache) in others, and its speedup's band comes from the spread between "
-        "them (default: 3 on CUDA, 1 on the CPU; always 1 with --inductor-isolation=none)",
+        "compiled code (from the compile cache) in others, each timing its share of the item's span, and its "
+        "speedup's band comes from the spread between them (default: 5 on CUDA, 1 on the CPU; always 1 with "
+        "--inductor-isolation=none)",
         "N",
     ),
     Option(

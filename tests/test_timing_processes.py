@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ from inner_runs import run_pytest_warm
 
 from conftest import FAST, QUIET
 from pytest_inductor_templates.record import ItemRecord
+from pytest_inductor_templates.timing.measure import TimingPlan
 from pytest_inductor_templates.timing.paired import Interval, PairedPlan, time_paired
 from pytest_inductor_templates.timing.processes import across_processes, processes_for
+from pytest_inductor_templates.timing.rounds import RoundsPlan
 
 EAGER_SECONDS, SPEEDUP = 1e-3, 1.25
 PLAN = PairedPlan(block_seconds=1e-3, min_rounds=40, max_seconds=0.0, target=0.02)
@@ -58,8 +61,20 @@ def test_the_band_covers_a_repeat_that_one_process_interval_does_not() -> None:
     assert across_processes(processes[:1]) == first  # one process: its own interval
 
 
-def test_the_default_is_three_processes_on_cuda_and_one_on_the_cpu() -> None:
-    assert (processes_for(None, "cuda"), processes_for(None, "cpu"), processes_for(5, "cpu")) == (3, 1, 5)
+def test_the_default_is_five_processes_on_cuda_and_one_on_the_cpu() -> None:
+    assert (processes_for(None, "cuda"), processes_for(None, "cpu"), processes_for(3, "cpu")) == (5, 1, 3)
+
+
+def test_processes_share_the_item_s_spans_and_each_aims_wider() -> None:
+    """Five processes time a fifth of the item's spans each, and each stops at the target times root five: their
+    mean then meets the item's target (the timing costs what one process did)."""
+    rounds = RoundsPlan(timer=time.perf_counter, min_time=5e-3, max_time=1.0, min_rounds=5)
+    one, five = TimingPlan(rounds), TimingPlan(rounds, processes=5)
+    alone, shared = one.paired(cuda=True, launch_bound=True), five.paired(cuda=True, launch_bound=True)
+    assert (alone.min_seconds, alone.max_seconds, alone.target) == (2.0, 4.0, 0.04)
+    assert (shared.min_seconds, shared.max_seconds) == (0.4, 0.8)
+    assert math.isclose(shared.target, 0.04 * math.sqrt(5)) and five.target(launch_bound=True) == 0.04
+    assert shared.block_seconds == alone.block_seconds and shared.min_rounds == alone.min_rounds
 
 
 def test_a_record_keeps_each_process_figure_and_refuses_a_wrong_list() -> None:

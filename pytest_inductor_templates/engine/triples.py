@@ -83,6 +83,7 @@ class PreparedTriple:
     tensors: list[weakref.ref[Any]] = field(default_factory=list)  # the built model's and inputs' tensors
 
     runs_in = "in this process"
+    repeat_processes = 0  # the other processes its paired timing can be repeated in: none
 
     def result(self, plan: TimingPlan | None = None, limit: object = None) -> CellResult:
         """The cell's result: checked on first request (by the check item, or by the bench item when the check

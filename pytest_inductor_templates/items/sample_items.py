@@ -72,14 +72,14 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
         mark_untimed(item)
         pytest.skip(f"{CHECK_ENDED} {earlier.result.outcome.value}: {earlier.result.reason}")
     name_benchmark(benchmark, f"{triple.sample.id}[{triple.case.device.name}]")
-    plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case))
+    wanted = processes_for(state.options.timing_processes, triple.case.device.type)
+    processes = min(wanted, 1 + triple.repeat_processes)  # the paired timing's spans are shared among them
+    plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case), processes)
     limit = item_limit(item, session.timeout)
     cell = triple.result(plan, limit)
     if cell.timing is not None and cell.timing.paired is not None:
-        more = processes_for(state.options.timing_processes, triple.case.device.type) - 1
-        cell = dataclasses.replace(
-            cell, timing=dataclasses.replace(cell.timing, repeats=triple.repeat(plan, more, limit))
-        )
+        repeats = triple.repeat(plan, processes - 1, limit)
+        cell = dataclasses.replace(cell, timing=dataclasses.replace(cell.timing, repeats=repeats))
     if cell.timing is None:
         mark_untimed(item)
     else:

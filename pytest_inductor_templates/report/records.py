@@ -170,7 +170,7 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
     slow = paired.slow_share
     record.cpu_slow_rounds = round(slow, 3) if slow is not None else None
     record.full_speed_speedup = paired.full_speed_speedup
-    record.speedup_target, record.speedup_of = paired.target, paired.speedup_of
+    record.speedup_target, record.speedup_of = timing.target, paired.speedup_of
     record.all_rounds_speedup = paired.all_rounds.median
 
 

@@ -8,6 +8,7 @@ and the sample worker time alike.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -31,29 +32,38 @@ LAUNCH_BOUND_PRECISION = 0.04  # the default target where the host's CPU speed i
 @dataclass(frozen=True)
 class TimingPlan:
     """How one model is timed: pytest-benchmark's rounds (``rounds``; None: benchmarks are off, the model is
-    called once), the paired rounds' target half-width (None: the default, 2%, or 4% for a launch-bound item), and
-    the least span of the paired rounds (None: the device's default, 2 s on CUDA, none on the CPU)."""
+    called once), the paired rounds' target half-width (None: the default, 2%, or 4% for a launch-bound item), the
+    least span of the paired rounds (None: the device's default, 2 s on CUDA, none on the CPU), and the processes
+    the paired timing is spread over (``timing.processes``): each gets that share of the spans."""
 
     rounds: RoundsPlan | None
     precision: float | None = None
     min_seconds: float | None = None
+    processes: int = 1
+
+    def target(self, launch_bound: bool = False) -> float:
+        """The half-width the item's speedup aims for, over all its processes."""
+        if self.precision is not None:
+            return self.precision
+        return LAUNCH_BOUND_PRECISION if launch_bound else DEFAULT_PRECISION
 
     def paired(self, cuda: bool, launch_bound: bool = False) -> PairedPlan:
-        """The paired rounds' plan: blocks at least as long as a round (5 ms on CUDA, 1 ms on the CPU), for the
+        """One process's paired rounds: blocks at least as long as a round (5 ms on CUDA, 1 ms on the CPU), for the
         item's whole max time; on CUDA at least 2 s and, while the band is wider than its target, up to 4 s (up to
-        2 s on the CPU); with ``min_seconds`` set, from that span to the max time."""
+        2 s on the CPU); with ``min_seconds`` set, from that span to the max time. Over several processes each
+        gets its share of those spans and stops at the target times the root of their number (their mean's own
+        interval is then within the target)."""
         assert self.rounds is not None
         floor = CUDA_MIN_ROUND_SECONDS if cuda else CPU_BLOCK_SECONDS
         min_seconds = self.min_seconds if self.min_seconds is not None else (CUDA_MIN_SECONDS if cuda else 0.0)
         longest = (CUDA_MAX_SECONDS if cuda else CPU_MAX_SECONDS) if self.min_seconds is None else 0.0
         max_seconds = max(self.rounds.max_time, longest)
-        default_target = LAUNCH_BOUND_PRECISION if launch_bound else DEFAULT_PRECISION
         return PairedPlan(
             block_seconds=max(self.rounds.min_time, floor),
             min_rounds=max(self.rounds.min_rounds, PAIRED_MIN_ROUNDS),
-            max_seconds=max_seconds,
-            target=self.precision if self.precision is not None else default_target,
-            min_seconds=min_seconds,
+            max_seconds=max_seconds / self.processes,
+            target=self.target(launch_bound) * math.sqrt(self.processes),
+            min_seconds=min_seconds / self.processes,
         )
 
 
@@ -71,6 +81,7 @@ class Timing:
     host_shares: tuple[float, float] | None = None  # CUDA: eager's and compiled's share of a call spent launching it
     seconds: float | None = None  # wall time the timing held its device (warm-up included)
     repeats: tuple[Repeat, ...] = ()  # the same compiled code's paired timings in other worker processes
+    target: float | None = None  # the half-width the speedup aims for over all its processes (paired only)
 
     @property
     def speedup(self) -> Interval | None:
@@ -82,9 +93,9 @@ class Timing:
 
     @property
     def unstable(self) -> bool | None:
-        """Whether the speedup's band is wider than the paired rounds' target; None unpaired."""
+        """Whether the speedup's band is wider than its target; None unpaired."""
         speedup = self.speedup
-        return None if speedup is None or self.paired is None else speedup.half_width > self.paired.target
+        return None if speedup is None or self.target is None else speedup.half_width > self.target
 
     @property
     def median(self) -> float | None:
@@ -133,8 +144,9 @@ def _measure(
     warm_up(eager_run, synchronize)
     if cuda:
         timing.host_shares = (host_share(eager_run), host_share(run))
-    paired = time_paired(eager_run, run, block_timer(rounds.timer, cuda), plan.paired(cuda, bool(timing.launch_bound)))
-    timing.paired = paired
+    launch_bound = bool(timing.launch_bound)
+    paired = time_paired(eager_run, run, block_timer(rounds.timer, cuda), plan.paired(cuda, launch_bound))
+    timing.paired, timing.target = paired, plan.target(launch_bound)
     timing.rounds = Rounds(paired.iterations[1], list(paired.compiled))
     if paired.eager_device and paired.compiled_device:
         timing.eager_device_time_ms = 1e3 * statistics.median(paired.eager_device)

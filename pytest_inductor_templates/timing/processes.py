@@ -28,12 +28,12 @@ class Repeat:
     pid: int
 
 
-CUDA_PROCESSES = 3  # --inductor-timing-processes' default on CUDA: the timing process and two repeats
+CUDA_PROCESSES = 5  # --inductor-timing-processes' default on CUDA: the timing process and four repeats
 CPU_PROCESSES = 1  # ... on the CPU (its rounds already meet the host's speeds within one process)
 
 
 def processes_for(chosen: int | None, device_type: str) -> int:
-    """Processes a compiled item's paired timing runs in: ``chosen`` (``--inductor-timing-processes``), else 3 on
+    """Processes a compiled item's paired timing runs in: ``chosen`` (``--inductor-timing-processes``), else 5 on
     CUDA and 1 on the CPU."""
     if chosen is not None:
         return chosen

@@ -76,6 +76,11 @@ class RemoteTriple:
         self.verdict = self.verdict or cell.verdict
         return cell
 
+    @property
+    def repeat_processes(self) -> int:
+        """The other worker processes its paired timing can be repeated in."""
+        return len(self.owner.repeaters)
+
     def repeat(self, plan: TimingPlan, count: int, limit: Limit | None = None) -> tuple[Repeat, ...]:
         """The cell's paired timing repeated in up to ``count`` other worker processes (``timing.processes``), each
         building the triple afresh and compiling from the compile cache; a repeat whose worker is lost or whose
