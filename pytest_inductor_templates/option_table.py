@@ -228,7 +228,8 @@ OPTIONS = (
     ),
     Option(
         "inductor_lock_log",
-        "under pytest-xdist, write a line to FILE for each time a sample worker held the host lock (PID GROUP "
+        "under pytest-xdist, or where compiled items are timed in several processes, write a line to FILE for "
+        "each time a sample worker held the host lock (PID GROUP "
         "DETAIL START END: work, a timing and its device, the start of Inductor's compile pool): what ran beside "
         "each timing, for debugging",
         "FILE",

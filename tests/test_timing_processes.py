@@ -84,25 +84,34 @@ def test_a_record_keeps_each_process_figure_and_refuses_a_wrong_list() -> None:
         ItemRecord.from_dict({**record.to_dict(), "process_speedups": ["fast"]})
 
 
-def test_a_compiled_item_is_timed_in_other_worker_processes(tmp_path: Path) -> None:
-    """A real CPU run with --inductor-timing-processes=2 (the compiled bench item alone, its rounds stopping early):
-    the item's paired timing runs in its worker and in another worker process; the record has each process's
+def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side(tmp_path: Path) -> None:
+    """A real CPU run with --inductor-timing-processes=3 (the compiled bench item alone, its rounds stopping early):
+    the item's paired timing runs in its worker and in two other worker processes, whose work (build, compile,
+    check) runs side by side (the lock log shows their work holds overlapping); the record has each process's
     speedup and pid, the speedup is their geometric mean with the first process's own interval beside it, and the
     terminal says so."""
     done = run_pytest_warm(
         tmp_path, "--inductor-samples=builtin", "-k", "conv_bn and bench", "--inductor-template=default",
-        "--inductor-devices=cpu", "--inductor-timing-processes=2", "--inductor-speedup-precision=50",
-        "--inductor-results=run.jsonl", "-p", "no:randomly", *FAST, *QUIET,
+        "--inductor-devices=cpu", "--inductor-timing-processes=3", "--inductor-speedup-precision=50",
+        "--inductor-results=run.jsonl", "--inductor-lock-log=locks.log", "-p", "no:randomly", *FAST, *QUIET,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     records = [
         json.loads(line)["record"] for line in (tmp_path / "run.jsonl").read_text().splitlines() if "record" in line
     ]
     bench = next(r for r in records if r["kind"] == "bench" and r["template"] == "default")
-    assert bench["timing_processes"] == 2
-    assert len(set(bench["process_pids"])) == 2 and bench["process_pids"][0] == bench["pid"]
+    assert bench["timing_processes"] == 3
+    pids = bench["process_pids"]
+    assert len(set(pids)) == 3 and pids[0] == bench["pid"]
     speedups = bench["process_speedups"]
-    assert math.isclose(bench["speedup"], math.exp(sum(map(math.log, speedups)) / 2))
+    assert math.isclose(bench["speedup"], math.exp(sum(map(math.log, speedups)) / 3))
     assert bench["first_process_low"] <= speedups[0] <= bench["first_process_high"]
     assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
-    assert "timed in 2 processes each (--inductor-timing-processes)" in done.stdout
+    assert "timed in 3 processes each (--inductor-timing-processes)" in done.stdout
+    holds: dict[int, list[tuple[float, float]]] = {}
+    for line in (tmp_path / "locks.log").read_text().splitlines():
+        pid, group, _, start, end = line.split()
+        if group == "work":
+            holds.setdefault(int(pid), []).append((float(start), float(end)))
+    first, second = (holds[pid][1:] for pid in pids[1:])  # each repeater's first hold: its start (importing torch)
+    assert any(a < d and c < b for a, b in first for c, d in second), holds  # the repeats worked at the same time

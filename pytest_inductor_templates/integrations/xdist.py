@@ -131,10 +131,7 @@ class XdistHooks:
         # the lock files the workers share: one timing at a time per device, and no work beside a timing
         shared = timed is not None and untimed is None
         self.lock_folder = tempfile.mkdtemp(prefix="inductor-templates-lock-") if shared else None
-        self.lock_log = str(lock_log) if lock_log is not None and shared else None
-        if self.lock_log is not None:
-            Path(self.lock_log).parent.mkdir(parents=True, exist_ok=True)
-            Path(self.lock_log).write_text("")  # this session's holds only
+        self.lock_log = host_lock.new_log(lock_log) if shared else None
 
     def header_lines(self) -> list[str]:
         """The session header's lines on ``-n auto``, and on how the workers share the devices and time."""

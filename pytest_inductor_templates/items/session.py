@@ -27,6 +27,7 @@ from ..templates import selection as selection_module
 from ..templates.matrix import Case, select_devices
 from ..templates.registry import EAGER, TemplateRegistry
 from ..templates.user import TemplateDefinitionError, add_user_templates, hook_definitions, load_templates_file
+from ..timing import host_lock
 from ..timing.policy import TimingPolicy
 from ..timing.processes import processes_for
 from ..timing.threads import COMPILE_THREADS, ThreadScope, compile_threads_share, xdist_workers
@@ -271,20 +272,26 @@ def remote_triples(
     """The session's triples in a worker process set up like this one (its ``sys.path``, its conftest files,
     its intra-op threads)."""
 
+    # as many repeaters as CUDA items use (the most of any device); they compile from the cache the first process
+    # filled, so they start no compile pool of their own; they work side by side, so outside pytest-xdist (which
+    # shares its own lock) this session keeps their timings apart from their work with a lock of its own
+    repeats = processes_for(settings.timing_processes, "cuda") - 1
+    sharing, own_lock = shared_host(config), None
+    if sharing is None and repeats and host_lock.available():
+        own_lock = tempfile.mkdtemp(prefix="inductor-templates-lock-")
+        sharing = host_lock.Sharing(own_lock, log=host_lock.new_log(settings.lock_log))
+
     def hello() -> protocol.Hello:
         return protocol.Hello(list(sys.path), conftest_modules(config), settings.tolerance, policy,
-                              settings.memory_budget, timing.threads, shared_host(config))  # fmt: skip
+                              settings.memory_budget, timing.threads, sharing)  # fmt: skip
 
     share = compile_threads_share(xdist_workers())  # each xdist worker's sample worker gets its share of the CPUs
     environment = {COMPILE_THREADS: str(share)} if share is not None else {}
     worker = WorkerProcess(hello, environment=environment)
-    # as many repeaters as CUDA items use (the most of any device); they compile from the cache the first process
-    # filled, so they start no compile pool of their own
-    repeaters = [
-        WorkerProcess(hello, environment={COMPILE_THREADS: "1"})
-        for _ in range(processes_for(settings.timing_processes, "cuda") - 1)
-    ]
-    return RemoteTriples(worker, settings.recycle_triples, settings.recycle_rss, timed_device(config), repeaters)
+    repeaters = [WorkerProcess(hello, environment={COMPILE_THREADS: "1"}) for _ in range(repeats)]
+    return RemoteTriples(
+        worker, settings.recycle_triples, settings.recycle_rss, timed_device(config), repeaters, own_lock
+    )
 
 
 @dataclass

@@ -180,6 +180,15 @@ def use(sharing: Sharing | None, settle: Settle | None = None) -> None:
     _active = HostLock(sharing, settle) if sharing is not None and available() else None
 
 
+def new_log(path: str | os.PathLike[str] | None) -> str | None:
+    """The lock log at ``path`` (``--inductor-lock-log``), emptied for this session's holds; None without one."""
+    if path is None:
+        return None
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("")
+    return str(path)
+
+
 def available() -> bool:
     """Whether this platform can keep processes apart (``fcntl.flock``: not on Windows)."""
     try:

@@ -106,6 +106,11 @@ class WorkerProcess:
     def request(self, message: object, limit: Limit | None = None) -> object:
         """Send ``message``; its reply, or WorkerLost. ``limit.seconds`` counts from the worker being ready;
         ``limit.deadline`` bounds the wait for the worker to start too."""
+        return self.receive(self.send(message, limit))
+
+    def send(self, message: object, limit: Limit | None = None) -> tuple[float | None, str]:
+        """Send ``message`` once the worker is ready (WorkerLost if it is not); what ``receive`` waits until for
+        its reply, so that several workers can work on their requests at once."""
         limit = limit or Limit()
         self.start()
         assert self.process is not None and self.process.stdin is not None
@@ -116,7 +121,11 @@ class WorkerProcess:
             p.write_message(self.process.stdin, message)
         except (BrokenPipeError, OSError):
             self._lost()
-        return self._reply(*limit.for_request(time.monotonic()))
+        return limit.for_request(time.monotonic())
+
+    def receive(self, wait: tuple[float | None, str]) -> object:
+        """The reply to the request ``send`` sent (``wait``: its deadline and why), or WorkerLost."""
+        return self._reply(*wait)
 
     def _wait_ready(self, limit: Limit) -> None:
         if self._ready:

@@ -9,6 +9,7 @@ torch nor pytest is imported here.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import warnings
 from collections.abc import Sequence
@@ -85,8 +86,7 @@ class RemoteTriple:
         """The cell's paired timing repeated in up to ``count`` other worker processes (``timing.processes``), each
         building the triple afresh and compiling from the compile cache; a repeat whose worker is lost or whose
         check or timing gives nothing is left out (its reason on stderr)."""
-        repeats = (self.owner.repeat_in(worker, self.item_case, plan, limit) for worker in self.owner.repeaters[:count])
-        return tuple(repeat for repeat in repeats if repeat is not None)
+        return self.owner.repeat_in(self.owner.repeaters[:count], self.item_case, plan, limit)
 
     def diagnose(self, plan: DiagnosisPlan, limit: Limit | None = None) -> Diagnosis:
         """Where and why the triple's check failed, diagnosed in the worker (asked once); a lost worker is a failed
@@ -112,9 +112,11 @@ class RemoteTriples:
         recycle_rss: int | None = None,
         timed_device: str | None = None,
         repeaters: Sequence[WorkerProcess] = (),
+        lock_folder: str | None = None,
     ) -> None:
         self.worker = worker
         self.repeaters = list(repeaters)  # further workers, each repeating compiled items' paired timings
+        self.lock_folder = lock_folder  # the host lock this session made for its workers (removed at close)
         self.recycle_after = recycle_after  # triples per worker (--inductor-recycle-triples)
         self.recycle_rss = recycle_rss  # bytes of resident memory (--inductor-recycle-rss)
         self.timed_device = timed_device  # under pytest-xdist, the device type whose items this worker times
@@ -159,13 +161,28 @@ class RemoteTriples:
         return reply
 
     def repeat_in(
-        self, worker: WorkerProcess, item_case: SampleCase, plan: TimingPlan, limit: Limit | None
-    ) -> Repeat | None:
-        """``item_case``'s paired timing in ``worker`` (checked and timed there, then released); None where the worker
-        was lost or the repeat was not timed."""
+        self, workers: Sequence[WorkerProcess], item_case: SampleCase, plan: TimingPlan, limit: Limit | None
+    ) -> tuple[Repeat, ...]:
+        """``item_case``'s paired timing in each of ``workers`` at once (their builds, compiles and checks side by
+        side, their timings one at a time through the host lock), each released after its reply; a worker that was
+        lost, or whose repeat was not timed, is left out (its reason on stderr)."""
         where = f"inductor-templates: repeating {item_case.sample.id} [{item_case.case.id}]'s timing"
+        for worker in workers:
+            worker.start()  # their interpreters start side by side too
+        asked: list[tuple[WorkerProcess, tuple[float | None, str]]] = []
+        for worker in workers:
+            try:
+                asked.append((worker, worker.send(p.Run(item_case, plan), limit)))
+            except WorkerLost as lost:
+                sys.stderr.write(f"{where}: {lost.reason}\n")
+                forward_stderr(worker)
+        repeats = (self._repeat_reply(worker, wait, where) for worker, wait in asked)
+        return tuple(repeat for repeat in repeats if repeat is not None)
+
+    def _repeat_reply(self, worker: WorkerProcess, wait: tuple[float | None, str], where: str) -> Repeat | None:
+        """The repeat ``worker`` was asked for, once it replied, and the worker released (replaced if worn)."""
         try:
-            reply = worker.request(p.Run(item_case, plan), limit)
+            reply = worker.receive(wait)
             released = worker.request(p.Release(), Limit(RELEASE_SECONDS))
         except WorkerLost as lost:
             sys.stderr.write(f"{where}: {lost.reason}\n")
@@ -222,3 +239,5 @@ class RemoteTriples:
         self.worker.stop()
         for worker in self.repeaters:
             worker.stop()
+        if self.lock_folder is not None:
+            shutil.rmtree(self.lock_folder, ignore_errors=True)
