@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from graphnet_tree import fault_model, write_fault_sample
 from inner_runs import run_pytest_warm
 
 from conftest import FAST, QUIET
@@ -85,21 +86,31 @@ def test_a_record_keeps_each_process_figure_and_refuses_a_wrong_list() -> None:
 
 
 def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side(tmp_path: Path) -> None:
-    """A real CPU run with --inductor-timing-processes=3 (the compiled bench item alone, its rounds stopping early):
-    the item's paired timing runs in its worker and in two other worker processes, whose work (build, compile,
-    check) runs side by side (the lock log shows their work holds overlapping); the record has each process's
-    speedup and pid, the speedup is their geometric mean with the first process's own interval beside it, and the
-    terminal says so."""
+    """A real CPU run with --inductor-timing-processes=3 (the compiled bench items alone, their rounds stopping
+    early): the item's paired timing runs in its worker and in two other worker processes, whose work (build,
+    compile) runs side by side (the lock log shows their work holds overlapping) and does not check again (a sample
+    that logs its builds: two in each repeat, the model under test and paired timing's eager; the check would add
+    its own); the record has each process's speedup and pid, the speedup is their geometric mean with the first
+    process's own interval beside it, and the terminal says so."""
+    builds = tmp_path / "builds.log"
+    write_fault_sample(
+        tmp_path / "corpus" / "logged", fault_model(init=f"open({str(builds)!r}, 'a').write(f'{{os.getpid()}}\\n')")
+    )
     done = run_pytest_warm(
-        tmp_path, "--inductor-samples=builtin", "-k", "conv_bn and bench", "--inductor-template=default",
-        "--inductor-devices=cpu", "--inductor-timing-processes=3", "--inductor-speedup-precision=50",
-        "--inductor-results=run.jsonl", "--inductor-lock-log=locks.log", "-p", "no:randomly", *FAST, *QUIET,
+        tmp_path, "--inductor-samples=builtin", "--inductor-samples=corpus", "-k", "(conv_bn or logged) and bench",
+        "--inductor-template=default", "--inductor-devices=cpu", "--inductor-timing-processes=3",
+        "--inductor-speedup-precision=50", "--inductor-results=run.jsonl", "--inductor-lock-log=locks.log",
+        "-p", "no:randomly", *FAST, *QUIET,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     records = [
         json.loads(line)["record"] for line in (tmp_path / "run.jsonl").read_text().splitlines() if "record" in line
     ]
-    bench = next(r for r in records if r["kind"] == "bench" and r["template"] == "default")
+    logged = next(r for r in records if r["kind"] == "bench" and r["template"] == "default" and "logged" in r["sample"])
+    built = [int(pid) for pid in builds.read_text().split()]
+    assert [built.count(pid) for pid in logged["process_pids"][1:]] == [2, 2], (logged["process_pids"], built)
+    assert built.count(logged["pid"]) > 2  # the item's own process checked it
+    bench = next(r for r in records if r["kind"] == "bench" and r["template"] == "default" and "conv_bn" in r["sample"])
     assert bench["timing_processes"] == 3
     pids = bench["process_pids"]
     assert len(set(pids)) == 3 and pids[0] == bench["pid"]

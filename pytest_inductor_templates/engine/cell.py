@@ -131,6 +131,19 @@ def check(subject: Subject, policy: CheckPolicy) -> Verdict:
     return Verdict(result, effects, why)
 
 
+def compile_for_timing(subject: Subject) -> Verdict:
+    """A timing repeat's stand-in for the check (the item's own process checked the same compiled code): the
+    compiled model's first call, which compiles it (from the compile cache the item's process filled); a call that
+    raises ends the repeat untimed, with the reason."""
+    with host_lock.work():
+        try:
+            subject.check_call(subject.model, subject.inputs[0])
+        except Exception as error:  # the repeat is left out, its reason printed by the caller
+            reason = f"its first call raised {type(error).__name__}: {error}".splitlines()[0]
+            return Verdict(CheckResult(Outcome.RUNTIME_FAIL, reason, error=error))
+    return Verdict(CheckResult(Outcome.PASS, "a timing repeat: compiled, not checked"))
+
+
 def time_subject(subject: Subject, plan: TimingPlan, paired: bool) -> Timing:
     """Time the model under test (compiled by the check: its steady state, without per-call scaffolding); with
     ``paired``, in pairs with a fresh eager model called as the compiled one is."""
@@ -163,14 +176,21 @@ def peak_of(subject: Subject) -> PeakMemory | None:
 
 
 def run_cell(
-    subject: Subject, policy: CheckPolicy, plan: TimingPlan | None = None, verdict: Verdict | None = None
+    subject: Subject,
+    policy: CheckPolicy,
+    plan: TimingPlan | None = None,
+    verdict: Verdict | None = None,
+    repeat: bool = False,
 ) -> CellResult:
     """Check ``subject`` (unless ``verdict`` is its verdict already), then, with a ``plan``, time it when the check
     left something to time: paired with eager when it passed and compiles, and then, on CUDA, with both peaks of
-    memory measured. All of it in the policy's TF32 mode; the check is work and the timing a timing, kept apart from
-    the other processes of the session (``host_lock``)."""
+    memory measured. A ``repeat`` of another process's timing is compiled instead of checked, and its peaks are not
+    measured. All of it in the policy's TF32 mode; the check is work and the timing a timing, kept apart from the
+    other processes of the session (``host_lock``)."""
     with device_scope(subject.device), tf32_scope(policy.tf32):
-        if verdict is None:
+        if repeat:
+            verdict = compile_for_timing(subject)
+        elif verdict is None:
             with host_lock.work():
                 verdict = check(subject, policy)
         stats = subject.model.stats if subject.selection.compiles else None
@@ -179,6 +199,6 @@ def run_cell(
         if plan is not None and verdict.result.outcome not in NOT_TIMED:
             paired = subject.selection.compiles and verdict.result.outcome is Outcome.PASS
             timing = time_subject(subject, plan, paired)
-            if timing.paired is not None:  # the fresh eager model of the paired rounds is gone by now
+            if timing.paired is not None and not repeat:  # the fresh eager model of the paired rounds is gone by now
                 peak = peak_of(subject)
     return CellResult(verdict, stats, timing, peak=peak, tf32=policy.tf32)

@@ -85,15 +85,16 @@ class PreparedTriple:
     runs_in = "in this process"
     repeat_processes = 0  # the other processes its paired timing can be repeated in: none
 
-    def result(self, plan: TimingPlan | None = None, limit: object = None) -> CellResult:
+    def result(self, plan: TimingPlan | None = None, limit: object = None, repeat: bool = False) -> CellResult:
         """The cell's result: checked on first request (by the check item, or by the bench item when the check
-        item was deselected), the same verdict for every item afterwards; timed when ``plan`` is given. (``limit``
-        is for the worker process: in this one a hung item is stopped only by pytest-timeout.)"""
+        item was deselected), the same verdict for every item afterwards; timed when ``plan`` is given; a ``repeat``
+        of another process's timing is compiled and timed, not checked. (``limit`` is for the worker process: in
+        this one a hung item is stopped only by pytest-timeout.)"""
         if self.problem is not None:
             unbuilt = self.problem.result.outcome is Outcome.EAGER_FAIL
             return CellResult(self.problem, footprint=self.footprint, unbuilt=unbuilt)
         try:
-            cell = run_cell(self._subject(), self.policy, plan, self.verdict)
+            cell = run_cell(self._subject(), self.policy, plan, self.verdict, repeat=repeat)
         except SystemExit as error:
             cell = CellResult(Verdict(exited(error)), self.stats)
         self.verdict = self.verdict or cell.verdict

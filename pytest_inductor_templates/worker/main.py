@@ -93,7 +93,7 @@ class Server:
         return current.case.device if current is not None else None
 
     def _run(self, request: p.Run) -> object:
-        cell = self.triples.get(request.case).result(request.plan)
+        cell = self.triples.get(request.case).result(request.plan, repeat=request.repeat)
         if fault := cuda_fault(request.case.case.device, cell.verdict.result.error):
             return p.Faulted(fault)
         result = dataclasses.replace(cell.verdict.result, error=portable(cell.verdict.result.error))

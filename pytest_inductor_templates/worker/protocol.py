@@ -94,10 +94,12 @@ class Hello:
 
 @dataclass
 class Run:
-    """Build the triple (unless it is the current one), check it (unless checked), time it under ``plan``."""
+    """Build the triple (unless it is the current one), check it (unless checked), time it under ``plan``; a
+    ``repeat`` of another process's timing only compiles the triple before timing it (that process checked it)."""
 
     case: Any  # engine.triples.SampleCase
     plan: Any = None  # timing.measure.TimingPlan, or None: check only
+    repeat: bool = False
 
 
 @dataclass

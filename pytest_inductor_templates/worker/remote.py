@@ -163,16 +163,17 @@ class RemoteTriples:
     def repeat_in(
         self, workers: Sequence[WorkerProcess], item_case: SampleCase, plan: TimingPlan, limit: Limit | None
     ) -> tuple[Repeat, ...]:
-        """``item_case``'s paired timing in each of ``workers`` at once (their builds, compiles and checks side by
-        side, their timings one at a time through the host lock), each released after its reply; a worker that was
-        lost, or whose repeat was not timed, is left out (its reason on stderr)."""
+        """``item_case``'s paired timing in each of ``workers`` at once (their builds and compiles side by side, with
+        no check: this process checked the same code; their timings one at a time through the host lock), each
+        released after its reply; a worker that was lost, or whose repeat was not timed, is left out (its reason on
+        stderr)."""
         where = f"inductor-templates: repeating {item_case.sample.id} [{item_case.case.id}]'s timing"
         for worker in workers:
             worker.start()  # their interpreters start side by side too
         asked: list[tuple[WorkerProcess, tuple[float | None, str]]] = []
         for worker in workers:
             try:
-                asked.append((worker, worker.send(p.Run(item_case, plan), limit)))
+                asked.append((worker, worker.send(p.Run(item_case, plan, repeat=True), limit)))
             except WorkerLost as lost:
                 sys.stderr.write(f"{where}: {lost.reason}\n")
                 forward_stderr(worker)
