@@ -126,3 +126,25 @@ def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side
             holds.setdefault(int(pid), []).append((float(start), float(end)))
     first, second = (holds[pid][1:] for pid in pids[1:])  # each repeater's first hold: its start (importing torch)
     assert any(a < d and c < b for a, b in first for c, d in second), holds  # the repeats worked at the same time
+
+
+REPEATERS_CONFTEST = """
+from pytest_inductor_templates.items.session import plugin_state
+
+
+def pytest_collection_finish(session):
+    triples = plugin_state(session.config).session.triples
+    print("repeat workers:", len(triples.repeaters))
+"""
+
+
+@pytest.mark.parametrize(("options", "count"), [((), 0), (("--inductor-timing-processes=3",), 2)])
+def test_a_session_on_the_cpu_keeps_no_repeat_workers_unless_asked(
+    pytester: pytest.Pytester, options: tuple[str, ...], count: int
+) -> None:
+    """The repeat workers follow the session's devices: on the CPU one process times (none kept idle), unless
+    --inductor-timing-processes asks for more."""
+    pytester.makeconftest(REPEATERS_CONFTEST)
+    args = ("--inductor-samples", "--inductor-devices=cpu", "--collect-only", "-q", "-s", *options)
+    result = pytester.runpytest_inprocess(*args)
+    result.stdout.fnmatch_lines([f"repeat workers: {count}"])

@@ -90,15 +90,16 @@ class InductorSession:
         registry = build_registry(config, settings)
         visible = visible_devices()
         policy = CheckPolicy(settings.require_effect, settings.second_opinion, settings.tf32, settings.fresh_cache)
+        devices = select_devices(settings.get("inductor_devices"), visible)
         triples: TripleCache | RemoteTriples
         if settings.isolated:
-            triples = remote_triples(config, settings, policy, plugin_state(config).timing)
+            triples = remote_triples(config, settings, policy, plugin_state(config).timing, devices)
         else:
             triples = TripleCache(settings.tolerance, policy, settings.memory_budget)
         return cls(
             registry,
             selection_module.resolve(settings, registry, visible),
-            select_devices(settings.get("inductor_devices"), visible),
+            devices,
             visible,
             select_samples(settings),
             settings.tolerance,
@@ -267,15 +268,16 @@ def conftest_modules(config: pytest.Config) -> list[tuple[str, str]]:
 
 
 def remote_triples(
-    config: pytest.Config, settings: Settings, policy: CheckPolicy, timing: TimingPolicy
+    config: pytest.Config, settings: Settings, policy: CheckPolicy, timing: TimingPolicy, devices: list[Device]
 ) -> RemoteTriples:
     """The session's triples in a worker process set up like this one (its ``sys.path``, its conftest files,
-    its intra-op threads)."""
+    its intra-op threads), with the repeat processes its ``devices``' timings use."""
 
-    # as many repeaters as CUDA items use (the most of any device); they compile from the cache the first process
-    # filled, so they start no compile pool of their own; they work side by side, so outside pytest-xdist (which
-    # shares its own lock) this session keeps their timings apart from their work with a lock of its own
-    repeats = processes_for(settings.timing_processes, "cuda") - 1
+    # as many repeaters as the session's devices use (the most of any: on CUDA four by default, on the CPU none);
+    # they compile from the cache the first process filled, so they start no compile pool of their own; they work
+    # side by side, so outside pytest-xdist (which shares its own lock) this session keeps their timings apart from
+    # their work with a lock of its own
+    repeats = max(processes_for(settings.timing_processes, device.type) for device in devices) - 1
     sharing, own_lock = shared_host(config), None
     if sharing is None and repeats and host_lock.available():
         own_lock = tempfile.mkdtemp(prefix="inductor-templates-lock-")
