@@ -148,3 +148,33 @@ def test_a_session_on_the_cpu_keeps_no_repeat_workers_unless_asked(
     args = ("--inductor-samples", "--inductor-devices=cpu", "--collect-only", "-q", "-s", *options)
     result = pytester.runpytest_inprocess(*args)
     result.stdout.fnmatch_lines([f"repeat workers: {count}"])
+
+
+def test_a_repeat_compiles_on_every_input_set_in_the_checks_order_and_says_which_call_raised() -> None:
+    """A repeat calls the compiled model as the check did, on each input set in order, so that a sample of several
+    shapes ends on the graph the first process timed (the dynamic one after its second shape), not on the static
+    graph of its first shape alone; a call that raises ends the repeat with its number."""
+    from pytest_inductor_templates.check.inputs import Inputs
+    from pytest_inductor_templates.engine.cell import Subject, compile_for_timing
+    from pytest_inductor_templates.machine import CPU
+    from pytest_inductor_templates.outcomes import Outcome
+
+    seen: list[int] = []
+
+    def call(model: Any, inputs: Inputs) -> Any:
+        seen.append(inputs.args[0])
+        return model(*inputs.args)
+
+    shapes = [Inputs((8,)), Inputs((5,)), Inputs((13,))]
+    subject = Subject(lambda: None, lambda batch: batch, shapes, None, CPU, check_call=call)  # type: ignore[arg-type]
+    verdict = compile_for_timing(subject)
+    assert verdict.result.outcome is Outcome.PASS and seen == [8, 5, 13]
+
+    def fails_on_five(batch: int) -> int:
+        if batch == 5:
+            raise RuntimeError("no kernel for batch 5")
+        return batch
+
+    failed = compile_for_timing(Subject(lambda: None, fails_on_five, shapes, None, CPU, check_call=call))  # type: ignore[arg-type]
+    assert failed.result.outcome is Outcome.RUNTIME_FAIL
+    assert failed.result.reason == "its call 2 raised RuntimeError: no kernel for batch 5"

@@ -133,14 +133,16 @@ def check(subject: Subject, policy: CheckPolicy) -> Verdict:
 
 def compile_for_timing(subject: Subject) -> Verdict:
     """A timing repeat's stand-in for the check (the item's own process checked the same compiled code): the
-    compiled model's first call, which compiles it (from the compile cache the item's process filled); a call that
-    raises ends the repeat untimed, with the reason."""
+    compiled model called on each input set in the check's order, which compiles it as the check did (from the
+    compile cache the item's process filled: a sample of several shapes ends on the same dynamic graph, which the
+    timed calls then run); a call that raises ends the repeat untimed, with the reason."""
     with host_lock.work():
-        try:
-            subject.check_call(subject.model, subject.inputs[0])
-        except Exception as error:  # the repeat is left out, its reason printed by the caller
-            reason = f"its first call raised {type(error).__name__}: {error}".splitlines()[0]
-            return Verdict(CheckResult(Outcome.RUNTIME_FAIL, reason, error=error))
+        for number, inputs in enumerate(subject.inputs, 1):
+            try:
+                subject.check_call(subject.model, inputs)
+            except Exception as error:  # the repeat is left out, its reason printed by the caller
+                reason = f"its call {number} raised {type(error).__name__}: {error}".splitlines()[0]
+                return Verdict(CheckResult(Outcome.RUNTIME_FAIL, reason, error=error))
     return Verdict(CheckResult(Outcome.PASS, "a timing repeat: compiled, not checked"))
 
 
@@ -185,10 +187,11 @@ def run_cell(
     """Check ``subject`` (unless ``verdict`` is its verdict already), then, with a ``plan``, time it when the check
     left something to time: paired with eager when it passed and compiles, and then, on CUDA, with both peaks of
     memory measured. A ``repeat`` of another process's timing is compiled instead of checked, and its peaks are not
-    measured. All of it in the policy's TF32 mode; the check is work and the timing a timing, kept apart from the
+    measured; under the policy's fresh cache a repeat compiles its own code, and so checks it. All of it in the
+    policy's TF32 mode; the check is work and the timing a timing, kept apart from the
     other processes of the session (``host_lock``)."""
     with device_scope(subject.device), tf32_scope(policy.tf32):
-        if repeat:
+        if repeat and not policy.fresh_cache:
             verdict = compile_for_timing(subject)
         elif verdict is None:
             with host_lock.work():

@@ -97,7 +97,8 @@ class PreparedTriple:
             cell = run_cell(self._subject(), self.policy, plan, self.verdict, repeat=repeat)
         except SystemExit as error:
             cell = CellResult(Verdict(exited(error)), self.stats)
-        self.verdict = self.verdict or cell.verdict
+        if not repeat:  # a repeat's stand-in verdict is no check's
+            self.verdict = self.verdict or cell.verdict
         cell.footprint = self.footprint
         return cell
 

@@ -84,8 +84,8 @@ class RemoteTriple:
 
     def repeat(self, plan: TimingPlan, count: int, limit: Limit | None = None) -> tuple[Repeat, ...]:
         """The cell's paired timing repeated in up to ``count`` other worker processes (``timing.processes``), each
-        building the triple afresh and compiling from the compile cache; a repeat whose worker is lost or whose
-        check or timing gives nothing is left out (its reason on stderr)."""
+        building the triple afresh and compiling from the compile cache (checking it only under a fresh cache); a repeat
+        whose worker is lost or whose compile or timing gives nothing is left out (its reason on stderr)."""
         return self.owner.repeat_in(self.owner.repeaters[:count], self.item_case, plan, limit)
 
     def diagnose(self, plan: DiagnosisPlan, limit: Limit | None = None) -> Diagnosis:
