@@ -313,6 +313,29 @@ def test_rows_all_added_up_less_accurately_pass_and_one_outlier_row_fails() -> N
     assert not failed.ok and failed.rule == "second opinion: worst element", failed.rule
 
 
+@pytest.mark.parametrize(
+    ("shape", "faulty", "noisier", "off"),
+    [((64, 256), [63], 1.0, 0.02), ((8, 2048), [5], 1.0, 0.02), ((8, 64, 64), [2], 1.0, 0.02),
+     ((64, 256), list(range(7)), 1.0, 0.02), ((64, 256), [63], 1.5, 0.03)],
+    ids=["one row of 64", "one row of 8", "one batch entry of 8", "7 rows of 64", "one row 3% off, 1.5x noisier"],
+)  # fmt: skip
+def test_a_bf16_slice_off_fails_the_slice_rule(
+    shape: tuple[int, ...], faulty: list[int], noisier: float, off: float
+) -> None:
+    """A bf16 output whose RMSE and worst element stay within eager's, with some slices 2% off: the slice rule
+    fails it, on a dimension of few slices and with a tenth of the slices off; and where compiled is 1.5x as
+    noisy as eager everywhere (which passes: its median slice is that much farther from float64), a row 3% off."""
+    torch.manual_seed(0)
+    exact = torch.randn(*shape, dtype=torch.float64)
+    eager = (exact * (1 + 0.004 * torch.randn(*shape, dtype=torch.float64))).to(torch.bfloat16)  # ~1 ulp off
+    compiled = exact * (1 + 0.004 * noisier * torch.randn(*shape, dtype=torch.float64))
+    assert compare(compiled.to(torch.bfloat16), eager, reference64=lambda: exact).ok
+    compiled[faulty] *= 1 + off
+    verdict = compare(compiled.to(torch.bfloat16), eager, reference64=lambda: exact)
+    assert verdict.rule == "second opinion: slice", verdict.rule
+    assert f"at dim 0 index {faulty[-1]}" in verdict.mismatches[0].message or len(faulty) > 1
+
+
 def test_second_opinion_bounds_each_slice_and_trusts_only_a_close_float64_run() -> None:
     torch.manual_seed(0)
     exact = torch.randn(64, 256, dtype=torch.float64)
