@@ -21,11 +21,7 @@ from .tolerances import machine_epsilon
 RMSE_FACTOR = 3.0  # compiled's RMSE against float64 may be this many times eager's (same(): 2, or 3 in low precision)
 WORST_FACTOR = 3.0  # its worst element this many times eager's worst
 SLICE_FACTOR = 3.0  # and each slice's RMSE this many times eager's in the same slice, or in its 90th-percentile
-SLICE_QUANTILE = 0.9  # slice along that dimension, whichever is larger; times how much farther compiled's median
-# slice is than eager's, where it is: a reduction that Inductor adds up less accurately everywhere (8-lane AVX2 sums
-# against ATen's cascade sums: 2-4x eager's error on a row of 1024) is the whole-output RMSE's to judge, and each
-# row's error there is one rounding of its sum, whose largest over 64 rows is beyond 3x eager's 90th-percentile row
-# by chance alone; the median is that of every slice, so a fault in fewer than half of them does not raise it
+SLICE_QUANTILE = 0.9  # slice along that dimension, whichever is larger (scaled as ``_worst_slice`` says)
 MIN_SLICE = 64  # slices of fewer elements are too noisy to compare on their own
 # Each bound also allows one rounding of what it measures: the unit roundoff (half the machine epsilon) times
 # the output's RMS (RMSE), its largest |eager| (worst element), the slice's RMS (slice).
@@ -142,6 +138,11 @@ def _worst_slice(err_c: Any, err_e: Any, e: Any, roundoff: float) -> tuple[str, 
         # eager's error in a slice can be one shared rounding (a row's sum broadcast along the row), by luck
         # near zero, while compiled's is by luck large: the bound is never below eager's 90th-percentile slice
         typical = float(w.quantile(SLICE_QUANTILE)) if w.numel() > 1 else float(w.max())
+        # a reduction that Inductor adds up less accurately everywhere (8-lane AVX2 sums against ATen's cascade sums:
+        # 2-4x eager's error on a row of 1024) is the whole-output RMSE's to judge; each row's error there is one
+        # rounding of its sum, whose largest over 64 rows is beyond 3x eager's 90th-percentile row by chance alone.
+        # So the bound grows by how much farther compiled's median slice is than eager's: a fault in fewer than
+        # half the slices leaves that median as it was
         eager_median = float(w.median())
         everywhere = max(1.0, float(c.median()) / eager_median) if eager_median > 0 else 1.0
         excess = c - (SLICE_FACTOR * everywhere * w.clamp(min=typical) + roundoff * values)
