@@ -100,6 +100,7 @@ class ItemRecord:
     timing_processes: int | None = None  # processes the paired timing ran in (the item's worker and its repeats)
     process_speedups: list[float] | None = None  # each process's speedup, the item's own first (2 or more processes)
     process_pids: list[int] | None = None  # the processes those speedups were timed in, in that order
+    slow_cpu_processes: int | None = None  # of those, the ones left out of the band: they met only a slow CPU speed
     first_process_low: float | None = None  # the interval of the item's own process's rounds, around
     first_process_high: float | None = None  # ... ``process_speedups[0]``, beside the band over the processes
     launch_bound: bool | None = None  # CUDA: eager or compiled spends at least half of a call launching it
@@ -139,7 +140,7 @@ class ItemRecord:
         self.eager_median = self.compiled_median = self.eager_device_time_ms = self.paired_rounds = None
         self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = self.speedup_target = None
         self.speedup_of = self.all_rounds_speedup = None
-        self.timing_processes = self.process_speedups = self.process_pids = None
+        self.timing_processes = self.process_speedups = self.process_pids = self.slow_cpu_processes = None
         self.first_process_low = self.first_process_high = None
         self.launch_bound = self.eager_host_share = self.compiled_host_share = None
         self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None

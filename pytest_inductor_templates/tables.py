@@ -63,7 +63,10 @@ def speedup_text(record: ItemRecord, eager: ItemRecord | None = None) -> str:
     """``1.23x ±2.1%``: the speedup and the half-width of its 95% interval; ``unstable`` when the interval
     stayed wider than the target; ``noise [0.31x, 4.2x]`` when the interval spans more than 2x (no point
     figure then); ``n/a`` without a speedup. With the cell's ``eager`` item, a note where pytest-benchmark's
-    medians of the two items contradict the interval (beyond ``MEDIANS_MARGIN`` outside it)."""
+    medians of the two items contradict the interval (beyond ``MEDIANS_MARGIN`` outside it), unless the item is
+    launch-bound: its two items were timed seconds apart, and a host CPU that changed speed meanwhile (on the H200
+    hosts, by up to 2x for seconds at a time) moves a launch-bound median by as much; the paired rounds met both
+    speeds alike."""
     if record.speedup is None:
         return "n/a"
     low, high = record.speedup_low, record.speedup_high
@@ -74,7 +77,7 @@ def speedup_text(record: ItemRecord, eager: ItemRecord | None = None) -> str:
         if low is not None and high is not None:
             text += f" ±{percent((high - low) / 2 / record.speedup)}"
         text += " unstable" if record.unstable else ""
-    ratio = medians_ratio(record, eager)
+    ratio = medians_ratio(record, eager) if not record.launch_bound else None
     if ratio is not None and low is not None and high is not None:
         if ratio > high * MEDIANS_MARGIN or ratio < low / MEDIANS_MARGIN:
             text += f" (benchmark medians disagree: eager's own item gives {times(ratio)}; trust the paired figure)"
@@ -82,10 +85,14 @@ def speedup_text(record: ItemRecord, eager: ItemRecord | None = None) -> str:
 
 
 def processes_text(record: ItemRecord) -> str | None:
-    """``over 3 processes: 1.21x, 1.25x, 1.23x`` (the item's own first), where the timing ran in more than one."""
+    """``over 3 processes: 1.21x, 1.25x, 1.23x`` (the item's own first), where the timing ran in more than one, and
+    how many of them the band left out for meeting only the CPU's slow speed."""
     if not record.process_speedups:  # set only where there were repeats
         return None
-    return f"over {len(record.process_speedups)} processes: {', '.join(map(times, record.process_speedups))}"
+    text = f"over {len(record.process_speedups)} processes: {', '.join(map(times, record.process_speedups))}"
+    if record.slow_cpu_processes:
+        text += f" ({record.slow_cpu_processes} at the CPU's slow speed only, left out)"
+    return text
 
 
 def speedup_cell(record: ItemRecord | None, eager: ItemRecord | None = None) -> str:

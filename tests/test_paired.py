@@ -6,6 +6,7 @@ numbers) shows what pairing does with drift that no real machine reproduces on d
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 from collections.abc import Callable
@@ -257,3 +258,31 @@ def test_a_minimum_span_times_over_both_cpu_speeds_and_the_probe_tells_the_full_
     assert spanned.speedup_of == "full-speed rounds" and alone.speedup_of == "all rounds"
     assert spanned.speedup.low <= 3.0 <= spanned.speedup.high and spanned.speedup.median == pytest.approx(3.0)
     assert spanned.speedup.half_width < 0.01 < spanned.all_rounds.half_width  # the slow rounds widen it
+
+
+def test_a_timing_that_meets_only_the_slow_speed_is_told_by_the_hosts_fastest_probe_and_left_out_of_the_band() -> None:
+    """The H200 hosts' CPUs stay at their slow speed for seconds, longer than one process's share of an item's rounds:
+    on its own probes such a timing reads as steady. Against the fastest probe an earlier timing on the host saw, it
+    says ``slow-CPU rounds`` and goes on to its longest span (waiting for the full speed); over several processes,
+    the one that met only the slow speed is left out of the band, not averaged into it."""
+    from pytest_inductor_templates.timing.measure import Timing
+    from pytest_inductor_templates.timing.processes import Repeat, judged_together
+
+    def slow_throughout() -> TwoSpeedMachine:
+        machine = TwoSpeedMachine(period=1e6, slow=1.5)
+        machine.now = 1e6  # in the slow state, for longer than the timing
+        return machine
+
+    fast = TwoSpeedMachine(period=1e6, slow=1.5).time(PLAN)
+    assert fast.speedup_of == "all rounds" and fast.speedup.median == pytest.approx(3.0)
+    blind = slow_throughout().time(PLAN)  # its own probes alone: steady, and stopped at the target
+    assert blind.speedup_of == "all rounds" and blind.speedup.median == pytest.approx(4.5) and blind.seconds < 1.0
+    marked = dataclasses.replace(PLAN, reference_probe=fast.fastest_probe)
+    slow = slow_throughout().time(marked)
+    assert slow.speedup_of == "slow-CPU rounds" and slow.seconds >= PLAN.max_seconds and slow.slow_share == 1.0
+    assert [t.speedup_of for t in judged_together([blind, fast])] == ["slow-CPU rounds", "all rounds"]
+    timing = Timing(paired=blind, repeats=(Repeat(fast, 2), Repeat(slow, 3)))
+    assert len(timing.counted) == 1 and timing.speedup is not None  # the two slow ones are left out
+    assert timing.speedup.median == pytest.approx(3.0) and timing.speedup_of == "all rounds"
+    everywhere_slow = Timing(paired=blind, repeats=(Repeat(slow, 3),))  # none met the full speed: all of them count
+    assert len(everywhere_slow.counted) == 2 and everywhere_slow.speedup_of == "slow-CPU rounds"

@@ -78,9 +78,11 @@ def test_the_paired_rounds_cpu_probe_reaches_the_record() -> None:
     assert record.full_speed_speedup == pytest.approx(3.0) == record.speedup  # the speedup is the full-speed rounds'
     assert record.speedup_of == "full-speed rounds" and record.all_rounds_speedup == 4.5  # every round's beside it
     assert record.cpu_slow_rounds == round(11 / 21, 3) and record.paired_rounds == 21
-    few = record_of(full=9, slow=11)
+    few = record_of(full=9, slow=11)  # too few at full speed, most of them slow: every round, said so
     assert few.full_speed_speedup is None and "full_speed_speedup" not in few.to_dict()
-    assert few.speedup == 4.5 and few.speedup_of == "all rounds"
+    assert few.speedup == 4.5 and few.speedup_of == "slow-CPU rounds"
+    mostly_fast = record_of(full=9, slow=5)  # too few rounds in all to keep a part: every round
+    assert mostly_fast.speedup == 4.5 and mostly_fast.speedup_of == "all rounds"
 
 
 def test_a_speedup_whose_interval_means_nothing_prints_as_noise_and_contradicting_medians_are_named() -> None:
@@ -103,6 +105,8 @@ def test_a_speedup_whose_interval_means_nothing_prints_as_noise_and_contradictin
     assert speedup_text(attention, eager) == "3.75x ±4% " + disagree.format("5.07x")
     row = next(line for line in speedup_table([eager, attention]) if line.startswith("builtin/attention"))
     assert row.endswith("3.75x ±4% " + disagree.format("5.07x"))
+    attention.launch_bound = True  # timed seconds apart, two launch-bound medians met different CPU speeds
+    assert speedup_text(attention, eager) == "3.75x ±4%"
 
 
 def test_a_speedup_reads_with_significant_digits_and_its_interval_and_is_dropped_on_failure() -> None:

@@ -178,3 +178,23 @@ def test_a_repeat_compiles_on_every_input_set_in_the_checks_order_and_says_which
     failed = compile_for_timing(Subject(lambda: None, fails_on_five, shapes, None, CPU, check_call=call))  # type: ignore[arg-type]
     assert failed.result.outcome is Outcome.RUNTIME_FAIL
     assert failed.result.reason == "its call 2 raised RuntimeError: no kernel for batch 5"
+
+
+def test_the_hosts_fastest_probe_is_kept_in_the_sessions_lock_folder(tmp_path: Path) -> None:
+    """Every process of a session on the host reads one mark of full speed: the fastest CPU-speed probe offered so
+    far, in the shared lock folder; a process sharing no folder keeps none."""
+    from pytest_inductor_templates.timing import host_lock, probe_reference
+
+    before = host_lock._active
+    try:
+        host_lock.use(None)
+        probe_reference.offer(0.1)
+        assert probe_reference.fastest() is None
+        host_lock.use(host_lock.Sharing(str(tmp_path)))
+        assert probe_reference.fastest() is None
+        for probe in (0.12, 0.2, 0.09, 0.15):
+            probe_reference.offer(probe)
+        assert probe_reference.fastest() == 0.09 == float((tmp_path / probe_reference.FILE).read_text())
+        assert sorted(p.name for p in tmp_path.iterdir()) == [probe_reference.FILE]  # no partial file left
+    finally:
+        host_lock._active = before

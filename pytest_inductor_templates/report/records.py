@@ -159,18 +159,21 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
     speedup = timing.speedup
     assert speedup is not None
     record.speedup, record.speedup_low, record.speedup_high = speedup.median, speedup.low, speedup.high
-    record.timing_processes = 1 + len(timing.repeats)
+    processes = timing.processes
+    first = processes[0]  # this process's rounds, judged with its repeats'
+    record.timing_processes = len(processes)
     if timing.repeats:
-        record.process_speedups = [p.speedup.median for p in (paired, *(repeat.paired for repeat in timing.repeats))]
+        record.process_speedups = [p.speedup.median for p in processes]
         assert cell.footprint is not None  # a triple built in a worker has its footprint
         record.process_pids = [cell.footprint.pid, *(repeat.pid for repeat in timing.repeats)]
-        record.first_process_low, record.first_process_high = paired.speedup.low, paired.speedup.high
+        record.first_process_low, record.first_process_high = first.speedup.low, first.speedup.high
+        record.slow_cpu_processes = len(processes) - len(timing.counted)
     record.eager_device_time_ms = timing.eager_device_time_ms
     record.paired_seconds = round(paired.seconds, 3)
-    slow = paired.slow_share
+    slow = first.slow_share
     record.cpu_slow_rounds = round(slow, 3) if slow is not None else None
-    record.full_speed_speedup = paired.full_speed_speedup
-    record.speedup_target, record.speedup_of = timing.target, paired.speedup_of
+    record.full_speed_speedup = first.full_speed_speedup
+    record.speedup_target, record.speedup_of = timing.target, timing.speedup_of
     record.all_rounds_speedup = paired.all_rounds.median
 
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import host_lock
-from .paired import DEFAULT_PRECISION, Interval, PairedPlan, PairedTiming, time_paired
-from .processes import Repeat, across_processes
+from . import host_lock, probe_reference
+from .paired import ALL_ROUNDS, DEFAULT_PRECISION, FULL_SPEED_ROUNDS, Interval, PairedPlan, PairedTiming, time_paired
+from .processes import Repeat, across_processes, at_full_speed, judged_together
 from .rounds import Rounds, RoundsPlan, time_rounds
 from .timers import CUDA_MIN_ROUND_SECONDS, LAUNCH_BOUND_SHARE, block_timer, device_time_ms, host_share, warm_up
 
@@ -47,12 +47,12 @@ class TimingPlan:
             return self.precision
         return LAUNCH_BOUND_PRECISION if launch_bound else DEFAULT_PRECISION
 
-    def paired(self, cuda: bool, launch_bound: bool = False) -> PairedPlan:
+    def paired(self, cuda: bool, launch_bound: bool = False, reference_probe: float | None = None) -> PairedPlan:
         """One process's paired rounds: blocks at least as long as a round (5 ms on CUDA, 1 ms on the CPU), for the
         item's whole max time; on CUDA at least 2 s and, while the band is wider than its target, up to 4 s (up to
         2 s on the CPU); with ``min_seconds`` set, from that span to the max time. Over several processes each
         gets its share of those spans and stops at the target times the root of their number (their mean's own
-        interval is then within the target)."""
+        interval is then within the target). ``reference_probe``: the host's fastest CPU-speed probe so far."""
         assert self.rounds is not None
         floor = CUDA_MIN_ROUND_SECONDS if cuda else CPU_BLOCK_SECONDS
         min_seconds = self.min_seconds if self.min_seconds is not None else (CUDA_MIN_SECONDS if cuda else 0.0)
@@ -64,6 +64,7 @@ class TimingPlan:
             max_seconds=max_seconds / self.processes,
             target=self.target(launch_bound) * math.sqrt(self.processes),
             min_seconds=min_seconds / self.processes,
+            reference_probe=reference_probe,
         )
 
 
@@ -84,12 +85,33 @@ class Timing:
     target: float | None = None  # the half-width the speedup aims for over all its processes (paired only)
 
     @property
-    def speedup(self) -> Interval | None:
-        """The speedup and its 95% band: over this process and the repeats' (``timing.processes``), else the paired
-        rounds' own; None unpaired."""
+    def processes(self) -> list[PairedTiming]:
+        """This process's paired timing and its repeats', judged against the fastest CPU-speed probe of any of them
+        (empty unpaired)."""
         if self.paired is None:
+            return []
+        return judged_together([self.paired, *(repeat.paired for repeat in self.repeats)])
+
+    @property
+    def counted(self) -> list[PairedTiming]:
+        """The processes the speedup is over: those that met the CPU's full speed (all, where none did)."""
+        return at_full_speed(self.processes)
+
+    @property
+    def speedup(self) -> Interval | None:
+        """The speedup and its 95% band: over the counted processes (``timing.processes``), else the paired rounds'
+        own; None unpaired."""
+        counted = self.counted
+        return across_processes([timing.speedup for timing in counted]) if counted else None
+
+    @property
+    def speedup_of(self) -> str | None:
+        """Which rounds the speedup is over: ``full-speed rounds`` where a counted process kept only those, ``all
+        rounds`` where every one of them counted every round, else ``slow-CPU rounds``; None unpaired."""
+        kinds = {timing.speedup_of for timing in self.counted}
+        if not kinds:
             return None
-        return across_processes([self.paired.speedup, *(repeat.paired.speedup for repeat in self.repeats)])
+        return FULL_SPEED_ROUNDS if FULL_SPEED_ROUNDS in kinds else ALL_ROUNDS if ALL_ROUNDS in kinds else kinds.pop()
 
     @property
     def unstable(self) -> bool | None:
@@ -145,7 +167,9 @@ def _measure(
     if cuda:
         timing.host_shares = (host_share(eager_run), host_share(run))
     launch_bound = bool(timing.launch_bound)
-    paired = time_paired(eager_run, run, block_timer(rounds.timer, cuda), plan.paired(cuda, launch_bound))
+    paired_plan = plan.paired(cuda, launch_bound, probe_reference.fastest())
+    paired = time_paired(eager_run, run, block_timer(rounds.timer, cuda), paired_plan)
+    probe_reference.offer(paired.fastest_probe)
     timing.paired, timing.target = paired, plan.target(launch_bound)
     timing.rounds = Rounds(paired.iterations[1], list(paired.compiled))
     if paired.eager_device and paired.compiled_device:

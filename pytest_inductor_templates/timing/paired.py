@@ -8,11 +8,14 @@ The speedup is the median of the per-round ratios, with a 95% confidence interva
 rounds and a batch-means interval over contiguous segments of them (the state of the machine drifts, so rounds
 next to each other are alike and resampling single rounds alone claims too much). A short CPU-speed probe before
 each round tells the rounds the CPU ran at full speed from those it ran slow (some VMs switch a CPU between two
-speeds): where at least 10 rounds ran at full speed and some did not, the speedup is theirs (a launch-bound side
-moves with the CPU's speed, so the share of slow rounds, which differs from process to process, would move an
-all-rounds median), and the all-rounds figure stays beside it. Rounds go on until the interval is narrow enough or
-the time budget is spent. Python's cyclic garbage collector is held off meanwhile (as ``timeit``
-holds it off), so that no collection of a heap full of compiled graphs lands in one block and not in its pair.
+speeds for seconds at a time): where at least 10 rounds ran at full speed and some did not, the speedup is theirs (a
+launch-bound side moves with the CPU's speed, so the share of slow rounds, which differs from process to process,
+would move an all-rounds median), and the all-rounds figure stays beside it. Full speed is judged against the fastest
+probe known on the host (``PairedPlan.reference_probe``, from the session's earlier timings) as well as the timing's
+own: a timing that met only the slow speed says so (``slow-CPU rounds``) and goes on to its longest span, waiting
+for the full speed. Rounds go on until the interval is narrow enough or the time budget is spent. Python's cyclic
+garbage collector is held off meanwhile (as ``timeit`` holds it off), so that no collection of a heap full of
+compiled graphs lands in one block and not in its pair.
 
 Pure functions of the callables and a block timer: no pytest, no torch (numpy for the bootstrap), so that
 any runner (a pytest item, a worker process) can call them unchanged.
@@ -46,7 +49,8 @@ DEFAULT_PRECISION = 0.02  # the stop rule's default target half-width (--inducto
 SEGMENTS = 8  # at most this many contiguous segments of the rounds for the batch-means interval
 PROBE_LOOP = 3_000  # iterations of the CPU-speed probe timed before each round (about 0.1-0.3 ms)
 FULL_SPEED_MIN_ROUNDS = 10  # fewer full-speed rounds than this give no full-speed speedup
-FULL_SPEED_ROUNDS, ALL_ROUNDS = "full-speed rounds", "all rounds"  # what a speedup is the median of
+FULL_SPEED_ROUNDS, ALL_ROUNDS = "full-speed rounds", "all rounds"  # what a speedup is the median of ...
+SLOW_CPU_ROUNDS = "slow-CPU rounds"  # ... every round, most of them slow and too few at full speed
 T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365)  # Student's t, 97.5th percentile, 1 to 7 degrees of freedom
 
 
@@ -54,13 +58,15 @@ T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365)  # Student's t, 97.5t
 class PairedPlan:
     """How long to time: blocks of at least ``block_seconds``; at least ``min_rounds`` rounds over at least
     ``min_seconds``; then until the interval's relative half-width is at most ``target`` or ``max_seconds`` (at
-    least ``min_seconds``) have passed."""
+    least ``min_seconds``) have passed. ``reference_probe``: the fastest CPU-speed probe (ms) the host's earlier
+    timings saw, if any: a round is at full speed within ``SLOW`` of it (or of the timing's own fastest)."""
 
     block_seconds: float
     min_rounds: int
     max_seconds: float
     target: float
     min_seconds: float = 0.0
+    reference_probe: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,21 +96,39 @@ class PairedTiming:
     target: float
     seconds: float  # wall time spent, calibration included
     probes: list[float] = dataclasses.field(default_factory=list)  # ms of the CPU-speed probe before each round
+    reference_probe: float | None = None  # the fastest probe known on the host besides these (ms): full speed's mark
 
     @property
     def rounds(self) -> int:
         return len(self.eager)
 
     @cached_property
+    def _kept(self) -> tuple[str, list[float]]:
+        return kept_rounds(self.eager, self.compiled, self.probes, self.reference_probe)
+
+    @cached_property
     def speedup(self) -> Interval:
         """The speedup and its interval: over the full-speed rounds where ``speedup_of`` says so, else every round."""
-        kept = full_speed_ratios(self.eager, self.compiled, self.probes)
-        return speedup_interval(kept) if kept is not None else self.all_rounds
+        kind, kept = self._kept
+        return speedup_interval(kept) if kind == FULL_SPEED_ROUNDS else self.all_rounds
 
     @property
     def speedup_of(self) -> str:
-        """Which rounds the speedup is the median of: ``full-speed rounds`` or ``all rounds``."""
-        return ALL_ROUNDS if full_speed_ratios(self.eager, self.compiled, self.probes) is None else FULL_SPEED_ROUNDS
+        """Which rounds the speedup is the median of: ``full-speed rounds``, ``all rounds`` or ``slow-CPU rounds``
+        (every round: too few ran at full speed)."""
+        return self._kept[0]
+
+    @property
+    def fastest_probe(self) -> float | None:
+        """The fastest CPU-speed probe these rounds and the host's reference saw (ms), None without probes."""
+        known = [*self.probes, *([self.reference_probe] if self.reference_probe is not None else [])]
+        return min(known, default=None)
+
+    def judged_against(self, reference: float | None) -> PairedTiming:
+        """These rounds with full speed judged against ``reference`` too (the fastest probe of a set of timings)."""
+        if reference is None or (self.reference_probe is not None and self.reference_probe <= reference):
+            return self
+        return dataclasses.replace(self, reference_probe=reference)
 
     @property
     def unstable(self) -> bool:
@@ -121,8 +145,8 @@ class PairedTiming:
 
     @property
     def full_speed(self) -> list[bool]:
-        """Per round: whether the CPU-speed probe before it ran within ``SLOW`` of the fastest probe."""
-        return full_speed_flags(self.probes)
+        """Per round: whether the CPU-speed probe before it ran within ``SLOW`` of the fastest probe known."""
+        return full_speed_flags(self.probes, self.reference_probe)
 
     @property
     def slow_share(self) -> float | None:
@@ -149,23 +173,30 @@ class PairedTiming:
         return statistics.median(ratios(self.eager_device, self.compiled_device))
 
 
-def full_speed_flags(probes: Sequence[float]) -> list[bool]:
-    """Per round: whether its CPU-speed probe ran within ``SLOW`` of the fastest probe."""
-    fastest = min(probes, default=0.0)
+def full_speed_flags(probes: Sequence[float], reference: float | None = None) -> list[bool]:
+    """Per round: whether its CPU-speed probe ran within ``SLOW`` of the fastest probe (of ``probes`` and
+    ``reference``)."""
+    fastest = min([*probes, *([reference] if reference is not None else [])], default=0.0)
     return [probe <= SLOW * fastest for probe in probes]
 
 
-def full_speed_ratios(eager: Sequence[float], compiled: Sequence[float], probes: Sequence[float]) -> list[float] | None:
-    """The per-round ratios of the rounds whose probe ran within ``SLOW`` of the fastest, where some rounds ran slow
-    and at least ``FULL_SPEED_MIN_ROUNDS`` did not (None otherwise: every round counts)."""
+def kept_rounds(
+    eager: Sequence[float], compiled: Sequence[float], probes: Sequence[float], reference: float | None = None
+) -> tuple[str, list[float]]:
+    """Which rounds a speedup is the median of, and their per-round ratios: the rounds whose probe ran within
+    ``SLOW`` of the fastest known (``full-speed rounds``) where some ran slow and at least ``FULL_SPEED_MIN_ROUNDS``
+    did not; else every round: ``slow-CPU rounds`` where most of them ran slow, ``all rounds`` otherwise (every
+    round at full speed, too few rounds, or no probes)."""
+    every = ratios(eager, compiled)
     if len(probes) != len(eager) or not probes:
-        return None
-    fast = full_speed_flags(probes)
-    if all(fast) or sum(fast) < FULL_SPEED_MIN_ROUNDS:
-        return None
-    return ratios(
-        [e for e, f in zip(eager, fast, strict=True) if f], [c for c, f in zip(compiled, fast, strict=True) if f]
-    )
+        return ALL_ROUNDS, every
+    fast = full_speed_flags(probes, reference)
+    if sum(fast) < FULL_SPEED_MIN_ROUNDS:
+        return (SLOW_CPU_ROUNDS if 2 * sum(fast) < len(fast) else ALL_ROUNDS), every
+    if all(fast):
+        return ALL_ROUNDS, every
+    kept = [(e, c) for e, c, f in zip(eager, compiled, fast, strict=True) if f]
+    return FULL_SPEED_ROUNDS, ratios([e for e, _ in kept], [c for _, c in kept])
 
 
 def ratios(eager: Sequence[float], compiled: Sequence[float]) -> list[float]:
@@ -289,9 +320,9 @@ def _time_paired(
         if rounds >= MAX_ROUNDS or (rounds >= plan.min_rounds and clock() - start >= max_seconds):
             break
         if rounds >= next_check and clock() - start >= plan.min_seconds:
-            kept = full_speed_ratios(*walls, probes)
-            if speedup_interval(kept if kept is not None else ratios(*walls)).half_width <= plan.target:
-                break
+            kind, kept = kept_rounds(*walls, probes, plan.reference_probe)
+            if kind != SLOW_CPU_ROUNDS and speedup_interval(kept).half_width <= plan.target:
+                break  # (rounds at the slow CPU speed go on, waiting for the full speed)
             next_check = max(rounds + 1, math.ceil(rounds * CHECK_GROWTH))
     with_device = len(devices[0]) == len(walls[0])
     return PairedTiming(
@@ -304,4 +335,5 @@ def _time_paired(
         target=plan.target,
         seconds=clock() - start,
         probes=probes,
+        reference_probe=plan.reference_probe,
     )

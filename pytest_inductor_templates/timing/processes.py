@@ -6,6 +6,8 @@ variance sits between processes. A compiled item's paired timing is therefore re
 (from the same compile cache: the same code and autotune choices), and its speedup is the geometric mean of the
 processes' medians, with a 95% band from the spread between them (Student's t over their logs), never narrower
 than what the processes' own intervals say about that mean. With one process the band is that process's interval.
+The processes' rounds are judged against the fastest CPU-speed probe any of them saw, and a process that met only the
+CPU's slow speed (``slow-CPU rounds``) is left out where another met the full speed: its speedup is another figure.
 
 Pure functions: no torch, no pytest.
 """
@@ -17,7 +19,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .paired import T_975, Interval, PairedTiming
+from .paired import SLOW_CPU_ROUNDS, T_975, Interval, PairedTiming
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,17 @@ def processes_for(chosen: int | None, device_type: str) -> int:
     if chosen is not None:
         return chosen
     return CUDA_PROCESSES if device_type == "cuda" else CPU_PROCESSES
+
+
+def judged_together(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
+    """The processes' paired timings, each round's full speed judged against the fastest probe any of them saw."""
+    reference = min((t.fastest_probe for t in timings if t.fastest_probe is not None), default=None)
+    return [timing.judged_against(reference) for timing in timings]
+
+
+def at_full_speed(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
+    """The timings (judged together) that met the CPU's full speed; all of them where none did."""
+    return [t for t in timings if t.speedup_of != SLOW_CPU_ROUNDS] or list(timings)
 
 
 def across_processes(intervals: Sequence[Interval]) -> Interval:
