@@ -101,6 +101,8 @@ class ItemRecord:
     process_speedups: list[float] | None = None  # each process's speedup, the item's own first (2 or more processes)
     process_pids: list[int] | None = None  # the processes those speedups were timed in, in that order
     slow_cpu_processes: int | None = None  # of those, the ones left out of the band: they met only a slow CPU speed
+    process_probe_ms: list[float] | None = None  # each process's median CPU-speed probe (ms), the item's own first
+    fastest_probe_ms: float | None = None  # the mark of full speed the rounds were judged against (ms)
     first_process_low: float | None = None  # the interval of the item's own process's rounds, around
     first_process_high: float | None = None  # ... ``process_speedups[0]``, beside the band over the processes
     launch_bound: bool | None = None  # CUDA: eager or compiled spends at least half of a call launching it
@@ -141,6 +143,7 @@ class ItemRecord:
         self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = self.speedup_target = None
         self.speedup_of = self.all_rounds_speedup = None
         self.timing_processes = self.process_speedups = self.process_pids = self.slow_cpu_processes = None
+        self.process_probe_ms = self.fastest_probe_ms = None
         self.first_process_low = self.first_process_high = None
         self.launch_bound = self.eager_host_share = self.compiled_host_share = None
         self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None

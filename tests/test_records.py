@@ -78,6 +78,7 @@ def test_the_paired_rounds_cpu_probe_reaches_the_record() -> None:
     assert record.full_speed_speedup == pytest.approx(3.0) == record.speedup  # the speedup is the full-speed rounds'
     assert record.speedup_of == "full-speed rounds" and record.all_rounds_speedup == 4.5  # every round's beside it
     assert record.cpu_slow_rounds == round(11 / 21, 3) and record.paired_rounds == 21
+    assert record.process_probe_ms == [2.0] and record.fastest_probe_ms == 1.0  # most rounds slow, against the mark
     few = record_of(full=9, slow=11)  # too few at full speed, most of them slow: every round, said so
     assert few.full_speed_speedup is None and "full_speed_speedup" not in few.to_dict()
     assert few.speedup == 4.5 and few.speedup_of == "slow-CPU rounds"

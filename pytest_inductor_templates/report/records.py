@@ -11,6 +11,7 @@ controller.
 from __future__ import annotations
 
 import re
+import statistics
 import warnings
 from collections.abc import Callable
 
@@ -170,6 +171,9 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
         record.slow_cpu_processes = len(processes) - len(timing.counted)
     record.eager_device_time_ms = timing.eager_device_time_ms
     record.paired_seconds = round(paired.seconds, 3)
+    if all(p.probes for p in processes):
+        record.process_probe_ms = [round(statistics.median(p.probes), 4) for p in processes]
+        record.fastest_probe_ms = round(min(p.fastest_probe for p in processes if p.fastest_probe is not None), 4)
     slow = first.slow_share
     record.cpu_slow_rounds = round(slow, 3) if slow is not None else None
     record.full_speed_speedup = first.full_speed_speedup
