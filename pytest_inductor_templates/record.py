@@ -20,7 +20,8 @@ from .outcomes import FAILURES, Outcome
 # ``inductor_templates.format`` of the saved JSON. 3: paired speedups with intervals, outcomes crashed and timeout,
 # check_rule, pid/rss_mib/cuda_mib; 4: a compiled item's rounds are its paired compiled blocks, with its speedup's
 # target, launch shares and timing seconds; 5: speedups over several processes (timing_processes, process_speedups,
-# process_pids, first_process_*). Fields are only added: format 3 and 4 files still read. Readers refuse others.
+# process_pids, first_process_*; later slow_cpu_processes, process_probe_ms, full_speed_mark_ms). Fields are only added:
+# format 3 and 4 files still read. Readers refuse others.
 FORMAT = 5
 READS = (3, 4, 5)
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
@@ -92,17 +93,17 @@ class ItemRecord:
     unstable: bool | None = None  # the interval stayed wider than --inductor-speedup-precision
     device_speedup: float | None = None  # median of the per-round ratios of CUDA device time
     paired_seconds: float | None = None  # the wall time the paired rounds spanned
-    cpu_slow_rounds: float | None = None  # share of paired rounds whose CPU-speed probe ran over 1.3x its fastest
+    cpu_slow_rounds: float | None = None  # share of paired rounds whose CPU-speed probe ran over 1.3x the fastest known
     full_speed_speedup: float | None = None  # median ratio over the full-speed rounds (at least 10 of them)
     speedup_target: float | None = None  # the half-width the paired rounds stopped at (unstable: never reached)
-    speedup_of: str | None = None  # ``full-speed rounds`` or ``all rounds``: which rounds ``speedup`` is the median of
+    speedup_of: str | None = None  # which rounds ``speedup`` is over: full-speed, all or slow-CPU rounds
     all_rounds_speedup: float | None = None  # the median ratio over every round, beside a full-speed ``speedup``
     timing_processes: int | None = None  # processes the paired timing ran in (the item's worker and its repeats)
     process_speedups: list[float] | None = None  # each process's speedup, the item's own first (2 or more processes)
     process_pids: list[int] | None = None  # the processes those speedups were timed in, in that order
-    slow_cpu_processes: int | None = None  # of those, the ones left out of the band: they met only a slow CPU speed
+    slow_cpu_processes: int | None = None  # of those, the ones left out of the band: too few full-speed rounds
     process_probe_ms: list[float] | None = None  # each process's median CPU-speed probe (ms), the item's own first
-    fastest_probe_ms: float | None = None  # the mark of full speed the rounds were judged against (ms)
+    full_speed_mark_ms: float | None = None  # the mark of full speed the processes' rounds were judged against (ms)
     first_process_low: float | None = None  # the interval of the item's own process's rounds, around
     first_process_high: float | None = None  # ... ``process_speedups[0]``, beside the band over the processes
     launch_bound: bool | None = None  # CUDA: eager or compiled spends at least half of a call launching it
@@ -143,7 +144,7 @@ class ItemRecord:
         self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = self.speedup_target = None
         self.speedup_of = self.all_rounds_speedup = None
         self.timing_processes = self.process_speedups = self.process_pids = self.slow_cpu_processes = None
-        self.process_probe_ms = self.fastest_probe_ms = None
+        self.process_probe_ms = self.full_speed_mark_ms = None
         self.first_process_low = self.first_process_high = None
         self.launch_bound = self.eager_host_share = self.compiled_host_share = None
         self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None

@@ -78,12 +78,43 @@ def test_the_paired_rounds_cpu_probe_reaches_the_record() -> None:
     assert record.full_speed_speedup == pytest.approx(3.0) == record.speedup  # the speedup is the full-speed rounds'
     assert record.speedup_of == "full-speed rounds" and record.all_rounds_speedup == 4.5  # every round's beside it
     assert record.cpu_slow_rounds == round(11 / 21, 3) and record.paired_rounds == 21
-    assert record.process_probe_ms == [2.0] and record.fastest_probe_ms == 1.0  # most rounds slow, against the mark
+    assert record.process_probe_ms == [2.0] and record.full_speed_mark_ms == 1.0  # its median probe; the lower decile
     few = record_of(full=9, slow=11)  # too few at full speed, most of them slow: every round, said so
     assert few.full_speed_speedup is None and "full_speed_speedup" not in few.to_dict()
     assert few.speedup == 4.5 and few.speedup_of == "slow-CPU rounds"
     mostly_fast = record_of(full=9, slow=5)  # too few rounds in all to keep a part: every round
     assert mostly_fast.speedup == 4.5 and mostly_fast.speedup_of == "all rounds"
+
+
+def test_a_process_that_met_too_few_full_speed_rounds_is_left_out_and_said_so() -> None:
+    """Over three processes, the one whose rounds all ran slow against the others' mark leaves the band; the record
+    counts it and keeps every process's figure and median probe, and the report's line says how many were left out."""
+    from pytest_inductor_templates.check.result import CheckResult
+    from pytest_inductor_templates.engine.cell import CellResult, Footprint, Verdict
+    from pytest_inductor_templates.report.records import write_cell
+    from pytest_inductor_templates.tables import processes_text
+    from pytest_inductor_templates.timing.measure import Timing
+    from pytest_inductor_templates.timing.paired import Interval, PairedTiming
+    from pytest_inductor_templates.timing.processes import Repeat
+    from pytest_inductor_templates.timing.rounds import Rounds
+
+    def process(eager: float, probe: float) -> PairedTiming:
+        rounds, speedup = 20, eager / 1e-3
+        every = Interval(speedup, speedup * 0.99, speedup * 1.01)
+        paired = PairedTiming([eager] * rounds, [1e-3] * rounds, None, None, (1, 1), every, 0.02, 1.0)
+        return dataclasses.replace(paired, probes=[probe] * rounds)
+
+    fast, also_fast, slow = process(3e-3, 0.1), process(3.1e-3, 0.1), process(4.5e-3, 0.2)
+    timing = Timing(Rounds(1, [1e-3] * 3), "time.perf_counter", 1, 5, paired=slow)
+    timing.repeats = (Repeat(fast, 2), Repeat(also_fast, 3))
+    record = ItemRecord("builtin/x", "default", "cuda:0", "bench")
+    cell = CellResult(Verdict(CheckResult(Outcome.PASS)), timing=timing, footprint=Footprint(1, None, None))
+    write_cell(record, cell)
+    assert record.slow_cpu_processes == 1 and record.timing_processes == 3
+    assert record.process_speedups == pytest.approx([4.5, 3.0, 3.1]) and record.process_probe_ms == [0.2, 0.1, 0.1]
+    assert record.full_speed_mark_ms == 0.1 and record.speedup_of == "all rounds"
+    assert record.speedup == pytest.approx((3.0 * 3.1) ** 0.5)  # the item's own slow process left out
+    assert processes_text(record) == "over 3 processes: 4.5x, 3x, 3.1x (1 at the CPU's slow speed only, left out)"
 
 
 def test_a_speedup_whose_interval_means_nothing_prints_as_noise_and_contradicting_medians_are_named() -> None:

@@ -3,6 +3,7 @@ per-process offsets; and a real run whose compiled item is timed in three worker
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -115,7 +116,9 @@ def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side
     pids = bench["process_pids"]
     assert len(set(pids)) == 3 and pids[0] == bench["pid"]
     speedups = bench["process_speedups"]
-    assert math.isclose(bench["speedup"], math.exp(sum(map(math.log, speedups)) / 3))
+    kept = 3 - bench["slow_cpu_processes"]  # those that met too few full-speed rounds are left out (a loaded CPU)
+    means = {math.exp(sum(map(math.log, c)) / kept) for c in itertools.combinations(speedups, kept)}
+    assert any(math.isclose(bench["speedup"], mean) for mean in means), (bench["speedup"], speedups)
     assert bench["first_process_low"] <= speedups[0] <= bench["first_process_high"]
     assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
     assert "timed in 3 processes each (--inductor-timing-processes)" in done.stdout
@@ -185,6 +188,8 @@ def test_the_hosts_fastest_probe_is_kept_in_the_sessions_lock_folder(tmp_path: P
     far, in the shared lock folder; a process sharing no folder keeps none."""
     from pytest_inductor_templates.timing import host_lock, probe_reference
 
+    if not host_lock.available():
+        pytest.skip("no fcntl.flock here: nothing shares a lock folder")
     before = host_lock._active
     try:
         host_lock.use(None)
@@ -195,6 +200,28 @@ def test_the_hosts_fastest_probe_is_kept_in_the_sessions_lock_folder(tmp_path: P
         for probe in (0.12, 0.2, 0.09, 0.15):
             probe_reference.offer(probe)
         assert probe_reference.fastest() == 0.09 == float((tmp_path / probe_reference.FILE).read_text())
-        assert sorted(p.name for p in tmp_path.iterdir()) == [probe_reference.FILE]  # no partial file left
+        assert sorted(p.name for p in tmp_path.iterdir()) == [probe_reference.FILE, f"{probe_reference.FILE}.lock"]
+    finally:
+        host_lock._active = before
+
+
+def test_a_timing_starts_from_the_hosts_mark_and_leaves_its_own(tmp_path: Path) -> None:
+    """``measure`` judges its rounds against the mark the session's earlier timings left in the lock folder (one no
+    CPU reaches: every round slow), and leaves its own mark where there is none yet."""
+    from pytest_inductor_templates.timing import host_lock, probe_reference
+    from pytest_inductor_templates.timing.measure import measure
+
+    if not host_lock.available():
+        pytest.skip("no fcntl.flock here: nothing shares a lock folder")
+    plan = TimingPlan(RoundsPlan(time.perf_counter, 1e-5, 0.05, 10), precision=0.5)
+    before = host_lock._active
+    try:
+        host_lock.use(host_lock.Sharing(str(tmp_path)))
+        fresh = measure(lambda: sum(range(200)), lambda: sum(range(400)), False, plan).paired
+        assert fresh is not None and fresh.reference_probe is None
+        assert probe_reference.fastest() == fresh.mark
+        probe_reference.offer(1e-9)  # a mark no CPU reaches: every round of the next timing is slow against it
+        marked = measure(lambda: sum(range(200)), lambda: sum(range(400)), False, plan).paired
+        assert marked is not None and marked.reference_probe == 1e-9 and marked.speedup_of == "slow-CPU rounds"
     finally:
         host_lock._active = before

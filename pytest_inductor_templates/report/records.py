@@ -173,7 +173,7 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
     record.paired_seconds = round(paired.seconds, 3)
     if all(p.probes for p in processes):
         record.process_probe_ms = [round(statistics.median(p.probes), 4) for p in processes]
-        record.fastest_probe_ms = round(min(p.fastest_probe for p in processes if p.fastest_probe is not None), 4)
+        record.full_speed_mark_ms = round(min(p.mark for p in processes if p.mark is not None), 4)
     slow = first.slow_share
     record.cpu_slow_rounds = round(slow, 3) if slow is not None else None
     record.full_speed_speedup = first.full_speed_speedup

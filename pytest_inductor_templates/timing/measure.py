@@ -86,8 +86,8 @@ class Timing:
 
     @property
     def processes(self) -> list[PairedTiming]:
-        """This process's paired timing and its repeats', judged against the fastest CPU-speed probe of any of them
-        (empty unpaired)."""
+        """This process's paired timing and its repeats', judged against the fastest mark of full speed of any of
+        them (empty unpaired)."""
         if self.paired is None:
             return []
         return judged_together([self.paired, *(repeat.paired for repeat in self.repeats)])
@@ -99,8 +99,7 @@ class Timing:
 
     @property
     def speedup(self) -> Interval | None:
-        """The speedup and its 95% band: over the counted processes (``timing.processes``), else the paired rounds'
-        own; None unpaired."""
+        """The speedup and its 95% band over the counted processes (one: that process's interval); None unpaired."""
         counted = self.counted
         return across_processes([timing.speedup for timing in counted]) if counted else None
 
@@ -169,7 +168,7 @@ def _measure(
     launch_bound = bool(timing.launch_bound)
     paired_plan = plan.paired(cuda, launch_bound, probe_reference.fastest())
     paired = time_paired(eager_run, run, block_timer(rounds.timer, cuda), paired_plan)
-    probe_reference.offer(paired.fastest_probe)
+    probe_reference.offer(paired.mark)
     timing.paired, timing.target = paired, plan.target(launch_bound)
     timing.rounds = Rounds(paired.iterations[1], list(paired.compiled))
     if paired.eager_device and paired.compiled_device:

@@ -10,12 +10,12 @@ next to each other are alike and resampling single rounds alone claims too much)
 each round tells the rounds the CPU ran at full speed from those it ran slow (some VMs switch a CPU between two
 speeds for seconds at a time): where at least 10 rounds ran at full speed and some did not, the speedup is theirs (a
 launch-bound side moves with the CPU's speed, so the share of slow rounds, which differs from process to process,
-would move an all-rounds median), and the all-rounds figure stays beside it. Full speed is judged against the fastest
-probe known on the host (``PairedPlan.reference_probe``, from the session's earlier timings) as well as the timing's
-own: a timing that met only the slow speed says so (``slow-CPU rounds``) and goes on to its longest span, waiting
-for the full speed. Rounds go on until the interval is narrow enough or the time budget is spent. Python's cyclic
-garbage collector is held off meanwhile (as ``timeit`` holds it off), so that no collection of a heap full of
-compiled graphs lands in one block and not in its pair.
+would move an all-rounds median), and the all-rounds figure stays beside it. Full speed is judged against the mark
+the host's earlier timings left (``PairedPlan.reference_probe``) as well as the timing's own fastest probe: a timing
+whose rounds ran mostly slow, too few of them at full speed, says so (``slow-CPU rounds``) and goes on to its
+longest span, waiting for the full speed. Rounds go on until the interval is narrow enough or the time budget is
+spent. Python's cyclic garbage collector is held off meanwhile (as ``timeit`` holds it off), so that no collection
+of a heap full of compiled graphs lands in one block and not in its pair.
 
 Pure functions of the callables and a block timer: no pytest, no torch (numpy for the bootstrap), so that
 any runner (a pytest item, a worker process) can call them unchanged.
@@ -96,7 +96,7 @@ class PairedTiming:
     target: float
     seconds: float  # wall time spent, calibration included
     probes: list[float] = dataclasses.field(default_factory=list)  # ms of the CPU-speed probe before each round
-    reference_probe: float | None = None  # the fastest probe known on the host besides these (ms): full speed's mark
+    reference_probe: float | None = None  # the mark of full speed known besides these probes (ms): the host's, others'
 
     @property
     def rounds(self) -> int:
@@ -124,9 +124,19 @@ class PairedTiming:
         known = [*self.probes, *([self.reference_probe] if self.reference_probe is not None else [])]
         return min(known, default=None)
 
+    @property
+    def mark(self) -> float | None:
+        """The mark of full speed these rounds leave for other timings (ms): their probes' lower decile (one lucky
+        probe is no speed the CPU holds), or the host's reference where that is faster; None without probes."""
+        if not self.probes:
+            return self.reference_probe
+        decile = sorted(self.probes)[len(self.probes) // 10]
+        return min(decile, self.reference_probe) if self.reference_probe is not None else decile
+
     def judged_against(self, reference: float | None) -> PairedTiming:
-        """These rounds with full speed judged against ``reference`` too (the fastest probe of a set of timings)."""
-        if reference is None or (self.reference_probe is not None and self.reference_probe <= reference):
+        """These rounds with full speed judged against ``reference`` too (another timing's mark)."""
+        fastest = self.fastest_probe
+        if reference is None or (fastest is not None and fastest <= reference):
             return self
         return dataclasses.replace(self, reference_probe=reference)
 
@@ -284,8 +294,9 @@ def time_paired(
     garbage collector held off (its collection first counts towards ``plan.max_seconds``).
 
     Stop rule: after ``plan.min_rounds`` rounds and ``plan.min_seconds``, stop once the speedup's interval is
-    within ``plan.target`` (looked at each time the rounds have grown by half) or once ``plan.max_seconds`` have
-    passed. Before each round a short CPU-speed probe is timed with ``clock``, to tell full-speed rounds after.
+    within ``plan.target`` (looked at each time the rounds have grown by half; never while the rounds are
+    ``slow-CPU rounds``) or once ``plan.max_seconds`` have passed. Before each round a short CPU-speed probe is
+    timed with ``clock``, to tell full-speed rounds after.
     """
     start = clock()
     with without_gc():

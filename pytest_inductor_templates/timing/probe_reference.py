@@ -2,9 +2,11 @@
 
 The lent H200 hosts' vCPUs run at two speeds about 1.7-2x apart and stay at one for seconds, longer than one
 process's share of an item's paired rounds: a timing that met only the slow speed cannot tell from its own probes.
-So each timing starts from the fastest probe the host's earlier timings saw and offers its own fastest after. The
-mark lives in a file of the session's shared lock folder (``host_lock``), so every process of the session on the host
-reads the same one; a process sharing no folder keeps none (each timing judges its own probes alone).
+So each timing starts from the mark the host's earlier timings left and offers its own after (``PairedTiming.mark``:
+its probes' lower decile, so that one lucky probe does not make every later round look slow). The mark lives in a
+file of the session's shared lock folder (``host_lock``: under pytest-xdist, or where repeats run in other worker
+processes), so every process of the session on the host reads the same one; a process sharing no folder keeps none
+(each timing judges its own probes alone).
 """
 
 from __future__ import annotations
@@ -34,15 +36,21 @@ def fastest() -> float | None:
 
 
 def offer(probe: float | None) -> None:
-    """Keep ``probe`` (ms) as the mark where it is faster than the one kept (written whole: a reader sees the old
-    mark or the new)."""
+    """Keep ``probe`` (ms) as the mark where it is faster than the one kept: compared and written under a lock
+    (timings on different devices end at once), written whole (a reader sees the old mark or the new)."""
     path = _path()
     if path is None or probe is None or probe <= 0:
         return
-    known = fastest()
-    if known is not None and known <= probe:
-        return
-    partial = path.with_name(f"{FILE}.{os.getpid()}")
-    with contextlib.suppress(OSError):
-        partial.write_text(repr(probe))
-        os.replace(partial, path)
+    import fcntl  # (a shared folder exists only where flock does: host_lock.available)
+
+    with contextlib.suppress(OSError), open(path.with_name(f"{FILE}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        known = fastest()
+        if known is not None and known <= probe:
+            return
+        partial = path.with_name(f"{FILE}.{os.getpid()}")
+        try:
+            partial.write_text(repr(probe))
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)

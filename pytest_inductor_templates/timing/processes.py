@@ -6,8 +6,9 @@ variance sits between processes. A compiled item's paired timing is therefore re
 (from the same compile cache: the same code and autotune choices), and its speedup is the geometric mean of the
 processes' medians, with a 95% band from the spread between them (Student's t over their logs), never narrower
 than what the processes' own intervals say about that mean. With one process the band is that process's interval.
-The processes' rounds are judged against the fastest CPU-speed probe any of them saw, and a process that met only the
-CPU's slow speed (``slow-CPU rounds``) is left out where another met the full speed: its speedup is another figure.
+The processes' rounds are judged against the fastest mark of full speed any of them left, and a process whose rounds
+ran mostly slow, too few at full speed (``slow-CPU rounds``), is left out where another had enough: its speedup is
+the slow CPU's, another figure.
 
 Pure functions: no torch, no pytest.
 """
@@ -43,13 +44,13 @@ def processes_for(chosen: int | None, device_type: str) -> int:
 
 
 def judged_together(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
-    """The processes' paired timings, each round's full speed judged against the fastest probe any of them saw."""
-    reference = min((t.fastest_probe for t in timings if t.fastest_probe is not None), default=None)
+    """The processes' paired timings, each round's full speed judged against the fastest mark of any of them."""
+    reference = min((t.mark for t in timings if t.mark is not None), default=None)
     return [timing.judged_against(reference) for timing in timings]
 
 
 def at_full_speed(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
-    """The timings (judged together) that met the CPU's full speed; all of them where none did."""
+    """The timings (judged together) with enough full-speed rounds (not ``slow-CPU rounds``); all where none had."""
     return [t for t in timings if t.speedup_of != SLOW_CPU_ROUNDS] or list(timings)
 
 
