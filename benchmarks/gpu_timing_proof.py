@@ -151,6 +151,24 @@ def stable_lines(name: str, run: Run) -> list[str]:
     return lines
 
 
+def process_lines(name: str, run: Run) -> list[str]:
+    """Each entry's band over its processes: each process's speedup and median CPU-speed probe over the mark of
+    full speed, those the band left out starred (too few full-speed rounds)."""
+    lines = [f"{name}: each process's speedup (its median probe / the mark), * left out of the band:"]
+    for record in sorted(compiled_bench(run).values(), key=lambda r: -(half_width(r) or 0)):
+        speedups, probes = record.process_speedups or [record.speedup], record.process_probe_ms or []
+        counted = record.process_counted or [True] * len(speedups)
+        mark = record.full_speed_mark_ms
+        figures = [
+            f"{speedup:.3f}{'' if kept else '*'}" + (f" ({probe / mark:.2f})" if mark and probe else "")
+            for speedup, kept, probe in zip(speedups, counted, probes or [None] * len(speedups), strict=True)
+        ]
+        width = half_width(record)
+        band = f"±{width:.1%}" if width is not None else "no band"
+        lines.append(f"  {record.sample.split('/')[-1][:30]:30} {record.speedup:.3f} {band:>7}  {', '.join(figures)}")
+    return lines
+
+
 def repeat_lines(first: Run, second: Run) -> list[str]:
     one, two = compiled_bench(first), compiled_bench(second)
     rows, lines = [], []
@@ -263,6 +281,7 @@ def main() -> int:
         for count, m in measured.items():
             if m.run is not None:
                 lines += stable_lines(f"run-{count}w", m.run)
+                lines += process_lines(f"run-{count}w", m.run)
     if "baseline-1w" in walls and f"run-{counts[0]}w" in walls:
         new, old = walls[f"run-{counts[0]}w"], walls["baseline-1w"]
         lines.append(f"cost: one worker {new:.0f} s against {old:.0f} s with {args.baseline_src}: {new / old:.2f}x")

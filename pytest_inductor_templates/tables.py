@@ -85,14 +85,16 @@ def speedup_text(record: ItemRecord, eager: ItemRecord | None = None) -> str:
 
 
 def processes_text(record: ItemRecord) -> str | None:
-    """``over 3 processes: 1.21x, 1.25x, 1.23x`` (the item's own first), where the timing ran in more than one, and
-    how many of them the band left out for meeting only the CPU's slow speed."""
+    """``over 3 processes: 1.21x, 1.25x, 1.23x`` (the item's own first), where the timing ran in more than one; a
+    process the band left out (too few rounds at the CPU's full speed) is marked ``(slow CPU, left out)``."""
     if not record.process_speedups:  # set only where there were repeats
         return None
-    text = f"over {len(record.process_speedups)} processes: {', '.join(map(times, record.process_speedups))}"
-    if record.slow_cpu_processes:
-        text += f" ({record.slow_cpu_processes} at the CPU's slow speed only, left out)"
-    return text
+    counted = record.process_counted or [True] * len(record.process_speedups)
+    figures = [
+        times(speedup) + ("" if kept else " (slow CPU, left out)")
+        for speedup, kept in zip(record.process_speedups, counted, strict=True)
+    ]
+    return f"over {len(figures)} processes: {', '.join(figures)}"
 
 
 def speedup_cell(record: ItemRecord | None, eager: ItemRecord | None = None) -> str:

@@ -114,7 +114,8 @@ def test_a_process_that_met_too_few_full_speed_rounds_is_left_out_and_said_so() 
     assert record.process_speedups == pytest.approx([4.5, 3.0, 3.1]) and record.process_probe_ms == [0.2, 0.1, 0.1]
     assert record.full_speed_mark_ms == 0.1 and record.speedup_of == "all rounds"
     assert record.speedup == pytest.approx((3.0 * 3.1) ** 0.5)  # the item's own slow process left out
-    assert processes_text(record) == "over 3 processes: 4.5x, 3x, 3.1x (1 at the CPU's slow speed only, left out)"
+    assert record.process_counted == [False, True, True]
+    assert processes_text(record) == "over 3 processes: 4.5x (slow CPU, left out), 3x, 3.1x"
 
 
 def test_a_speedup_whose_interval_means_nothing_prints_as_noise_and_contradicting_medians_are_named() -> None:
