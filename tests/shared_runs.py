@@ -1,6 +1,7 @@
 """Inner pytest runs that tests read, each made once a session on first use (``conftest.shared_runs``): real runs
-of built-in samples on the CPU (a worker process each, real Inductor compiles), saved as pytest-benchmark JSON
-(``NAME.json``), with their output (``NAME.out``) and exit code (``NAME.returncode``).
+of built-in samples on the CPU (real Inductor compiles; the timed run in a sample worker, the others in the pytest
+process), saved as pytest-benchmark JSON (``NAME.json``), with their output (``NAME.out``) and exit code
+(``NAME.returncode``).
 
 - The built-in runs (base, rerun, failing, slowed, shard1, shard2), beside a planted clock and planted backends: read
   by tests/test_compare_cli.py (compare, merge, report, plot), tests/test_memory_peak.py (base, also saved as a
@@ -20,7 +21,10 @@ from inner_runs import run_pytest_warm
 
 from conftest import FAST, QUIET
 
+# The built-in runs test what reads a run (compare, merge, report, plot), not isolation: in the pytest process, with no
+# sample worker to start (a torch import each). The timed run keeps its worker: its tests read the worker's timing.
 SAMPLES = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-W", "ignore")
+SAMPLES = (*SAMPLES, "--inductor-isolation=none")
 # The runs the speedup gate compares (base, rerun, slowed) are timed by a planted clock (PLANTED_CLOCK): what they
 # measure is fixed, so that the gate's verdicts hold on a machine however loaded (another test run beside this one
 # moved real timings by more than the gate's 20%). The clock is pytest-benchmark's timer and so paired timing's.
