@@ -47,7 +47,7 @@ TEMPLATES = "freezing,cpp_wrapper,aten,max_autotune,scalar,descent"
 SELECTED = "conv_bn and (eager or freezing or cpp_wrapper or aten) or pointwise and not freezing and not cpp_wrapper"
 SAMPLE_RUN = (
     "--benchmark-max-time=0.02", "--benchmark-min-rounds=1", "--junitxml=out.xml", "-o", "junit_family=xunit1",
-    *QUIET, "--inductor-devices=cpu",
+    *QUIET, "--inductor-devices=cpu", "--inductor-isolation=none",  # evidence, not isolation: no worker to start
 )  # fmt: skip
 
 

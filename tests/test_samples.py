@@ -31,8 +31,8 @@ def test_builtins_pass_under_every_template_available_on_cpu(
     chosen = () if every else ("-k", " or ".join(FP32_ON_CI))
     result = runpytest_warm(
         pytester, "--inductor-samples", "--inductor-template=all", "--benchmark-skip", "--inductor-devices=cpu",
-        *chosen, *QUIET,
-    )  # fmt: skip
+        "--inductor-isolation=none", *chosen, *QUIET,
+    )  # fmt: skip  (the verdicts, not isolation: in the pytest process, every template one after another)
     columns = ["eager", "default", "cpp_wrapper", "max_autotune", "freezing", "aten"]
     n = len(BUILTIN_SAMPLES) if every else len(FP32_ON_CI)
     result.assert_outcomes(passed=n * len(columns), skipped=n * len(columns))
@@ -336,7 +336,7 @@ def test_builtins_pass_in_bfloat16_under_every_template_available_on_cpu(
     chosen = () if every else ("-k", " or ".join(BF16_ON_CI))
     result = runpytest_warm(
         pytester, "--inductor-samples", "--inductor-template=all", "--inductor-sample-dtype=bfloat16",
-        "--benchmark-skip", "--junitxml=out.xml", *chosen, *QUIET,
+        "--benchmark-skip", "--junitxml=out.xml", "--inductor-isolation=none", *chosen, *QUIET,
     )  # fmt: skip
     columns = 6  # eager, default, cpp_wrapper, max_autotune, freezing, aten
     n = len(BUILTIN_SAMPLES) if every else len(BF16_ON_CI)
