@@ -52,7 +52,7 @@ class TimingPlan:
         item's whole max time; on CUDA at least 2 s and, while the band is wider than its target, up to 4 s (up to
         2 s on the CPU); with ``min_seconds`` set, from that span to the max time. Over several processes each
         gets its share of those spans and stops at the target times the root of their number (their mean's own
-        interval is then within the target). ``reference_probe``: the host's fastest CPU-speed probe so far."""
+        interval is then within the target). ``reference_probe``: the host's mark of full speed so far."""
         assert self.rounds is not None
         floor = CUDA_MIN_ROUND_SECONDS if cuda else CPU_BLOCK_SECONDS
         min_seconds = self.min_seconds if self.min_seconds is not None else (CUDA_MIN_SECONDS if cuda else 0.0)
@@ -94,7 +94,7 @@ class Timing:
 
     @property
     def counted(self) -> list[PairedTiming]:
-        """The processes the speedup is over: those that met the CPU's full speed (all, where none did)."""
+        """The processes the speedup is over: those with enough full-speed rounds (all of them, where none had)."""
         return at_full_speed(self.processes)
 
     @property

@@ -58,8 +58,8 @@ T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365)  # Student's t, 97.5t
 class PairedPlan:
     """How long to time: blocks of at least ``block_seconds``; at least ``min_rounds`` rounds over at least
     ``min_seconds``; then until the interval's relative half-width is at most ``target`` or ``max_seconds`` (at
-    least ``min_seconds``) have passed. ``reference_probe``: the fastest CPU-speed probe (ms) the host's earlier
-    timings saw, if any: a round is at full speed within ``SLOW`` of it (or of the timing's own fastest)."""
+    least ``min_seconds``) have passed. ``reference_probe``: the mark of full speed (ms) the host's earlier timings
+    left, if any: a round is at full speed within ``SLOW`` of it (or of the timing's own fastest probe)."""
 
     block_seconds: float
     min_rounds: int
