@@ -225,3 +225,27 @@ def test_a_timing_starts_from_the_hosts_mark_and_leaves_its_own(tmp_path: Path) 
         assert marked is not None and marked.reference_probe == 1e-9 and marked.speedup_of == "slow-CPU rounds"
     finally:
         host_lock._active = before
+
+
+def test_a_repeat_only_compiles_unless_the_cache_is_fresh_then_it_checks_its_own_code() -> None:
+    """A repeat compiles from the cache the item's process filled (the same code, checked there), so it stands in
+    for the check; under --inductor-fresh-cache it compiled code of its own, so it checks it as an item would."""
+    from pytest_inductor_templates.engine.cell import CheckPolicy
+    from pytest_inductor_templates.engine.triples import SampleCase, TripleCache
+    from pytest_inductor_templates.machine import CPU
+    from pytest_inductor_templates.outcomes import Outcome
+    from pytest_inductor_templates.samples.builtin import builtin_sample
+    from pytest_inductor_templates.templates.matrix import Case
+    from pytest_inductor_templates.templates.registry import BUILTIN_TEMPLATES
+    from pytest_inductor_templates.templates.selection import Selection
+
+    default = next(t for t in BUILTIN_TEMPLATES if t.name == "default")
+    case = SampleCase(builtin_sample("embedding"), Case(Selection(template=default), CPU), "bench")
+    verdicts = {}
+    for fresh in (False, True):
+        cache = TripleCache(policy=CheckPolicy(fresh_cache=fresh))
+        verdicts[fresh] = cache.get(case).result(repeat=True).verdict.result
+        cache.release()
+    stand_in, checked = verdicts[False], verdicts[True]
+    assert stand_in.outcome is Outcome.PASS and stand_in.reason == "a timing repeat: compiled, not checked"
+    assert checked.outcome is Outcome.PASS and checked.rule == "first comparison"
