@@ -29,16 +29,11 @@ def test_builtins_pass_under_every_template_available_on_cpu(
 ) -> None:
     every = request.config.getoption("--run-slow")
     chosen = () if every else ("-k", " or ".join(FP32_ON_CI))
+    # the verdicts, not isolation: in the pytest process, every template one after another
     result = runpytest_warm(
-        pytester,
-        "--inductor-samples",
-        "--inductor-template=all",
-        "--benchmark-skip",
-        "--inductor-devices=cpu",
-        "--inductor-isolation=none",
-        *chosen,
-        *QUIET,
-    )  # fmt: skip  (the verdicts, not isolation: in the pytest process, every template one after another)
+        pytester, "--inductor-samples", "--inductor-template=all", "--benchmark-skip", "--inductor-devices=cpu",
+        "--inductor-isolation=none", *chosen, *QUIET,
+    )  # fmt: skip
     columns = ["eager", "default", "cpp_wrapper", "max_autotune", "freezing", "aten"]
     n = len(BUILTIN_SAMPLES) if every else len(FP32_ON_CI)
     result.assert_outcomes(passed=n * len(columns), skipped=n * len(columns))
