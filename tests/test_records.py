@@ -88,7 +88,7 @@ def test_the_paired_rounds_cpu_probe_reaches_the_record() -> None:
 
 def test_a_process_that_met_too_few_full_speed_rounds_is_left_out_and_said_so() -> None:
     """Over three processes, the one whose rounds all ran slow against the others' mark leaves the band; the record
-    counts it and keeps every process's figure and median probe, and the report's line says how many were left out."""
+    counts it and keeps every process's figure and median probe, and the report's line marks the one left out."""
     from pytest_inductor_templates.check.result import CheckResult
     from pytest_inductor_templates.engine.cell import CellResult, Footprint, Verdict
     from pytest_inductor_templates.report.records import write_cell

@@ -10,6 +10,7 @@ Usage (H200): OUT=/tmp/rounds python benchmarks/probes/cpu_state_rounds.py CORPU
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -19,6 +20,7 @@ from typing import Any
 
 import torch
 
+from pytest_inductor_templates.engine.triples import call_without_grad
 from pytest_inductor_templates.samples.graphnet import GraphNetSample
 from pytest_inductor_templates.timing.paired import PairedPlan, time_paired
 from pytest_inductor_templates.timing.timers import block_timer, cuda_synchronized_perf_counter, warm_up
@@ -33,11 +35,7 @@ def timings_of(sample: GraphNetSample) -> list[dict[str, Any]]:
     inputs = sample.make_inputs(device)[0]
 
     def caller(model: Any) -> Any:
-        def call() -> Any:
-            with torch.no_grad():
-                return model(*inputs.args, **inputs.kwargs)
-
-        return call
+        return functools.partial(call_without_grad, model, inputs)  # as the plugin calls a sample
 
     eager, compiled = caller(sample.make_model(device)), caller(torch.compile(sample.make_model(device)))
     warm_up(eager, torch.cuda.synchronize)

@@ -11,6 +11,7 @@ Usage (H200): python benchmarks/probes/paired_eager_gap.py CORPUS SAMPLE [SAMPLE
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 import time
@@ -20,6 +21,7 @@ from typing import Any
 import torch
 
 from pytest_inductor_templates.cpu_speed import loop_ms
+from pytest_inductor_templates.engine.triples import call_without_grad
 from pytest_inductor_templates.samples.graphnet import GraphNetSample
 from pytest_inductor_templates.timing.paired import PROBE_LOOP, PairedPlan, time_paired
 from pytest_inductor_templates.timing.timers import block_timer, cuda_synchronized_perf_counter, host_share, warm_up
@@ -61,11 +63,7 @@ def probe_sample(sample: GraphNetSample) -> None:
     inputs = sample.make_inputs(device)[0]
 
     def caller(model: Any) -> Any:
-        def call() -> Any:
-            with torch.no_grad():
-                return model(*inputs.args, **inputs.kwargs)
-
-        return call
+        return functools.partial(call_without_grad, model, inputs)  # as the plugin calls a sample
 
     eager_a = caller(sample.make_model(device))
     warm_up(eager_a, SYNC)

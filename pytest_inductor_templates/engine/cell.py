@@ -188,8 +188,8 @@ def run_cell(
     left something to time: paired with eager when it passed and compiles, and then, on CUDA, with both peaks of
     memory measured. A ``repeat`` of another process's timing is compiled instead of checked, and its peaks are not
     measured; under the policy's fresh cache a repeat compiles its own code, and so checks it. All of it in the
-    policy's TF32 mode; the check is work and the timing a timing, kept apart from the
-    other processes of the session (``host_lock``)."""
+    policy's TF32 mode; the check is work and the timing a timing, kept apart from the other processes of the
+    session (``host_lock``)."""
     with device_scope(subject.device), tf32_scope(policy.tf32):
         if repeat and not policy.fresh_cache:
             verdict = compile_for_timing(subject)

@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import host_lock, probe_reference
-from .paired import ALL_ROUNDS, DEFAULT_PRECISION, FULL_SPEED_ROUNDS, Interval, PairedPlan, PairedTiming, time_paired
+from .paired import (
+    ALL_ROUNDS,
+    DEFAULT_PRECISION,
+    FULL_SPEED_ROUNDS,
+    SLOW_CPU_ROUNDS,
+    Interval,
+    PairedPlan,
+    PairedTiming,
+    time_paired,
+)
 from .processes import Repeat, across_processes, at_full_speed, judged_together
 from .rounds import Rounds, RoundsPlan, time_rounds
 from .timers import CUDA_MIN_ROUND_SECONDS, LAUNCH_BOUND_SHARE, block_timer, device_time_ms, host_share, warm_up
@@ -110,7 +119,7 @@ class Timing:
         kinds = {timing.speedup_of for timing in self.counted}
         if not kinds:
             return None
-        return FULL_SPEED_ROUNDS if FULL_SPEED_ROUNDS in kinds else ALL_ROUNDS if ALL_ROUNDS in kinds else kinds.pop()
+        return next(kind for kind in (FULL_SPEED_ROUNDS, ALL_ROUNDS, SLOW_CPU_ROUNDS) if kind in kinds)
 
     @property
     def unstable(self) -> bool | None:
