@@ -28,6 +28,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="also run the tests marked slow (left out of CI)")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    _trust_the_cpus_vector_isas()
+
+
+def _trust_the_cpus_vector_isas() -> None:
+    """Inductor checks each vector ISA the CPU claims by building a kernel and loading it in a fresh Python that
+    imports torch, in every process that first compiles for the CPU: about 1.3 s of CPU a process, in some 60
+    processes of the suite. Checked here once (the xdist controller; its workers inherit the answer): where every
+    claimed ISA passed, the session's processes are told so (``TORCHINDUCTOR_VEC_ISA_OK=1``, read at torch's import)
+    and pick the same ISA without the check; elsewhere they check as usual."""
+    if "TORCHINDUCTOR_VEC_ISA_OK" in os.environ:
+        return
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+
+    checked = [str(isa) for isa in valid_vec_isa_list()]
+    code = "from torch._inductor.cpu_vec_isa import valid_vec_isa_list as v; print([str(i) for i in v()])"
+    trusted = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, "TORCHINDUCTOR_VEC_ISA_OK": "1"}, capture_output=True,
+        text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    if trusted == str(checked):
+        os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--run-slow"):
         return

@@ -8,6 +8,7 @@ import math
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,15 @@ def test_under_xdist_the_largest_graphs_are_collected_first(tmp_path: Path) -> N
     assert ran == ["large", "middle", "small"], run.stdout[-3000:]
 
 
+def worker_environment(pid: int) -> list[bytes]:
+    """A started process's environment, which once read empty just after the start (a suite run on 2 busy cores):
+    waited for, up to 10 s."""
+    deadline = time.monotonic() + 10.0
+    while not (environ := Path(f"/proc/{pid}/environ").read_bytes()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return environ.split(b"\0")
+
+
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads a process's environment from /proc")
 def test_each_sample_worker_gets_its_share_of_inductors_compile_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(COMPILE_THREADS, raising=False)
@@ -216,7 +226,7 @@ def test_each_sample_worker_gets_its_share_of_inductors_compile_threads(monkeypa
     worker.start()
     try:
         assert worker.process is not None
-        environ = Path(f"/proc/{worker.process.pid}/environ").read_bytes().split(b"\0")
+        environ = worker_environment(worker.process.pid)
         assert f"{COMPILE_THREADS}={share}".encode() in environ
     finally:
         worker.stop()
