@@ -153,19 +153,21 @@ def stable_lines(name: str, run: Run) -> list[str]:
 
 def process_lines(name: str, run: Run) -> list[str]:
     """Each entry's band over its processes: each process's speedup and median CPU-speed probe over the mark of
-    full speed, those the band left out starred (too few full-speed rounds)."""
-    lines = [f"{name}: each process's speedup (its median probe / the mark), * left out of the band:"]
+    full speed, and how many processes met too few full-speed rounds."""
+    lines = [f"{name}: each process's speedup (its median probe / the mark); processes with too few full-speed rounds:"]
     for record in sorted(compiled_bench(run).values(), key=lambda r: -(half_width(r) or 0)):
         speedups, probes = record.process_speedups or [record.speedup], record.process_probe_ms or []
-        counted = record.process_counted or [True] * len(speedups)
         mark = record.full_speed_mark_ms
         figures = [
-            f"{speedup:.3f}{'' if kept else '*'}" + (f" ({probe / mark:.2f})" if mark and probe else "")
-            for speedup, kept, probe in zip(speedups, counted, probes or [None] * len(speedups), strict=True)
+            f"{speedup:.3f}" + (f" ({probe / mark:.2f})" if mark and probe else "")
+            for speedup, probe in zip(speedups, probes or [None] * len(speedups), strict=True)
         ]
         width = half_width(record)
         band = f"±{width:.1%}" if width is not None else "no band"
-        lines.append(f"  {record.sample.split('/')[-1][:30]:30} {record.speedup:.3f} {band:>7}  {', '.join(figures)}")
+        slow = f" [{record.slow_cpu_processes} slow]" if record.slow_cpu_processes else ""
+        lines.append(
+            f"  {record.sample.split('/')[-1][:30]:30} {record.speedup:.3f} {band:>7}  {', '.join(figures)}{slow}"
+        )
     return lines
 
 

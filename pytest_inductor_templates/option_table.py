@@ -25,6 +25,8 @@ DIAGNOSE_BUDGET = 300.0  # --inductor-diagnose-budget's default, seconds
 CPU_PROBE_SECONDS = 1.0  # --inductor-cpu-probe's default
 DIAGNOSE_MAX = 20  # --inductor-diagnose-max's default
 DIAGNOSE_PROCESSES = 2  # --inductor-diagnose-processes' default
+CUDA_PROCESSES = 8  # --inductor-timing-processes' default on CUDA: the timing process and seven repeats
+CPU_PROCESSES = 1  # ... on the CPU (its rounds already meet the host's speeds within one process)
 REPRO_DIR = "inductor-repros"  # --inductor-repro-dir's default, under the invocation directory
 
 
@@ -245,8 +247,8 @@ OPTIONS = (
         "inductor_timing_processes",
         "a compiled sample item's paired timing runs in N worker processes: its own, then repeats of the same "
         "compiled code (from the compile cache) in others, each timing its share of the item's span, and its "
-        "speedup's band comes from the spread between them (default: 5 on CUDA, 1 on the CPU; always 1 with "
-        "--inductor-isolation=none)",
+        f"speedup's band comes from the spread between them (default: {CUDA_PROCESSES} on CUDA, {CPU_PROCESSES} on "
+        "the CPU; always 1 with --inductor-isolation=none)",
         "N",
     ),
     Option(

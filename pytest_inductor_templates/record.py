@@ -20,8 +20,9 @@ from .outcomes import FAILURES, Outcome
 # ``inductor_templates.format`` of the saved JSON. 3: paired speedups with intervals, outcomes crashed and timeout,
 # check_rule, pid/rss_mib/cuda_mib; 4: a compiled item's rounds are its paired compiled blocks, with its speedup's
 # target, launch shares and timing seconds; 5: speedups over several processes (timing_processes, process_speedups,
-# process_pids, first_process_*; later slow_cpu_processes, process_counted, process_probe_ms, full_speed_mark_ms).
-# Fields are only added: format 3 and 4 files still read. Readers refuse others.
+# process_pids, first_process_*; later slow_cpu_processes, process_probe_ms, full_speed_mark_ms; process_counted,
+# written while slow processes were left out of the band, is ignored). Format 3 and 4 files still read. Readers
+# refuse others.
 FORMAT = 5
 READS = (3, 4, 5)
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
@@ -101,8 +102,7 @@ class ItemRecord:
     timing_processes: int | None = None  # processes the paired timing ran in (the item's worker and its repeats)
     process_speedups: list[float] | None = None  # each process's speedup, the item's own first (2 or more processes)
     process_pids: list[int] | None = None  # the processes those speedups were timed in, in that order
-    slow_cpu_processes: int | None = None  # of those, the ones left out of the band: too few full-speed rounds
-    process_counted: list[bool] | None = None  # per process, in that order: whether the band counts it
+    slow_cpu_processes: int | None = None  # of those, the ones with too few full-speed rounds (counted, all rounds)
     process_probe_ms: list[float] | None = None  # each process's median CPU-speed probe (ms), the item's own first
     full_speed_mark_ms: float | None = None  # the mark of full speed the processes' rounds were judged against (ms)
     first_process_low: float | None = None  # the interval of the item's own process's rounds, around
@@ -145,7 +145,7 @@ class ItemRecord:
         self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = self.speedup_target = None
         self.speedup_of = self.all_rounds_speedup = None
         self.timing_processes = self.process_speedups = self.process_pids = self.slow_cpu_processes = None
-        self.process_probe_ms = self.full_speed_mark_ms = self.process_counted = None
+        self.process_probe_ms = self.full_speed_mark_ms = None
         self.first_process_low = self.first_process_high = None
         self.launch_bound = self.eager_host_share = self.compiled_host_share = None
         self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None

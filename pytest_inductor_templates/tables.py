@@ -85,16 +85,10 @@ def speedup_text(record: ItemRecord, eager: ItemRecord | None = None) -> str:
 
 
 def processes_text(record: ItemRecord) -> str | None:
-    """``over 3 processes: 1.21x, 1.25x, 1.23x`` (the item's own first), where the timing ran in more than one; a
-    process the band left out (too few rounds at the CPU's full speed) is marked ``(slow CPU, left out)``."""
+    """``over 3 processes: 1.21x, 1.25x, 1.23x`` (the item's own first), where the timing ran in more than one."""
     if not record.process_speedups:  # set only where there were repeats
         return None
-    counted = record.process_counted or [True] * len(record.process_speedups)
-    figures = [
-        times(speedup) + ("" if kept else " (slow CPU, left out)")
-        for speedup, kept in zip(record.process_speedups, counted, strict=True)
-    ]
-    return f"over {len(figures)} processes: {', '.join(figures)}"
+    return f"over {len(record.process_speedups)} processes: {', '.join(map(times, record.process_speedups))}"
 
 
 def speedup_cell(record: ItemRecord | None, eager: ItemRecord | None = None) -> str:

@@ -19,7 +19,7 @@ import torch
 import torch._dynamo
 import torch._dynamo.backends.registry
 import torch._inductor.config
-from inner_runs import XDIST_WORKER_VARIABLES, standalone_environment
+from inner_runs import SERVER_ENVIRONMENT, XDIST_WORKER_VARIABLES, standalone_environment
 
 T = TypeVar("T")
 
@@ -48,8 +48,8 @@ def _trust_the_cpus_vector_isas() -> None:
         [sys.executable, "-c", code], env={**os.environ, "TORCHINDUCTOR_VEC_ISA_OK": "1"}, capture_output=True,
         text=True, check=True,
     ).stdout.strip()  # fmt: skip
-    if trusted == str(checked):
-        os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
+    if trusted == str(checked):  # the warm interpreter of inner runs starts later, told too
+        os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = SERVER_ENVIRONMENT["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

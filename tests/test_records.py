@@ -86,9 +86,10 @@ def test_the_paired_rounds_cpu_probe_reaches_the_record() -> None:
     assert mostly_fast.speedup == 4.5 and mostly_fast.speedup_of == "all rounds"
 
 
-def test_a_process_that_met_too_few_full_speed_rounds_is_left_out_and_said_so() -> None:
-    """Over three processes, the one whose rounds all ran slow against the others' mark leaves the band; the record
-    counts it and keeps every process's figure and median probe, and the report's line marks the one left out."""
+def test_a_process_that_met_too_few_full_speed_rounds_is_counted_and_said_so() -> None:
+    """Over three processes, the one whose rounds all ran slow against the others' mark stays in the band (leaving
+    such processes out moved repeats more on the H200, not less); the record counts it as slow and keeps every
+    process's figure and median probe, and the report's line lists every process."""
     from pytest_inductor_templates.check.result import CheckResult
     from pytest_inductor_templates.engine.cell import CellResult, Footprint, Verdict
     from pytest_inductor_templates.report.records import write_cell
@@ -113,9 +114,8 @@ def test_a_process_that_met_too_few_full_speed_rounds_is_left_out_and_said_so() 
     assert record.slow_cpu_processes == 1 and record.timing_processes == 3
     assert record.process_speedups == pytest.approx([4.5, 3.0, 3.1]) and record.process_probe_ms == [0.2, 0.1, 0.1]
     assert record.full_speed_mark_ms == 0.1 and record.speedup_of == "all rounds"
-    assert record.speedup == pytest.approx((3.0 * 3.1) ** 0.5)  # the item's own slow process left out
-    assert record.process_counted == [False, True, True]
-    assert processes_text(record) == "over 3 processes: 4.5x (slow CPU, left out), 3x, 3.1x"
+    assert record.speedup == pytest.approx((4.5 * 3.0 * 3.1) ** (1 / 3))  # the item's own slow process counted
+    assert processes_text(record) == "over 3 processes: 4.5x, 3x, 3.1x"
 
 
 def test_a_speedup_whose_interval_means_nothing_prints_as_noise_and_contradicting_medians_are_named() -> None:

@@ -168,9 +168,7 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
         assert cell.footprint is not None  # a triple built in a worker has its footprint
         record.process_pids = [cell.footprint.pid, *(repeat.pid for repeat in timing.repeats)]
         record.first_process_low, record.first_process_high = first.speedup.low, first.speedup.high
-        counted = timing.counted
-        record.slow_cpu_processes = len(processes) - len(counted)
-        record.process_counted = [any(p is c for c in counted) for p in processes]
+        record.slow_cpu_processes = timing.slow_cpu_processes
     record.eager_device_time_ms = timing.eager_device_time_ms
     record.paired_seconds = round(paired.seconds, 3)
     if all(p.probes for p in processes):

@@ -26,7 +26,7 @@ from .paired import (
     PairedTiming,
     time_paired,
 )
-from .processes import Repeat, across_processes, at_full_speed, judged_together
+from .processes import Repeat, across_processes, judged_together
 from .rounds import Rounds, RoundsPlan, time_rounds
 from .timers import CUDA_MIN_ROUND_SECONDS, LAUNCH_BOUND_SHARE, block_timer, device_time_ms, host_share, warm_up
 
@@ -102,21 +102,21 @@ class Timing:
         return judged_together([self.paired, *(repeat.paired for repeat in self.repeats)])
 
     @property
-    def counted(self) -> list[PairedTiming]:
-        """The processes the speedup is over: those with enough full-speed rounds (all of them, where none had)."""
-        return at_full_speed(self.processes)
+    def speedup(self) -> Interval | None:
+        """The speedup and its 95% band over the processes (one: that process's interval); None unpaired."""
+        processes = self.processes
+        return across_processes([timing.speedup for timing in processes]) if processes else None
 
     @property
-    def speedup(self) -> Interval | None:
-        """The speedup and its 95% band over the counted processes (one: that process's interval); None unpaired."""
-        counted = self.counted
-        return across_processes([timing.speedup for timing in counted]) if counted else None
+    def slow_cpu_processes(self) -> int:
+        """How many of the processes met too few full-speed rounds (each counted with all its rounds)."""
+        return sum(timing.speedup_of == SLOW_CPU_ROUNDS for timing in self.processes)
 
     @property
     def speedup_of(self) -> str | None:
-        """Which rounds the speedup is over: ``full-speed rounds`` where a counted process kept only those, ``all
-        rounds`` where every one of them counted every round, else ``slow-CPU rounds``; None unpaired."""
-        kinds = {timing.speedup_of for timing in self.counted}
+        """Which rounds the speedup is over: ``full-speed rounds`` where a process kept only those, ``all rounds``
+        where every process counted every round, else ``slow-CPU rounds``; None unpaired."""
+        kinds = {timing.speedup_of for timing in self.processes}
         if not kinds:
             return None
         return next(kind for kind in (FULL_SPEED_ROUNDS, ALL_ROUNDS, SLOW_CPU_ROUNDS) if kind in kinds)

@@ -6,11 +6,11 @@ variance sits between processes. A compiled item's paired timing is therefore re
 (from the same compile cache: the same code and autotune choices), and its speedup is the geometric mean of the
 processes' medians, with a 95% band from the spread between them (Student's t over their logs), never narrower
 than what the processes' own intervals say about that mean. With one process the band is that process's interval.
-The processes' rounds are judged against the fastest mark of full speed any of them left, and a process whose rounds
-ran mostly slow, too few at full speed (``slow-CPU rounds``), is left out where another had enough: its speedup is
-the slow CPU's, another figure.
+The processes' rounds are judged against the fastest mark of full speed any of them left; a process whose rounds ran
+mostly slow, too few at full speed (``slow-CPU rounds``), is counted with all its rounds: on the H200 leaving such
+processes out left bands over one or two processes (a mark few processes met) and moved repeats more, not less.
 
-Pure functions: no torch, no pytest.
+Pure functions: no torch.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .paired import SLOW_CPU_ROUNDS, T_975, Interval, PairedTiming
+from ..option_table import CPU_PROCESSES, CUDA_PROCESSES
+from .paired import T_975, Interval, PairedTiming
 
 
 @dataclass(frozen=True)
@@ -31,13 +32,9 @@ class Repeat:
     pid: int
 
 
-CUDA_PROCESSES = 5  # --inductor-timing-processes' default on CUDA: the timing process and four repeats
-CPU_PROCESSES = 1  # ... on the CPU (its rounds already meet the host's speeds within one process)
-
-
 def processes_for(chosen: int | None, device_type: str) -> int:
-    """Processes a compiled item's paired timing runs in: ``chosen`` (``--inductor-timing-processes``), else 5 on
-    CUDA and 1 on the CPU."""
+    """Processes a compiled item's paired timing runs in: ``chosen`` (``--inductor-timing-processes``), else the
+    default of the device type (8 on CUDA, 1 on the CPU)."""
     if chosen is not None:
         return chosen
     return CUDA_PROCESSES if device_type == "cuda" else CPU_PROCESSES
@@ -47,11 +44,6 @@ def judged_together(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
     """The processes' paired timings, each round's full speed judged against the fastest mark of any of them."""
     reference = min((t.mark for t in timings if t.mark is not None), default=None)
     return [timing.judged_against(reference) for timing in timings]
-
-
-def at_full_speed(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
-    """The timings (judged together) with enough full-speed rounds (not ``slow-CPU rounds``); all where none had."""
-    return [t for t in timings if t.speedup_of != SLOW_CPU_ROUNDS] or list(timings)
 
 
 def across_processes(intervals: Sequence[Interval]) -> Interval:
