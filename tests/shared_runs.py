@@ -128,7 +128,7 @@ RUNS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {  # name: (the files 
     # two shards split by template, each with its eager row (as one CI job a template runs them)
     "shard1": (PLANTED, (*SAMPLES, "-k", "launch_bound", *FAST, *QUIET)),
     "shard2": (PLANTED, (*_BY_TEMPLATE, "-k", "launch_bound", *FAST, *QUIET)),
-    "timed": ({"test_user.py": TIMED_USER_TESTS}, (*_TIMED, *FAST, *QUIET)),
+    "timed": ({"test_user.py": TIMED_USER_TESTS}, (*FAST, *_TIMED, *QUIET)),  # its least span after FAST's
 }
 
 
