@@ -154,7 +154,9 @@ OPTIONS = (
     Option(
         "inductor_diagnose_run_budget",
         "seconds all the run's diagnoses may take together, counted across pytest-xdist's workers (default: no run "
-        "budget, only --inductor-diagnose-max); a diagnosis gets what is left when it is less than its own budget",
+        "budget, only --inductor-diagnose-max); a diagnosis gets what is left when it is less than its own budget. "
+        "With it, failed sample items are diagnosed after the run's items, smallest graph first, and their records "
+        "amended (diagnosis_deferred)",
         "SECONDS",
     ),
     Option(

@@ -13,7 +13,14 @@ from .integrations.benchmark import BenchmarkJson, quiet_unused_fixture, quiet_x
 from .integrations.timeout import TimeoutWatch
 from .integrations.xdist import XdistHooks, group_triples, pin_this_worker, worker_count
 from .items import user_tests
-from .items.sample_items import CASE_KEY, SAMPLE_MARKER, collect_sample_items, release_after, timed_by_the_plugin
+from .items.sample_items import (
+    CASE_KEY,
+    SAMPLE_MARKER,
+    DiagnosesAfterItems,
+    collect_sample_items,
+    release_after,
+    timed_by_the_plugin,
+)
 from .items.session import TEMPLATES_MARKER, PluginState, plugin_state, templates_listing
 from .machine import machine_info
 from .report.book import RecordBook, stop_on_sigterm
@@ -93,6 +100,7 @@ def _register_reporting(config: pytest.Config, state: PluginState) -> None:
 
     book = RecordBook(results, info)
     config.pluginmanager.register(book, BOOK_NAME)
+    config.pluginmanager.register(DiagnosesAfterItems(book), "inductor-templates-diagnoses-after-items")
     xdist_active = config.getoption("dist", "no") != "no" or "PYTEST_XDIST_WORKER" in os.environ
     cases = lambda: state.resolved.matrix_cases if state.resolved is not None else []  # noqa: E731
     summary = TerminalSummary(book, xdist_active, options.require_run, cases)

@@ -21,7 +21,8 @@ from .outcomes import FAILURES, Outcome
 # check_rule, pid/rss_mib/cuda_mib; 4: a compiled item's rounds are its paired compiled blocks, with its speedup's
 # target, launch shares and timing seconds; 5: speedups over several processes (timing_processes, process_speedups,
 # process_pids, first_process_*; later slow_cpu_processes, process_probe_ms, full_speed_mark_ms; process_counted,
-# written while slow processes were left out of the band, is ignored). Format 3 and 4 files still read. Readers
+# written while slow processes were left out of the band, is ignored; diagnosis_deferred). Format 3 and 4 files still
+# read. Readers
 # refuse others.
 FORMAT = 5
 READS = (3, 4, 5)
@@ -69,6 +70,7 @@ class ItemRecord:
     diagnosis_draws: int | None = None  # models and input sets the diagnosis drew (built from the sample or test)
     diagnosis_eager_runs: int | None = None  # calls of an eager model it made (float64 runs included)
     diagnosis_compiles: int | None = None  # models or graphs it compiled
+    diagnosis_deferred: bool | None = None  # diagnosed after the run's items, cheapest first (a run budget)
     # what compiling cost
     compile_seconds: float | None = None
     compile_cache: str | None = None  # ``cold``, ``warm`` or ``mixed``: the compile caches' state; None: none consulted

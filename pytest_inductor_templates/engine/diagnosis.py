@@ -93,6 +93,11 @@ def needs_diagnosis(verdict: Verdict) -> bool:
     return verdict.result.outcome.value in DIAGNOSED
 
 
+def refused_diagnosis(why: str) -> Diagnosis:
+    """The diagnosis of an item the run's cap or budget refused: why (``report.records.NOT_RUN``)."""
+    return Diagnosis(f"not diagnosed: {why}", notes=[why])
+
+
 def diagnose_cell(
     build: ModelBuilder,
     selection: Selection,
@@ -107,7 +112,7 @@ def diagnose_cell(
     mode; ``tolerance``), from copies of one draw of ``build``; never raises. The host's work lock is taken by
     the diagnosis per check, not for all of it."""
     if plan.refused is not None:
-        return Diagnosis(f"not diagnosed: {plan.refused}", notes=[plan.refused])  # report.records.NOT_RUN
+        return refused_diagnosis(plan.refused)
     request = DiagnosisRequest(
         build, selection, device, verdict.result.outcome.value, plan.repro_dir, tolerance, plan.budget_seconds,
         no_grad, name=plan.name, second_opinion=policy.second_opinion, tf32=policy.tf32, conftests=plan.conftests,

@@ -202,6 +202,16 @@ class TripleCache:
         self._key: tuple[str, str] | None = None
         self._scope = contextlib.ExitStack()
 
+    def diagnose(
+        self, item_case: SampleCase, plan: DiagnosisPlan, verdict: Verdict | None, limit: object = None
+    ) -> Diagnosis:
+        """The diagnosis of the item's triple: the current one's, or, for a triple released since (a diagnosis
+        after the run's items), an unbuilt one's whose check gave ``verdict`` (a diagnosis draws its own)."""
+        if item_case.key == self._key and self.current is not None:
+            return self.current.diagnose(plan)
+        triple = PreparedTriple(item_case.sample, item_case.case, self.tolerance, self.policy, verdict=verdict)
+        return triple.diagnose(plan)
+
     def get(self, item_case: SampleCase) -> PreparedTriple:
         """The item's triple, built when it is not the current one (work: no other process of the session times
         meanwhile, ``timing.host_lock``)."""

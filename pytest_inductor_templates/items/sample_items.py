@@ -10,12 +10,15 @@ import pytest
 
 from ..diagnose import Diagnosis
 from ..engine.cell import CellResult
+from ..engine.diagnosis import needs_diagnosis
 from ..engine.triples import SampleCase
 from ..integrations.benchmark import feed, mark_timing, mark_untimed, name_benchmark, timing_plan
 from ..integrations.timeout import item_limit
 from ..limits import Limit
 from ..machine import Device
 from ..outcomes import ENDED_EARLY
+from ..record import ItemRecord
+from ..report.book import AMENDED, RecordBook
 from ..report.records import CHECK_ENDED, ROOT_NODEID, conclude, new_record, sample_item_name, start
 from ..samples.base import Sample
 from ..samples.sources import largest_graphs_first
@@ -48,10 +51,47 @@ def conclude_sample(item: pytest.Item, triple: Any, cell: CellResult) -> None:
     def diagnosis() -> Diagnosis | None:
         if triple.diagnosis is not None or cell.ended:
             return triple.diagnosis
-        plan = plugin_state(item.config).diagnosis_plan(item, cell.verdict)
+        state = plugin_state(item.config)
+        if state.defers_diagnoses and needs_diagnosis(cell.verdict):  # after the run's items, cheapest first
+            state.deferred.add(item, item.stash[CASE_KEY], cell.verdict)
+            return None
+        plan = state.diagnosis_plan(item, cell.verdict)
         return triple.diagnose(plan, Limit(plan.budget_seconds + DIAGNOSIS_MARGIN)) if plan is not None else None
 
     conclude(item, cell, diagnosis)
+
+
+class DiagnosesAfterItems:
+    """The diagnoses that waited for the end of this process's items, run as the session finishes: before
+    pytest-benchmark writes its JSON (in its own wrapper of the hook), and in a pytest-xdist worker before it sends
+    its output, which then carries the amended records to the controller's book (``report.book.AMENDED``)."""
+
+    def __init__(self, book: RecordBook) -> None:
+        self.book = book
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
+        amended = diagnose_after_items(session.config, self.book)
+        if hasattr(session.config, "workerinput"):
+            session.config.workeroutput[AMENDED] = [record.to_dict() for record in amended]
+        return (yield)
+
+
+def diagnose_after_items(config: pytest.Config, book: RecordBook) -> list[ItemRecord]:
+    """The diagnoses that waited for the end of this process's items (``items.deferred``), cheapest first, written
+    into the book's records; the records amended."""
+    state = plugin_state(config)
+    if not state.deferred.pending or state.resolved is None:
+        return []
+    triples = state.resolved.triples
+
+    def amend(case: SampleCase, diagnosis: Diagnosis) -> list[ItemRecord]:
+        return book.amend(case.sample.id, case.case.selection.label, case.case.device.name, diagnosis)
+
+    try:
+        return state.deferred.run(state.diagnosis_plan, triples.diagnose, amend, DIAGNOSIS_MARGIN)
+    finally:
+        triples.release()
 
 
 def check(inductor_sample: Any, request: pytest.FixtureRequest) -> None:

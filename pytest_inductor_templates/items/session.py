@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from ..tolerance import Tolerance
 from ..worker import protocol
 from ..worker.client import WorkerProcess
 from ..worker.remote import RemoteTriples
+from .deferred import Deferred
 
 TEMPLATES_MARKER = "inductor_templates"
 
@@ -308,6 +309,12 @@ class PluginState:
     resolved: InductorSession | None = None
     auto_workers: AutoWorkers | None = None  # how -n auto was sized, when the plugin sized it
     own_ledger: Path | None = None  # the diagnosis ledger's folder where pytest keeps no temporary folder
+    deferred: Deferred = field(default_factory=Deferred)  # failures diagnosed after the items (a run budget)
+
+    @property
+    def defers_diagnoses(self) -> bool:
+        """Whether failed sample items are diagnosed after the run's items, cheapest first: with a run budget."""
+        return self.options.diagnose and self.options.diagnose_run_budget is not None
 
     def time_for_workers(self, workers: int) -> None:
         """In pytest-xdist's controller of ``workers``: the timing policy they run with (their share of the CPUs),

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from ..diagnose import Diagnosis
 from ..record import ItemRecord
 from ..runs.results_file import ResultsWriter
-from .records import counted, diagnosis_seconds, first_line
+from .records import counted, diagnosis_seconds, first_line, write_diagnosis
 
 TERMINATED = "terminated by SIGTERM"
 NOTHING_FAILED = (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
@@ -36,6 +37,9 @@ def stop_on_sigterm() -> Callable[[], None]:
         return lambda: None
     previous = signal.signal(signal.SIGTERM, _terminate)
     return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+AMENDED = "inductor_templates_amended"  # a pytest-xdist worker's workeroutput: its amended records, as dicts
 
 
 class RecordBook:
@@ -65,6 +69,33 @@ class RecordBook:
             self.records.append(record)
             if self.results is not None:
                 self.results.add(record)
+
+    def amend(self, sample: str, template: str, device: str, diagnosis: Diagnosis) -> list[ItemRecord]:
+        """Write a diagnosis made after the run's items into the failed records of its triple that have none (its
+        check and bench items), each written to the results file again; the records amended."""
+        amended = [
+            r
+            for r in self.records
+            if (r.sample, r.template, r.device) == (sample, template, device) and r.failed and r.diagnosis is None
+        ]
+        for record in amended:
+            write_diagnosis(record, diagnosis)
+            record.diagnosis_deferred = True
+            if self.results is not None:
+                self.results.add(record)
+        return amended
+
+    def replace(self, record: ItemRecord) -> None:
+        """Put ``record`` (amended in a pytest-xdist worker) in place of the one of its node id, and write it to the
+        results file again."""
+        self.records = [record if r.nodeid == record.nodeid else r for r in self.records]
+        if self.results is not None:
+            self.results.add(record)
+
+    @pytest.hookimpl(optionalhook=True)  # pytest-xdist's; in the controller
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        for data in getattr(node, "workeroutput", {}).get(AMENDED, []):
+            self.replace(ItemRecord.from_dict(data))
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         self.interrupted = TERMINATED if isinstance(excinfo.value, Terminated) else "interrupted (KeyboardInterrupt)"

@@ -2,6 +2,8 @@
 
     {"inductor_templates_results": 1, "format": 4, "started": "...", "argv": [...], "machine_info": {...}}
     {"record": {...}}                      one line per item, written and flushed when its report arrives
+    {"record": {...}}                      an item's record again, amended (a diagnosis after the run's items):
+                                           the last line of a node id is its record
     {"end": {"exitstatus": 0, "complete": true, "finished": "...", "left_out": [...], "diagnosis_seconds": 61.2}}
 
 A run cut short (a crash of pytest itself, a kill, SIGTERM, SIGINT) leaves every line written so far, and
@@ -88,10 +90,11 @@ def is_results_file(text: str) -> bool:
 
 
 def read(text: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
-    """(header, record dicts, end or None) of a results file. A last line cut off mid-write is dropped; any
-    other line that is not JSON raises ValueError."""
+    """(header, record dicts, end or None) of a results file, each item's last record (an amended one in place of
+    the first). A last line cut off mid-write is dropped; any other line that is not JSON raises ValueError."""
     lines = [line for line in text.splitlines() if line.strip()]
     header, records, end = json.loads(lines[0]), [], None
+    where: dict[str, int] = {}  # node id -> its record's index
     if not isinstance(header, dict):
         raise ValueError("line 1 is not a JSON object")
     for number, line in enumerate(lines[1:], start=2):
@@ -104,6 +107,12 @@ def read(text: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any
         if not isinstance(entry, dict) or not isinstance(entry.get("record", entry.get("end", {})), dict):
             raise ValueError(f"line {number} is not a record or end line (a JSON object holding one)")
         if "record" in entry:
+            nodeid = entry["record"].get("nodeid")
+            if nodeid is not None and nodeid in where:
+                records[where[nodeid]] = entry["record"]
+                continue
+            if nodeid is not None:
+                where[nodeid] = len(records)
             records.append(entry["record"])
         elif "end" in entry:
             end = entry["end"]

@@ -78,7 +78,7 @@ class Server:
             if isinstance(request, p.Run):
                 return self._run(request)
             if isinstance(request, p.Diagnose):
-                return p.Diagnosed(self.triples.get(request.case).diagnose(request.plan))
+                return p.Diagnosed(self.triples.diagnose(request.case, request.plan, request.verdict))
             if isinstance(request, p.Release):
                 retained = self.triples.release()
                 fault = cuda_fault(device) if device is not None else None

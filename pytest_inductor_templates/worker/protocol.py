@@ -104,10 +104,12 @@ class Run:
 
 @dataclass
 class Diagnose:
-    """Diagnose the current triple's failed check (``engine.diagnosis.DiagnosisPlan``)."""
+    """Diagnose the triple's failed check (``engine.diagnosis.DiagnosisPlan``): the current triple's, or one
+    released since, whose check gave ``verdict`` (``engine.cell.Verdict``)."""
 
     case: Any
     plan: Any
+    verdict: Any = None
 
 
 @dataclass

@@ -93,7 +93,7 @@ class RemoteTriple:
         diagnosis, the verdict stays."""
         if self.diagnosis is None:
             try:
-                reply = self.owner.request(p.Diagnose(self.item_case, plan), limit)
+                reply = self.owner.request(p.Diagnose(self.item_case, plan, self.verdict), limit)
             except TripleEnded as lost:
                 self.diagnosis = Diagnosis(f"diagnosis failed: {lost.result.reason}", failed=lost.result.reason)
             else:
@@ -136,6 +136,15 @@ class RemoteTriples:
         if self.timed_device is not None:
             text += f"; this pytest-xdist worker times its {self.timed_device.upper()} items"
         return text
+
+    def diagnose(
+        self, item_case: SampleCase, plan: DiagnosisPlan, verdict: Verdict | None, limit: Limit | None = None
+    ) -> Diagnosis:
+        """The diagnosis of the item's triple, in the worker: the current one's, or, for a triple released since
+        (a diagnosis after the run's items), that of one whose check gave ``verdict``."""
+        triple = self.get(item_case)
+        triple.verdict = triple.verdict or verdict
+        return triple.diagnose(plan, limit)
 
     def get(self, item_case: SampleCase) -> RemoteTriple:
         if self.current is None or self.current.item_case.key != item_case.key:
