@@ -64,14 +64,16 @@ def conclude_sample(item: pytest.Item, triple: Any, cell: CellResult) -> None:
 class DiagnosesAfterItems:
     """The diagnoses that waited for the end of this process's items, run as the session finishes: before
     pytest-benchmark writes its JSON (in its own wrapper of the hook), and in a pytest-xdist worker before it sends
-    its output, which then carries the amended records to the controller's book (``report.book.AMENDED``)."""
+    its output, which then carries the amended records to the controller's book (``report.book.AMENDED``). A run
+    that was interrupted (Ctrl-C, SIGTERM) ends without them: its failures stay undiagnosed."""
 
     def __init__(self, book: RecordBook) -> None:
         self.book = book
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
-        amended = diagnose_after_items(session.config, self.book)
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or self.book.interrupted is not None
+        amended = [] if interrupted else diagnose_after_items(session.config, self.book)
         if hasattr(session.config, "workerinput"):
             session.config.workeroutput[AMENDED] = [record.to_dict() for record in amended]
         return (yield)
