@@ -28,6 +28,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="also run the tests marked slow (left out of CI)")
 
 
+ISAS_CHECKED = "INDUCTOR_TESTS_VEC_ISAS_CHECKED"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _trust_the_cpus_vector_isas()
 
@@ -38,8 +41,9 @@ def _trust_the_cpus_vector_isas() -> None:
     processes of the suite. Checked here once (the xdist controller; its workers inherit the answer): where every
     claimed ISA passed, the session's processes are told so (``TORCHINDUCTOR_VEC_ISA_OK=1``, read at torch's import)
     and pick the same ISA without the check; elsewhere they check as usual."""
-    if "TORCHINDUCTOR_VEC_ISA_OK" in os.environ:
+    if "TORCHINDUCTOR_VEC_ISA_OK" in os.environ or ISAS_CHECKED in os.environ:
         return
+    os.environ[ISAS_CHECKED] = "1"  # once a session, whatever it finds: the xdist workers inherit it
     from torch._inductor.cpu_vec_isa import valid_vec_isa_list
 
     checked = [str(isa) for isa in valid_vec_isa_list()]

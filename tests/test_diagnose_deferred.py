@@ -8,13 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+import pytest
 from diagnose_plants import planted_env
 from graphnet_tree import write_sample
 from test_diagnose import SIGMOID_META, SIGMOID_MODEL
 
 from conftest import FAST, QUIET
+from pytest_inductor_templates.check.result import CheckResult
 from pytest_inductor_templates.diagnose import Diagnosis
+from pytest_inductor_templates.engine.cell import Verdict
+from pytest_inductor_templates.engine.diagnosis import DiagnosisPlan
+from pytest_inductor_templates.items.deferred import Deferred
 from pytest_inductor_templates.outcomes import Outcome
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.report.book import AMENDED, RecordBook
@@ -74,18 +80,60 @@ def test_an_amended_record_is_written_to_the_results_file_again_and_read_in_plac
     book = RecordBook(writer)
     failed = ItemRecord("corpus/a", "default", "cpu", "check", outcome=Outcome.ACCURACY_FAIL, nodeid="a::check")
     passed = ItemRecord("corpus/b", "default", "cpu", "check", outcome=Outcome.PASS, nodeid="b::check")
-    for record in (failed, passed):
+    other = ItemRecord("corpus/a", "freezing", "cpu", "check", outcome=Outcome.ACCURACY_FAIL, nodeid="a::freezing")
+    for record in (failed, passed, other):
         book.records.append(record)
         writer.add(record)
-    amended = book.amend("corpus/a", "default", "cpu", Diagnosis("inductor / lowerings: sigmoid", seconds=1.25))
+    amended = book.amend(["a::check"], Diagnosis("inductor / lowerings: sigmoid", seconds=1.25))
     assert amended == [failed] and failed.diagnosis_deferred and failed.diagnosis_seconds == 1.2
-    assert book.amend("corpus/b", "default", "cpu", Diagnosis("x")) == []  # a passed item has nothing to explain
+    assert other.diagnosis is None  # the same sample's failure under another template waits for its own
     from_worker = {**passed.to_dict(), "diagnosis": "not diagnosed: cap", "diagnosis_deferred": True}
     book.pytest_testnodedown(SimpleNamespace(workeroutput={AMENDED: [from_worker]}), None)
     assert book.records[1].diagnosis == "not diagnosed: cap" and book.records[1] is not passed
     writer.end(1, True, [])
-    assert len(path.read_text().splitlines()) == 6  # header, two records, the two amended ones, the end
+    assert len(path.read_text().splitlines()) == 7  # header, three records, the two amended ones, the end
     read = load(str(path)).records
-    assert [r.nodeid for r in read] == ["a::check", "b::check"]
+    assert [r.nodeid for r in read] == ["a::check", "b::check", "a::freezing"]
     assert read[0].diagnosis == "inductor / lowerings: sigmoid" and read[0].diagnosis_deferred
     assert read[1].diagnosis == "not diagnosed: cap" and read[1].diagnosis_deferred
+
+
+def test_the_diagnoses_after_the_items_go_cheapest_first_survive_a_failing_one_and_keep_what_a_ctrl_c_leaves() -> None:
+    """The pending failures are taken by graph size (a built-in's, unknown, as the smallest); a diagnosis that raises
+    is a failed one and the next goes on; a Ctrl-C keeps the records amended before it."""
+    deferred = Deferred()
+    for name, size in (("large", 900), ("builtin", None), ("small", 100)):
+        case = SimpleNamespace(key=(name, "default"), sample=SimpleNamespace(graph_size=size))
+        failed = Verdict(CheckResult(Outcome.ACCURACY_FAIL, "far", error=RuntimeError("holds the model")))
+        deferred.add(SimpleNamespace(nodeid=f"{name}::check"), case, failed)  # type: ignore[arg-type]
+    assert deferred.pending[("large", "default")].verdict.result.error is None  # no traceback kept to the end
+    plan = DiagnosisPlan(10.0, Path("repros"), "item")
+    order: list[str] = []
+
+    def diagnose(case: Any, plan: DiagnosisPlan, verdict: Verdict, limit: Any) -> Diagnosis:
+        order.append(case.key[0])
+        if case.key[0] == "small":
+            raise RuntimeError("the worker raised")
+        return Diagnosis(f"{case.key[0]}: found")
+
+    amended: list[Any] = []
+    deferred.run(lambda item, verdict: plan, diagnose, lambda ids, d: [(ids, d.summary)], 0.0, amended)
+    assert order == ["builtin", "small", "large"]
+    assert amended == [
+        (["builtin::check"], "builtin: found"),
+        (["small::check"], "diagnosis failed: RuntimeError: the worker raised"),
+        (["large::check"], "large: found"),
+    ]
+
+    def interrupted(case: Any, plan: DiagnosisPlan, verdict: Verdict, limit: Any) -> Diagnosis:
+        if case.key[0] == "large":
+            raise KeyboardInterrupt
+        return Diagnosis("found")
+
+    for name in ("small", "large"):
+        case = SimpleNamespace(key=(name, "default"), sample=SimpleNamespace(graph_size=len(name)))
+        deferred.add(SimpleNamespace(nodeid=f"{name}::check"), case, failed)  # type: ignore[arg-type]
+    kept: list[Any] = []
+    with pytest.raises(KeyboardInterrupt):
+        deferred.run(lambda item, verdict: plan, interrupted, lambda ids, d: [ids], 0.0, kept)
+    assert kept == [["small::check"]]

@@ -29,7 +29,7 @@ from pytest_inductor_templates.timing.timers import block_timer, cuda_synchroniz
 CUDA = torch.cuda.is_available()
 TIMER = cuda_synchronized_perf_counter if CUDA else time.perf_counter
 SYNC = torch.cuda.synchronize if CUDA else None
-SECONDS = 0.8  # each phase, as one of five processes times a paired item by default
+SECONDS = 0.8  # each phase, as one of five processes timed a paired item by default when this probe ran
 
 
 def alone(run: Any, block_seconds: float) -> tuple[float, float]:

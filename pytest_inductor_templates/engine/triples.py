@@ -208,6 +208,7 @@ class TripleCache:
         """The diagnosis of the item's triple: the current one's, or, for a triple released since (a diagnosis
         after the run's items), an unbuilt one's whose check gave ``verdict`` (a diagnosis draws its own)."""
         if item_case.key == self._key and self.current is not None:
+            self.current.verdict = self.current.verdict or verdict
             return self.current.diagnose(plan)
         triple = PreparedTriple(item_case.sample, item_case.case, self.tolerance, self.policy, verdict=verdict)
         return triple.diagnose(plan)

@@ -6,6 +6,7 @@ failures and sends the amended records to the controller (``report.book.AMENDED`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,17 +22,17 @@ from ..record import ItemRecord
 
 @dataclass
 class Pending:
-    """A failed sample item waiting for its diagnosis."""
+    """A failed sample item's triple waiting for its diagnosis."""
 
     item: pytest.Item  # the item that failed first (its node id names the repro folder)
     case: SampleCase
-    verdict: Verdict
+    verdict: Verdict  # without its exception, whose traceback would hold the model and inputs until the run's end
+    nodeids: list[str] = field(default_factory=list)  # the triple's failed items, whose records wait for it
 
     @property
-    def cost(self) -> tuple[bool, int]:
-        """The sort key, cheapest first: the sample's graph size (unknown sizes last)."""
-        size = self.case.sample.graph_size
-        return (size is None, size or 0)
+    def cost(self) -> int:
+        """The sort key, cheapest first: the sample's graph size (a built-in's, unknown, as small)."""
+        return self.case.sample.graph_size or 0
 
 
 @dataclass
@@ -41,18 +42,22 @@ class Deferred:
     pending: dict[tuple[str, str], Pending] = field(default_factory=dict)
 
     def add(self, item: pytest.Item, case: SampleCase, verdict: Verdict) -> None:
-        self.pending.setdefault(case.key, Pending(item, case, verdict))
+        if case.key not in self.pending:
+            result = dataclasses.replace(verdict.result, error=None)
+            self.pending[case.key] = Pending(item, case, dataclasses.replace(verdict, result=result))
+        self.pending[case.key].nodeids.append(item.nodeid)
 
     def run(
         self,
         plan_for: Callable[[pytest.Item, Verdict], DiagnosisPlan | None],
         diagnose: Callable[[SampleCase, DiagnosisPlan, Verdict, Limit], Diagnosis],
-        amend: Callable[[SampleCase, Diagnosis], list[ItemRecord]],
+        amend: Callable[[list[str], Diagnosis], list[ItemRecord]],
         margin: float,
-    ) -> list[ItemRecord]:
-        """Diagnose every pending failure, cheapest first (``plan_for`` claims each from the run's ledger); the
-        records amended."""
-        amended: list[ItemRecord] = []
+        amended: list[ItemRecord],
+    ) -> None:
+        """Diagnose every pending failure, cheapest first (``plan_for`` claims each from the run's ledger), adding
+        the records amended to ``amended`` as each ends (what a Ctrl-C leaves is kept); a diagnosis that raises is
+        a failed one."""
         for pending in sorted(self.pending.values(), key=lambda p: p.cost):
             plan = plan_for(pending.item, pending.verdict)
             if plan is None:
@@ -60,7 +65,10 @@ class Deferred:
             if plan.refused is not None:
                 diagnosis = refused_diagnosis(plan.refused)
             else:
-                diagnosis = diagnose(pending.case, plan, pending.verdict, Limit(plan.budget_seconds + margin))
-            amended += amend(pending.case, diagnosis)
+                try:
+                    diagnosis = diagnose(pending.case, plan, pending.verdict, Limit(plan.budget_seconds + margin))
+                except Exception as error:  # the worker raised: the diagnosis failed, the other failures go on
+                    reason = f"{type(error).__name__}: {error}"
+                    diagnosis = Diagnosis(f"diagnosis failed: {reason}", failed=reason)
+            amended += amend(pending.nodeids, diagnosis)
         self.pending.clear()
-        return amended

@@ -65,33 +65,35 @@ class DiagnosesAfterItems:
     """The diagnoses that waited for the end of this process's items, run as the session finishes: before
     pytest-benchmark writes its JSON (in its own wrapper of the hook), and in a pytest-xdist worker before it sends
     its output, which then carries the amended records to the controller's book (``report.book.AMENDED``). A run
-    that was interrupted (Ctrl-C, SIGTERM) ends without them: its failures stay undiagnosed."""
+    interrupted before them (Ctrl-C, SIGTERM) ends without them; one interrupted during them keeps those that ended,
+    ends as interrupted, and still writes its reports."""
 
     def __init__(self, book: RecordBook) -> None:
         self.book = book
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
-        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or self.book.interrupted is not None
-        amended = [] if interrupted else diagnose_after_items(session.config, self.book)
+        amended: list[ItemRecord] = []
+        if exitstatus != pytest.ExitCode.INTERRUPTED and self.book.interrupted is None:
+            try:
+                diagnose_after_items(session.config, self.book, amended)
+            except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM (report.book.Terminated): the reports still go out
+                self.book.stopped(stop)
+                session.exitstatus = pytest.ExitCode.INTERRUPTED
         if hasattr(session.config, "workerinput"):
             session.config.workeroutput[AMENDED] = [record.to_dict() for record in amended]
         return (yield)
 
 
-def diagnose_after_items(config: pytest.Config, book: RecordBook) -> list[ItemRecord]:
+def diagnose_after_items(config: pytest.Config, book: RecordBook, amended: list[ItemRecord]) -> None:
     """The diagnoses that waited for the end of this process's items (``items.deferred``), cheapest first, written
-    into the book's records; the records amended."""
+    into the book's records; the records amended go to ``amended`` as each diagnosis ends."""
     state = plugin_state(config)
     if not state.deferred.pending or state.resolved is None:
-        return []
+        return
     triples = state.resolved.triples
-
-    def amend(case: SampleCase, diagnosis: Diagnosis) -> list[ItemRecord]:
-        return book.amend(case.sample.id, case.case.selection.label, case.case.device.name, diagnosis)
-
     try:
-        return state.deferred.run(state.diagnosis_plan, triples.diagnose, amend, DIAGNOSIS_MARGIN)
+        state.deferred.run(state.diagnosis_plan, triples.diagnose, book.amend, DIAGNOSIS_MARGIN, amended)
     finally:
         triples.release()
 

@@ -70,14 +70,10 @@ class RecordBook:
             if self.results is not None:
                 self.results.add(record)
 
-    def amend(self, sample: str, template: str, device: str, diagnosis: Diagnosis) -> list[ItemRecord]:
-        """Write a diagnosis made after the run's items into the failed records of its triple that have none (its
+    def amend(self, nodeids: list[str], diagnosis: Diagnosis) -> list[ItemRecord]:
+        """Write a diagnosis made after the run's items into the records of the items ``nodeids`` (a triple's failed
         check and bench items), each written to the results file again; the records amended."""
-        amended = [
-            r
-            for r in self.records
-            if (r.sample, r.template, r.device) == (sample, template, device) and r.failed and r.diagnosis is None
-        ]
+        amended = [r for r in self.records if r.nodeid in nodeids]
         for record in amended:
             write_diagnosis(record, diagnosis)
             record.diagnosis_deferred = True
@@ -88,7 +84,10 @@ class RecordBook:
     def replace(self, record: ItemRecord) -> None:
         """Put ``record`` (amended in a pytest-xdist worker) in place of the one of its node id, and write it to the
         results file again."""
-        self.records = [record if r.nodeid == record.nodeid else r for r in self.records]
+        if any(r.nodeid == record.nodeid for r in self.records):
+            self.records = [record if r.nodeid == record.nodeid else r for r in self.records]
+        else:
+            self.records.append(record)
         if self.results is not None:
             self.results.add(record)
 
@@ -98,7 +97,11 @@ class RecordBook:
             self.replace(ItemRecord.from_dict(data))
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        self.interrupted = TERMINATED if isinstance(excinfo.value, Terminated) else "interrupted (KeyboardInterrupt)"
+        self.stopped(excinfo.value)
+
+    def stopped(self, stop: BaseException) -> None:
+        """The run was cut short by ``stop`` (Ctrl-C, or SIGTERM raised as ``Terminated``)."""
+        self.interrupted = TERMINATED if isinstance(stop, Terminated) else "interrupted (KeyboardInterrupt)"
 
     def nothing_ran(self, exitstatus: int) -> bool:
         """Whether every item was skipped, and nothing else failed."""

@@ -1,6 +1,6 @@
 """The results file (``--inductor-results FILE``): each item's record, appended as JSON lines as the item ends.
 
-    {"inductor_templates_results": 1, "format": 4, "started": "...", "argv": [...], "machine_info": {...}}
+    {"inductor_templates_results": 1, "format": 5, "started": "...", "argv": [...], "machine_info": {...}}
     {"record": {...}}                      one line per item, written and flushed when its report arrives
     {"record": {...}}                      an item's record again, amended (a diagnosis after the run's items):
                                            the last line of a node id is its record
