@@ -261,6 +261,13 @@ OPTIONS = (
         "SECONDS",
     ),
     Option(
+        "inductor_timing_follow_cpu",
+        "on: before each paired round on CUDA, the timing thread moves to a CPU that runs at full speed (where a "
+        "VM switches each vCPU between two speeds, a launch-bound speedup then meets the same speed in every "
+        "process); off: the rounds stay where the scheduler puts them (default off; Linux only)",
+        values=ON_OFF,
+    ),
+    Option(
         "inductor_cpu_probe",
         "before timing, probe for SECONDS whether the CPU's speed holds still, and say so in the header and the "
         f"results (default {CPU_PROBE_SECONDS:g}; 0: no probe)",

@@ -20,9 +20,9 @@ from .outcomes import FAILURES, Outcome
 # ``inductor_templates.format`` of the saved JSON. 3: paired speedups with intervals, outcomes crashed and timeout,
 # check_rule, pid/rss_mib/cuda_mib; 4: a compiled item's rounds are its paired compiled blocks, with its speedup's
 # target, launch shares and timing seconds; 5: speedups over several processes (timing_processes, process_speedups,
-# process_pids, first_process_*; later slow_cpu_processes, process_probe_ms, full_speed_mark_ms, diagnosis_deferred;
-# process_counted, written while slow processes were left out of the band, is ignored). Format 3 and 4 files still
-# read. Readers refuse others.
+# process_pids, first_process_*; later slow_cpu_processes, process_probe_ms, full_speed_mark_ms, diagnosis_deferred,
+# cpu_moves; process_counted, written while slow processes were left out of the band, is ignored). Format 3 and 4
+# files still read. Readers refuse others.
 FORMAT = 5
 READS = (3, 4, 5)
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
@@ -106,6 +106,7 @@ class ItemRecord:
     slow_cpu_processes: int | None = None  # of those, the ones with too few full-speed rounds (counted, all rounds)
     process_probe_ms: list[float] | None = None  # each process's median CPU-speed probe (ms), the item's own first
     full_speed_mark_ms: float | None = None  # the mark of full speed the processes' rounds were judged against (ms)
+    cpu_moves: list[int] | None = None  # each process's rounds that moved to a CPU at full speed (following it)
     first_process_low: float | None = None  # the interval of the item's own process's rounds, around
     first_process_high: float | None = None  # ... ``process_speedups[0]``, beside the band over the processes
     launch_bound: bool | None = None  # CUDA: eager or compiled spends at least half of a call launching it
@@ -146,7 +147,7 @@ class ItemRecord:
         self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = self.speedup_target = None
         self.speedup_of = self.all_rounds_speedup = None
         self.timing_processes = self.process_speedups = self.process_pids = self.slow_cpu_processes = None
-        self.process_probe_ms = self.full_speed_mark_ms = None
+        self.process_probe_ms = self.full_speed_mark_ms = self.cpu_moves = None
         self.first_process_low = self.first_process_high = None
         self.launch_bound = self.eager_host_share = self.compiled_host_share = None
         self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None

@@ -287,3 +287,43 @@ def test_a_timing_that_meets_only_the_slow_speed_is_told_by_the_hosts_fastest_pr
     assert timing.speedup_of == "all rounds"
     everywhere_slow = Timing(paired=blind, repeats=(Repeat(slow, 3),))
     assert everywhere_slow.slow_cpu_processes == 2 and everywhere_slow.speedup_of == "slow-CPU rounds"
+
+
+class TwoCpuMachine(TwoSpeedMachine):
+    """Two CPUs, each switching between the two speeds every ``period`` simulated seconds, the one slow while the other
+    runs at full speed; the timing thread runs on ``cpu``, moved by ``FastCpu``."""
+
+    def __init__(self, period: float, slow: float) -> None:
+        super().__init__(period, slow)
+        self.cpu = 0
+
+    def factor(self) -> float:
+        return self.slow if int(self.now / self.period + self.cpu) % 2 else 1.0
+
+    def time_following(self, plan: PairedPlan) -> Any:
+        from pytest_inductor_templates.cpu_speed import loop_ms
+        from pytest_inductor_templates.timing.fast_cpu import FastCpu
+        from pytest_inductor_templates.timing.paired import PROBE_LOOP
+
+        def move(cpu: int) -> None:
+            self.cpu = cpu
+
+        follow = FastCpu(lambda: loop_ms(PROBE_LOOP, self.clock), move, [0, 1])
+        timing = time_paired(self.side("eager"), self.side("compiled"), self.time_block, plan, self.clock, follow)
+        return timing, follow
+
+
+def test_rounds_that_follow_a_cpu_at_full_speed_all_run_at_full_speed() -> None:
+    """Where each CPU switches speed on its own, a timing that stays on one meets both speeds (a speedup of 3x at full
+    speed, 4.5x at the slow one, in a share that moves from process to process); one that follows the full speed
+    moves before a round whose CPU reads slow, and every round runs at full speed."""
+    plan = PairedPlan(block_seconds=0.001, min_rounds=10, max_seconds=1.0, target=0.0, min_seconds=8.0)
+    staying = TwoCpuMachine(period=2.0, slow=1.5).time(plan)
+    assert set(map(round, ratios(staying.eager, staying.compiled), [1] * staying.rounds)) == {3.0, 4.5}
+    assert staying.cpu_moves is None
+    following, follow = TwoCpuMachine(period=2.0, slow=1.5).time_following(plan)
+    assert following.seconds >= 8.0 and following.cpu_moves == follow.moves >= 3  # 8 s: the state changed 4 times
+    rounded = list(map(round, ratios(following.eager, following.compiled), [1] * following.rounds))
+    assert rounded.count(4.5) <= following.cpu_moves and set(rounded) <= {3.0, 4.5}  # a switch inside a round, at most
+    assert following.slow_share == 0.0 and following.speedup.median == pytest.approx(3.0)
+    assert following.speedup.half_width < 0.01 < staying.all_rounds.half_width

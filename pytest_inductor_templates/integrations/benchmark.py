@@ -106,7 +106,7 @@ def timing_plan(benchmark: Any, policy: TimingPolicy, time_anyway: bool = False,
         calibration_precision=benchmark._calibration_precision,
         disable_gc=benchmark._disable_gc,
     )
-    return TimingPlan(rounds, policy.precision, policy.min_seconds, processes)
+    return TimingPlan(rounds, policy.precision, policy.min_seconds, processes, policy.follow_cpu)
 
 
 def feed(benchmark: Any, timing: Timing | None, where: str) -> None:

@@ -174,6 +174,8 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
     if all(p.probes for p in processes):
         record.process_probe_ms = [round(statistics.median(p.probes), 4) for p in processes]
         record.full_speed_mark_ms = round(min(p.mark for p in processes if p.mark is not None), 4)
+    if all(p.cpu_moves is not None for p in processes):
+        record.cpu_moves = [p.cpu_moves for p in processes]  # type: ignore[misc]
     slow = first.slow_share
     record.cpu_slow_rounds = round(slow, 3) if slow is not None else None
     record.full_speed_speedup = first.full_speed_speedup

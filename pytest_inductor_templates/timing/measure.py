@@ -8,18 +8,23 @@ and the sample worker time alike.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from ..cpu_speed import loop_ms
 from . import host_lock, probe_reference
+from .fast_cpu import following
 from .paired import (
     ALL_ROUNDS,
     DEFAULT_PRECISION,
     FULL_SPEED_ROUNDS,
+    PROBE_LOOP,
     SLOW_CPU_ROUNDS,
     Interval,
     PairedPlan,
@@ -43,12 +48,14 @@ class TimingPlan:
     """How one model is timed: pytest-benchmark's rounds (``rounds``; None: benchmarks are off, the model is
     called once), the paired rounds' target half-width (None: the default, 2%, or 4% for a launch-bound item), the
     least span of the paired rounds (None: the device's default, 2 s on CUDA, none on the CPU), and the processes
-    the paired timing is spread over (``timing.processes``): each gets that share of the spans."""
+    the paired timing is spread over (``timing.processes``): each gets that share of the spans; ``follow_cpu``:
+    on CUDA, each paired round first moves to a CPU at full speed (``fast_cpu``)."""
 
     rounds: RoundsPlan | None
     precision: float | None = None
     min_seconds: float | None = None
     processes: int = 1
+    follow_cpu: bool = False
 
     def target(self, launch_bound: bool = False) -> float:
         """The half-width the item's speedup aims for, over all its processes."""
@@ -176,7 +183,8 @@ def _measure(
         timing.host_shares = (host_share(eager_run), host_share(run))
     launch_bound = bool(timing.launch_bound)
     paired_plan = plan.paired(cuda, launch_bound, probe_reference.fastest())
-    paired = time_paired(eager_run, run, block_timer(rounds.timer, cuda), paired_plan)
+    with following(functools.partial(loop_ms, PROBE_LOOP)) if cuda and plan.follow_cpu else nullcontext() as follow:
+        paired = time_paired(eager_run, run, block_timer(rounds.timer, cuda), paired_plan, follow=follow)
     probe_reference.offer(paired.mark)
     timing.paired, timing.target = paired, plan.target(launch_bound)
     timing.rounds = Rounds(paired.iterations[1], list(paired.compiled))

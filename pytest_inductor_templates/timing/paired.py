@@ -36,6 +36,7 @@ from functools import cached_property
 from typing import Any
 
 from ..cpu_speed import SLOW, loop_ms
+from .fast_cpu import FastCpu
 
 BlockTimer = Callable[[Callable[[], Any], int], tuple[float, float | None]]
 """Times ``iterations`` back-to-back calls of a callable: (wall seconds, device seconds or None)."""
@@ -97,6 +98,7 @@ class PairedTiming:
     seconds: float  # wall time spent, calibration included
     probes: list[float] = dataclasses.field(default_factory=list)  # ms of the CPU-speed probe before each round
     reference_probe: float | None = None  # the mark of full speed known besides these probes (ms): the host's, others'
+    cpu_moves: int | None = None  # rounds that moved to a CPU at full speed (None: the rounds did not follow it)
 
     @property
     def rounds(self) -> int:
@@ -289,6 +291,7 @@ def time_paired(
     time_block: BlockTimer,
     plan: PairedPlan,
     clock: Callable[[], float] = time.perf_counter,
+    follow: FastCpu | None = None,
 ) -> PairedTiming:
     """Time ``eager`` and ``compiled`` (both warmed up already) in alternating blocks, round by round, with the
     garbage collector held off (its collection first counts towards ``plan.max_seconds``).
@@ -296,11 +299,12 @@ def time_paired(
     Stop rule: after ``plan.min_rounds`` rounds and ``plan.min_seconds``, stop once the speedup's interval is
     within ``plan.target`` (looked at each time the rounds have grown by half; never while the rounds are
     ``slow-CPU rounds``) or once ``plan.max_seconds`` have passed. Before each round a short CPU-speed probe is
-    timed with ``clock``, to tell full-speed rounds after.
+    timed with ``clock``, to tell full-speed rounds after; with ``follow``, the round first moves to a CPU at full
+    speed (``fast_cpu``), and the probe is that CPU's.
     """
     start = clock()
     with without_gc():
-        return _time_paired(eager, compiled, time_block, plan, clock, start)
+        return _time_paired(eager, compiled, time_block, plan, clock, start, follow)
 
 
 def _time_paired(
@@ -310,6 +314,7 @@ def _time_paired(
     plan: PairedPlan,
     clock: Callable[[], float],
     start: float,
+    follow: FastCpu | None,
 ) -> PairedTiming:
     iterations = (calibrate(eager, time_block, plan.block_seconds), calibrate(compiled, time_block, plan.block_seconds))
     sides: tuple[Callable[[], Any], Callable[[], Any]] = (eager, compiled)
@@ -319,7 +324,11 @@ def _time_paired(
     probes: list[float] = []
     max_seconds = max(plan.max_seconds, plan.min_seconds)
     while True:
-        probes.append(loop_ms(PROBE_LOOP, clock))
+        if follow is None:
+            probes.append(loop_ms(PROBE_LOOP, clock))
+        else:
+            known = [*probes, *([plan.reference_probe] if plan.reference_probe is not None else [])]
+            probes.append(follow.settle(min(known, default=None)))
         order = (0, 1) if len(walls[0]) % 2 == 0 else (1, 0)
         for side in order:
             sides[side]()  # untimed: the block is timed warm (the other side's block left the caches cold)
@@ -347,4 +356,5 @@ def _time_paired(
         seconds=clock() - start,
         probes=probes,
         reference_probe=plan.reference_probe,
+        cpu_moves=follow.moves if follow is not None else None,
     )

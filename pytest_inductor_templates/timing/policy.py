@@ -26,6 +26,7 @@ class TimingPolicy:
     probe_seconds: float = 0.0  # the CPU-speed probe before timing (0: none)
     min_seconds: float | None = None  # each compiled item's paired rounds span at least this long
     cpu_time: bool = False  # CPU items' default timer is time.process_time
+    follow_cpu: bool = False  # CUDA items' paired rounds move to a CPU at full speed (``fast_cpu``)
 
     @classmethod
     def from_settings(cls, chosen: Settings, workers: int | None = None, timer_chosen: bool = False) -> TimingPolicy:
@@ -36,7 +37,13 @@ class TimingPolicy:
         threads = chosen.timing_threads or default_threads(workers)
         cpu_time = threads == 1 and not timer_chosen
         return cls(
-            threads, chosen.speedup_precision, load_average(), chosen.cpu_probe, chosen.timing_min_seconds, cpu_time
+            threads,
+            chosen.speedup_precision,
+            load_average(),
+            chosen.cpu_probe,
+            chosen.timing_min_seconds,
+            cpu_time,
+            chosen.timing_follow_cpu,
         )
 
     @cached_property
@@ -73,6 +80,7 @@ class TimingPolicy:
     def header_lines(self, timed: bool = True) -> list[str]:
         """The timing policy's header lines; where ``timed``, after the CPU-speed probe, its verdict."""
         clock = "; CPU items timed by the process's CPU time (time.process_time)" if self.cpu_time else ""
+        clock += "; CUDA rounds follow a CPU at full speed" if self.follow_cpu else ""
         lines = [
             f"inductor-templates: timing: {self.threads} intra-op thread(s){clock}; speedups paired with eager, "
             f"until their 95% interval is within {self._target()}; {self._span()}"
