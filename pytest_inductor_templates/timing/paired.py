@@ -13,7 +13,8 @@ launch-bound side moves with the CPU's speed, so the share of slow rounds, which
 would move an all-rounds median), and the all-rounds figure stays beside it. Full speed is judged against the mark
 the host's earlier timings left (``PairedPlan.reference_probe``) as well as the timing's own fastest probe: a timing
 whose rounds ran mostly slow, too few of them at full speed, says so (``slow-CPU rounds``) and goes on to its
-longest span, waiting for the full speed. Rounds go on until the interval is narrow enough or the time budget is
+longest span, waiting for the full speed; or, following the full speed (``fast_cpu``), each round first moves to a
+CPU that runs at it. Rounds go on until the interval is narrow enough or the time budget is
 spent. Python's cyclic garbage collector is held off meanwhile (as ``timeit`` holds it off), so that no collection
 of a heap full of compiled graphs lands in one block and not in its pair.
 
