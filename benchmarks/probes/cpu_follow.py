@@ -69,13 +69,12 @@ def summary(relative: str, runs: list[dict[str, Any]]) -> list[str]:
     for way in ("stay", "follow"):
         mine = [run for run in runs if run["way"] == way]
         logs = [math.log(run["all_rounds"]) for run in mine]
-        spread = statistics.stdev(logs) if len(logs) > 1 else 0.0
         probes = [statistics.median(run["probes"]) / fastest for run in mine]
         figures = " ".join(f"{run['all_rounds']:.3f}" for run in mine)
         moves = [run["moves"] for run in mine if run["moves"] is not None]
         lines.append(
-            f"  {way:6} geomean {math.exp(statistics.fmean(logs)):.3f} sd {spread:.1%} | {figures} | median probe / "
-            f"fastest {statistics.median(probes):.2f} (max {max(probes):.2f})"
+            f"  {way:6} geomean {math.exp(statistics.fmean(logs)):.3f} sd {spread(runs, way):.1%} | {figures} | "
+            f"median probe / fastest {statistics.median(probes):.2f} (max {max(probes):.2f})"
             + (f" | moves {sum(moves)} of {sum(run['rounds'] for run in mine)} rounds" if moves else "")
         )
     return lines
@@ -102,7 +101,18 @@ def main() -> int:
         (out / "follow.json").write_text(json.dumps(kept))
         if runs:
             print(*summary(relative, runs), sep="\n", flush=True)
+    for way in ("stay", "follow"):
+        spreads = [spread(runs, way) for runs in kept.values() if runs]
+        if spreads:
+            print(f"{way}: sd between timings, median over samples {statistics.median(spreads):.1%}, largest "
+                  f"{max(spreads):.1%}")  # fmt: skip
     return 0
+
+
+def spread(runs: list[dict[str, Any]], way: str) -> float:
+    """The sd of the logs of ``way``'s timings' all-rounds speedups."""
+    logs = [math.log(run["all_rounds"]) for run in runs if run["way"] == way]
+    return statistics.stdev(logs) if len(logs) > 1 else 0.0
 
 
 if __name__ == "__main__":
