@@ -10,6 +10,8 @@ import json
 import pytest
 import torch
 
+from pytest_inductor_templates.runs.files import load
+
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
@@ -78,3 +80,19 @@ def test_gpu_sized_samples_run_at_full_size_with_a_paired_speedup(pytester: pyte
         print(f"\n{info['sample']}: {info['speedup']:.3f}x ±{half_width:.1%}, eager {eager_ms:.3f} ms a call")
         assert eager_ms > 0.2  # GPU-sized: far above launch overhead (tens of us)
         assert info["device_speedup"] > 0 and info["paired_rounds"] >= 10
+
+
+def test_rounds_that_follow_the_full_speed_say_how_often_they_moved(pytester: pytest.Pytester) -> None:
+    """--inductor-timing-follow-cpu=on: each process's paired rounds count the moves to a CPU at full speed, and the
+    thread that timed them may run on every CPU again afterwards (the next item's timing starts unpinned)."""
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples", "--inductor-template=default", "--inductor-devices=cuda:0", "-k", "launch_bound",
+        "--inductor-timing-follow-cpu=on", "--inductor-timing-processes=2", "--inductor-results=run.jsonl",
+        "-p", "no:cacheprovider", "-W", "ignore",
+    )  # fmt: skip
+    result.assert_outcomes(passed=4)
+    records = load(str(pytester.path / "run.jsonl")).records
+    (record,) = [r for r in records if r.kind == "bench" and r.template == "default"]
+    print(f"\ncpu_moves {record.cpu_moves}, probes {record.process_probe_ms}, speedup {record.speedup:.3f}")
+    assert record.cpu_moves is not None and len(record.cpu_moves) == 2
+    assert all(isinstance(moves, int) for moves in record.cpu_moves)
