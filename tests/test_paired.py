@@ -327,3 +327,20 @@ def test_rounds_that_follow_a_cpu_at_full_speed_all_run_at_full_speed() -> None:
     assert rounded.count(4.5) <= following.cpu_moves and set(rounded) <= {3.0, 4.5}  # a switch inside a round, at most
     assert following.slow_share == 0.0 and following.speedup.median == pytest.approx(3.0)
     assert following.speedup.half_width < 0.01 < staying.all_rounds.half_width
+
+
+def test_following_skips_a_cpu_it_cannot_move_to() -> None:
+    """A CPU that refuses the thread (offline, or no longer the process's) is left out of the survey; the round
+    runs on the fastest CPU that took it."""
+    from pytest_inductor_templates.timing.fast_cpu import FastCpu
+
+    speeds = {0: 0.2, 1: 0.1, 2: 0.3}
+    on: list[int] = [0]
+
+    def move(cpu: int) -> None:
+        if cpu == 1:
+            raise OSError(22, "Invalid argument")
+        on[0] = cpu
+
+    follow = FastCpu(lambda: speeds[on[0]], move, [0, 1, 2])
+    assert follow.settle(None) == 0.2 and follow.current == 0 and on == [0]

@@ -51,8 +51,13 @@ class FastCpu:
         self.surveys += 1
         found: list[tuple[float, int]] = []
         for cpu in self.cpus:
-            self.move(cpu)
+            try:
+                self.move(cpu)
+            except OSError:  # gone offline, or taken from the process's set since: not a place to time
+                continue
             found.append((self.probe(), cpu))
+        if not found:
+            return here
         fastest, cpu = min(found)
         self.fastest = min(best, fastest)
         self.move(cpu)
