@@ -114,3 +114,14 @@ def test_no_probe_under_zero_or_without_timing_and_a_bad_value_is_one_line(pytes
     assert line == (
         "ERROR: --inductor-cpu-probe (command line): expected a number of seconds such as 1, or 0 for none, got '-1'"
     )
+
+
+def test_following_the_full_speed_is_said_in_the_header_and_a_bad_value_is_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    header = "; CUDA rounds follow a CPU at full speed"
+    on = pytester.runpytest_inprocess("--inductor-timing-follow-cpu=on", "--inductor-cpu-probe=0", "-p", "no:randomly")
+    off = pytester.runpytest_inprocess("--inductor-cpu-probe=0", "-p", "no:randomly")
+    assert header in on.stdout.str() and "inductor-templates: timing:" in off.stdout.str()
+    assert header not in off.stdout.str()
+    line = usage_error_line(pytester.runpytest_inprocess("--inductor-timing-follow-cpu=always"))
+    assert line == "ERROR: --inductor-timing-follow-cpu (command line): expected on or off, got 'always'"
