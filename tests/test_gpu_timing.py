@@ -83,8 +83,8 @@ def test_gpu_sized_samples_run_at_full_size_with_a_paired_speedup(pytester: pyte
 
 
 def test_rounds_that_follow_the_full_speed_say_how_often_they_moved(pytester: pytest.Pytester) -> None:
-    """--inductor-timing-follow-cpu=on: each process's paired rounds count the moves to a CPU at full speed, and the
-    thread that timed them may run on every CPU again afterwards (the next item's timing starts unpinned)."""
+    """--inductor-timing-follow-cpu=on: each process's paired rounds, the item's worker's and its repeat's, count
+    their moves to a CPU at full speed in the record (with the option off the field is absent)."""
     result = pytester.runpytest_subprocess(
         "--inductor-samples", "--inductor-template=default", "--inductor-devices=cuda:0", "-k", "launch_bound",
         "--inductor-timing-follow-cpu=on", "--inductor-timing-processes=2", "--inductor-results=run.jsonl",

@@ -344,3 +344,19 @@ def test_following_skips_a_cpu_it_cannot_move_to() -> None:
 
     follow = FastCpu(lambda: speeds[on[0]], move, [0, 1, 2])
     assert follow.settle(None) == 0.2 and follow.current == 0 and on == [0]
+
+
+def test_following_judges_against_the_mark_not_one_lucky_probe() -> None:
+    """A CPU is left for a survey only where it reads slower than 1.3x the mark it is given (the timing's lower
+    decile or the host's mark), not than the single fastest probe the survey happened to see."""
+    from pytest_inductor_templates.timing.fast_cpu import FastCpu
+
+    readings = iter([0.2, 0.05, 0.1, 0.1])  # the first round's own probe, a lucky 0.05 on CPU 0, then CPU 1
+    on: list[int] = [0]
+
+    def move(cpu: int) -> None:
+        on[0] = cpu
+
+    follow = FastCpu(lambda: next(readings), move, [0, 1])
+    assert follow.settle(None) == 0.05 and follow.current == 0 and follow.surveys == 1
+    assert follow.settle(0.09) == 0.1 and follow.surveys == 1  # within 1.3x the mark 0.09: it stays

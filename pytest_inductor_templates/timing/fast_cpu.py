@@ -8,7 +8,8 @@ CPU it is on (``PROBE_LOOP``); where that reads slower than ``SLOW`` times the f
 CPU it may run on once and stays on the fastest for the round (the thread pinned to it). Afterwards the thread may
 run on all its CPUs again.
 
-Only the calling thread moves (``sched_setaffinity`` of thread 0): torch's intra-op threads stay where they were.
+Only the calling thread moves (``sched_setaffinity`` of thread 0): torch's intra-op threads stay where they were; a
+thread or process the timing thread starts while pinned (none after the warm-up, as a rule) would inherit its one CPU.
 Linux only; elsewhere there is nothing to follow with and the rounds stay where the scheduler puts them. It does not
 remove the offset each process carries apart from the CPU's speed (measured on a steady host: rounds that followed
 and rounds that stayed agreed within a process, and processes differed by up to 4.5%): that is the band's to cover.
@@ -43,11 +44,12 @@ class FastCpu:
         self.surveys = 0  # rounds that probed every CPU
 
     def settle(self, known: float | None) -> float:
-        """The probe of the CPU this round runs on: this one where it runs within ``SLOW`` of the fastest known
-        (``known``, or any probe of this timing), else the fastest of every CPU, moved to."""
+        """The probe of the CPU this round runs on: this one where it runs within ``SLOW`` of the full speed known
+        (``known``: the timing's mark, a speed the CPUs held, not one lucky probe), else the fastest of every CPU,
+        moved to."""
         here = self.probe()
-        best = min(x for x in (known, self.fastest, here) if x is not None)
-        self.fastest = best
+        best = min(x for x in (known, here) if x is not None)
+        self.fastest = min(x for x in (self.fastest, here) if x is not None)
         if self.current is not None and here <= SLOW * best:
             return here
         self.surveys += 1
@@ -58,15 +60,25 @@ class FastCpu:
             except OSError:  # gone offline, or taken from the process's set since: not a place to time
                 continue
             found.append((self.probe(), cpu))
-        if not found:
+        pinned = self._pin_fastest(found)
+        if pinned is None:
             return here
-        fastest, cpu = min(found)
-        self.fastest = min(best, fastest)
-        self.move(cpu)
+        fastest, cpu = pinned
+        self.fastest = min(self.fastest, fastest)
         if cpu != self.current:
             self.moves += int(self.current is not None)
             self.current = cpu
         return fastest
+
+    def _pin_fastest(self, found: list[tuple[float, int]]) -> tuple[float, int] | None:
+        """Pin the thread to the fastest surveyed CPU that still takes it; its probe and number (None: none did)."""
+        for probe_ms, cpu in sorted(found):
+            try:
+                self.move(cpu)
+            except OSError:
+                continue
+            return probe_ms, cpu
+        return None
 
 
 def _pin(cpu: int) -> None:

@@ -133,7 +133,7 @@ class PairedTiming:
         probe is no speed the CPU holds), or the host's reference where that is faster; None without probes."""
         if not self.probes:
             return self.reference_probe
-        decile = sorted(self.probes)[len(self.probes) // 10]
+        decile = lower_decile(self.probes)
         return min(decile, self.reference_probe) if self.reference_probe is not None else decile
 
     def judged_against(self, reference: float | None) -> PairedTiming:
@@ -184,6 +184,11 @@ class PairedTiming:
         if not self.eager_device or not self.compiled_device:
             return None
         return statistics.median(ratios(self.eager_device, self.compiled_device))
+
+
+def lower_decile(probes: Sequence[float]) -> float:
+    """The probes' lower decile: a speed the CPU held, where the fastest probe may have been one lucky reading."""
+    return sorted(probes)[len(probes) // 10]
 
 
 def full_speed_flags(probes: Sequence[float], reference: float | None = None) -> list[bool]:
@@ -328,7 +333,10 @@ def _time_paired(
         if follow is None:
             probes.append(loop_ms(PROBE_LOOP, clock))
         else:
-            known = [*probes, *([plan.reference_probe] if plan.reference_probe is not None else [])]
+            known = [
+                *([lower_decile(probes)] if probes else []),
+                *([plan.reference_probe] if plan.reference_probe is not None else []),
+            ]
             probes.append(follow.settle(min(known, default=None)))
         order = (0, 1) if len(walls[0]) % 2 == 0 else (1, 0)
         for side in order:

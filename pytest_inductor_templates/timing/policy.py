@@ -80,7 +80,11 @@ class TimingPolicy:
     def header_lines(self, timed: bool = True) -> list[str]:
         """The timing policy's header lines; where ``timed``, after the CPU-speed probe, its verdict."""
         clock = "; CPU items timed by the process's CPU time (time.process_time)" if self.cpu_time else ""
-        clock += "; CUDA rounds follow a CPU at full speed" if self.follow_cpu else ""
+        clock += (
+            "; CUDA rounds follow a CPU at full speed (where the thread may move: Linux, 2+ CPUs)"
+            if self.follow_cpu
+            else ""
+        )
         lines = [
             f"inductor-templates: timing: {self.threads} intra-op thread(s){clock}; speedups paired with eager, "
             f"until their 95% interval is within {self._target()}; {self._span()}"
