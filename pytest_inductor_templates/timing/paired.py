@@ -131,10 +131,7 @@ class PairedTiming:
     def mark(self) -> float | None:
         """The mark of full speed these rounds leave for other timings (ms): their probes' lower decile (one lucky
         probe is no speed the CPU holds), or the host's reference where that is faster; None without probes."""
-        if not self.probes:
-            return self.reference_probe
-        decile = lower_decile(self.probes)
-        return min(decile, self.reference_probe) if self.reference_probe is not None else decile
+        return mark_of(self.probes, self.reference_probe)
 
     def judged_against(self, reference: float | None) -> PairedTiming:
         """These rounds with full speed judged against ``reference`` too (another timing's mark)."""
@@ -186,9 +183,13 @@ class PairedTiming:
         return statistics.median(ratios(self.eager_device, self.compiled_device))
 
 
-def lower_decile(probes: Sequence[float]) -> float:
-    """The probes' lower decile: a speed the CPU held, where the fastest probe may have been one lucky reading."""
-    return sorted(probes)[len(probes) // 10]
+def mark_of(probes: Sequence[float], reference: float | None) -> float | None:
+    """The mark of full speed: the probes' lower decile (one lucky probe is no speed the CPU holds), or
+    ``reference`` where that is faster; None without either."""
+    if not probes:
+        return reference
+    decile = sorted(probes)[len(probes) // 10]
+    return min(decile, reference) if reference is not None else decile
 
 
 def full_speed_flags(probes: Sequence[float], reference: float | None = None) -> list[bool]:
@@ -333,11 +334,7 @@ def _time_paired(
         if follow is None:
             probes.append(loop_ms(PROBE_LOOP, clock))
         else:
-            known = [
-                *([lower_decile(probes)] if probes else []),
-                *([plan.reference_probe] if plan.reference_probe is not None else []),
-            ]
-            probes.append(follow.settle(min(known, default=None)))
+            probes.append(follow.settle(mark_of(probes, plan.reference_probe)))
         order = (0, 1) if len(walls[0]) % 2 == 0 else (1, 0)
         for side in order:
             sides[side]()  # untimed: the block is timed warm (the other side's block left the caches cold)
