@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import importlib
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from pytest_inductor_templates.diagnose import Diagnosis, DiagnosisRequest, diagnose
+from pytest_inductor_templates.diagnose.process import run_in_child
+from pytest_inductor_templates.diagnose.steplog import read_log
 from pytest_inductor_templates.diagnose.summary import assemble
 from pytest_inductor_templates.machine import CPU
 from pytest_inductor_templates.templates.registry import Template
@@ -59,6 +62,22 @@ def test_a_budget_of_seconds_stops_a_hung_diagnosis(tmp_path: Path, monkeypatch:
     assert diagnosis.partial == "nothing found (stopped at the budget of 2s)", diagnosis
     assert diagnosis.failed is None
     assert diagnosis.summary == "partial: nothing found (stopped at the budget of 2s)"
+
+
+def test_an_interrupted_diagnosis_keeps_its_step_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C (or a step's time limit) during a diagnosis ends it, and its step log stays beside the repro."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the child's work folder lands here
+
+    def interrupt_once_it_started() -> bool:
+        logs = [log for log in tmp_path.glob("inductor-diagnose-*/steps.jsonl") if log.read_text()]
+        if logs:
+            raise KeyboardInterrupt
+        return False
+
+    with pytest.raises(KeyboardInterrupt):
+        run_in_child(request(tmp_path, monkeypatch, "Hangs", budget=120), stop_when=interrupt_once_it_started)
+    assert [record["step"] for record in read_log(tmp_path / "repro" / "steps.jsonl")][:1] == ["start"]
+    assert not list(tmp_path.glob("inductor-diagnose-*"))  # the work folder went, the child with it
 
 
 def test_a_diagnosis_that_crashes_is_failed_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

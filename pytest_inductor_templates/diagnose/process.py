@@ -112,8 +112,9 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
             )
             try:
                 code = _wait(process, request.budget_seconds + GRACE_SECONDS, stop_when)
-            except BaseException:
+            except BaseException:  # an interrupt (Ctrl-C, a step's limit): the log still says how far it got
                 _kill(process)
+                _keep_log(work / LOG, Path(request.repro_dir))
                 raise
             if code is None:
                 _kill(process)
