@@ -43,9 +43,11 @@ _COUNT_FILE = os.environ.get("INDUCTOR_COUNT_FILE")
 _IN_DIAGNOSIS = _sys.argv[:1] == ["-c"] and "inductor-diagnose-" in (_sys.argv[-1] if len(_sys.argv) > 1 else "")
 
 
-def _count(what):
+def _count(what):  # what, the process, when (so a run cut short still says where its time went)
+    import time
+
     with open(_COUNT_FILE, "a") as _file:
-        _file.write(f"{what} {os.getpid()}\\n")
+        _file.write(f"{what} {os.getpid()} {time.time():.2f}\\n")
 
 
 def count_eager_call(module, args):  # a forward pre-hook (module level: a saved model pickles it by name)
@@ -56,6 +58,7 @@ def count_eager_call(module, args):  # a forward pre-hook (module level: a saved
 
 
 if _COUNT_FILE and _IN_DIAGNOSIS:
+    _count("process_start")
     import torch
     from torch._inductor import graph as _graph
 

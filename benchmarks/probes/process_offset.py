@@ -6,8 +6,11 @@ one thing every fresh process draws anew: it orders sets of strings, and so may 
 and what Inductor's code generation emits around a call. This probe starts PROCESSES fresh processes per variant,
 alternating the variants (``random``: the seed Python draws; ``fixed``: ``PYTHONHASHSEED=0``), each building the
 sample, compiling it with the default template (from the cache the first process filled) and timing it with the
-plugin's paired rounds for SECONDS. Per sample and variant: each process's speedup and the spread between them (the
-sd of their logs). Where ``fixed`` spreads much less than ``random``, the offset is the seed's.
+plugin's paired rounds for SECONDS; a third variant, ``no-aslr``, fixes the seed and also starts the process under
+``setarch -R`` (addresses not randomised: the same heap, stack and library layout in every process). Per sample and
+variant: each process's speedup, eager's and the compiled call's median ms, and the spread between the processes (the
+sd of their logs). Where ``fixed`` spreads much less than ``random``, the offset is the seed's; where only
+``no-aslr`` does, it is the address layout's.
 
 Usage (GPU): OUT=/tmp/offset python benchmarks/probes/process_offset.py CORPUS SAMPLE [SAMPLE ...]
     (--device cpu for a dry run of the script on a small sample)
@@ -28,30 +31,54 @@ from typing import Any
 
 PROCESSES = int(os.environ.get("OFFSET_PROCESSES", "4"))  # per variant
 SECONDS = float(os.environ.get("OFFSET_SECONDS", "1.0"))
-VARIANTS = {"random": None, "fixed": "0"}  # PYTHONHASHSEED
+RELOADS = int(os.environ.get("OFFSET_RELOADS", "0"))  # compiles again in the same process, each timed
+# PYTHONHASHSEED, and the command's prefix
+VARIANTS: dict[str, tuple[str | None, list[str]]] = {
+    "random": (None, []),
+    "fixed": ("0", []),
+    "no-aslr": ("0", ["setarch", os.uname().machine, "-R"]),
+}
+
+
+def gpu_clocks() -> str:
+    """The GPU's SM and memory clocks and performance state now (nvidia-smi), or '' without it."""
+    query = ["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,pstate", "--format=csv,noheader", "-i", "0"]
+    try:
+        return subprocess.run(query, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 def one_process(corpus: Path, relative: str, device_name: str) -> dict[str, Any]:
+    """Time the sample's eager and compiled calls; then, RELOADS times, compile it again in this process (Dynamo
+    reset, from the caches) and time again: a figure that moves with each load is the load's, not the process's."""
     import torch
 
     from pytest_inductor_templates.engine.triples import call_without_grad
     from pytest_inductor_templates.samples.graphnet import GraphNetSample
     from pytest_inductor_templates.timing.paired import PairedPlan, time_paired
-    from pytest_inductor_templates.timing.timers import block_timer, cuda_synchronized_perf_counter, warm_up
+    from pytest_inductor_templates.timing.timers import block_timer, cuda_synchronized_perf_counter, host_share, warm_up
 
     sample, device = GraphNetSample(corpus, relative), torch.device(device_name)
     cuda = device.type == "cuda"
     inputs = sample.make_inputs(device)[0]
     eager = functools.partial(call_without_grad, sample.make_model(device), inputs)
-    compiled = functools.partial(call_without_grad, torch.compile(sample.make_model(device)), inputs)
     synchronize = torch.cuda.synchronize if cuda else None
     warm_up(eager, synchronize)
-    warm_up(compiled, synchronize)
     timer = block_timer(cuda_synchronized_perf_counter if cuda else time.perf_counter, cuda)
     plan = PairedPlan(block_seconds=0.005, min_rounds=10, max_seconds=SECONDS, target=0.0, min_seconds=SECONDS)
-    timing = time_paired(eager, compiled, timer, plan)
-    return {"pid": os.getpid(), "seed": os.environ.get("PYTHONHASHSEED"), "speedup": timing.all_rounds.median,
-            "rounds": timing.rounds, "probe": statistics.median(timing.probes)}  # fmt: skip
+    loads = []
+    for _ in range(1 + RELOADS):
+        torch._dynamo.reset()
+        compiled = functools.partial(call_without_grad, torch.compile(sample.make_model(device)), inputs)
+        warm_up(compiled, synchronize)
+        clocks = gpu_clocks() if cuda else ""
+        timing = time_paired(eager, compiled, timer, plan)
+        loads.append({"speedup": timing.all_rounds.median, "rounds": timing.rounds,
+                      "probe": statistics.median(timing.probes), "eager_ms": 1e3 * statistics.median(timing.eager),
+                      "compiled_ms": 1e3 * statistics.median(timing.compiled), "clocks": clocks,
+                      "compiled_host_share": host_share(compiled) if cuda else None})  # fmt: skip
+    return {"pid": os.getpid(), "seed": os.environ.get("PYTHONHASHSEED"), **loads[0], "loads": loads}
 
 
 def spread(values: list[float]) -> float:
@@ -72,13 +99,15 @@ def main() -> int:
     corpus, out = Path(sys.argv[1]).resolve(), Path(os.environ.get("OUT", "process-offset"))
     out.mkdir(parents=True, exist_ok=True)
     kept: dict[str, list[dict[str, Any]]] = {}
+    names = os.environ.get("OFFSET_VARIANTS")
+    chosen = {name: VARIANTS[name] for name in names.split(",")} if names else VARIANTS
     for relative in sys.argv[2:]:
         runs: list[dict[str, Any]] = []
         for _ in range(PROCESSES):
-            for variant, seed in VARIANTS.items():
+            for variant, (seed, prefix) in chosen.items():
                 env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
                 env.update({"PYTHONHASHSEED": seed} if seed is not None else {})
-                command = [sys.executable, __file__, "--one", str(corpus), relative, device]
+                command = [*prefix, sys.executable, __file__, "--one", str(corpus), relative, device]
                 done = subprocess.run(command, capture_output=True, text=True, env=env)
                 if done.returncode != 0:
                     print(f"{relative}: exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}", flush=True)
@@ -87,12 +116,21 @@ def main() -> int:
         kept[relative] = runs
         (out / "offset.json").write_text(json.dumps(kept))
         print(f"== {relative}", flush=True)
-        for variant in VARIANTS:
-            speedups = [run["speedup"] for run in runs if run["variant"] == variant]
-            if speedups:
-                print(f"  {variant:6} sd between processes {spread(speedups):.1%} | "
+        for variant in chosen:
+            mine = [run for run in runs if run["variant"] == variant]
+            if mine:
+                speedups = [run["speedup"] for run in mine]
+                sides = " | sd eager {:.1%}, compiled {:.1%}".format(
+                    spread([r["eager_ms"] for r in mine]), spread([r["compiled_ms"] for r in mine])
+                )
+                print(f"  {variant:7} sd between processes {spread(speedups):.1%}{sides} | "
                       + " ".join(f"{s:.3f}" for s in speedups), flush=True)  # fmt: skip
-    for variant in VARIANTS:
+                for run in mine:
+                    if len(run["loads"]) > 1:
+                        print("    loads in one process: " + " ".join(
+                            f"{load['speedup']:.3f} ({load['compiled_ms']:.3f} ms, host {load['compiled_host_share']}, "
+                            f"{load['clocks']})" for load in run["loads"]), flush=True)  # fmt: skip
+    for variant in chosen:
         spreads = [spread([r["speedup"] for r in runs if r["variant"] == variant]) for runs in kept.values()]
         if spreads:
             print(f"{variant}: sd between processes, median over samples {statistics.median(spreads):.1%}, "
