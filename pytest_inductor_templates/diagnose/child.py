@@ -21,6 +21,7 @@ from .steplog import StepLog
 REQUEST = "request.pkl"
 SYS_PATH = "sys_path.json"
 LOG = "steps.jsonl"
+SHARED_CACHE = "inductor-cache"  # in the work folder: the Inductor and Triton caches of all the diagnosis's processes
 PROBE_PATH = "TORCH_CUSTOM_PYTHONPATH"
 
 
@@ -45,10 +46,14 @@ def warm_up() -> None:
 
 @contextlib.contextmanager
 def diagnosis_environment(work: Path, device_type: str) -> Iterator[None]:
-    """A fresh Inductor cache for the whole diagnosis, and no FX graph or AOT autograd cache within it (their
-    keys do not see a changed lowering, nor the bisector's switches), so every check compiles again. The CPU's
-    ISAs are read first on the CPU only (a CUDA diagnosis compiles no C++ kernels); on a GPU Inductor's compile
-    pool is up before the first compile (before that, every Triton kernel compiles here, one after another)."""
+    """A fresh Inductor cache for the whole diagnosis, one folder in ``work`` that its processes share (the child
+    and its helpers: a kernel's key is its source, so what one process compiled the others load), and no FX graph
+    or AOT autograd cache within it (their keys do not see a changed lowering, nor the bisector's switches), so
+    every check lowers again. The CPU's ISAs are read first on the CPU only (a CUDA diagnosis compiles no C++
+    kernels); on a GPU Inductor's compile pool is up before the first compile (before that, every Triton kernel
+    compiles here, one after another)."""
+    from unittest import mock
+
     from torch._inductor import config
     from torch._inductor.utils import fresh_cache
 
@@ -59,7 +64,11 @@ def diagnosis_environment(work: Path, device_type: str) -> Iterator[None]:
     patches = {
         key: False for key in ("fx_graph_cache", "autograd_cache", "bundled_autograd_cache") if hasattr(config, key)
     }
-    with fresh_cache(dir=str(work)), config.patch(patches):  # in the work folder: removed even after a kill
+    shared = work / SHARED_CACHE
+    folders = {"TORCHINDUCTOR_CACHE_DIR": str(shared), "TRITON_CACHE_DIR": str(shared / "triton")}
+    # fresh_cache clears what this process holds in memory, before and after; the folder is the diagnosis's own,
+    # removed with the work folder even after a kill
+    with fresh_cache(dir=str(work)), mock.patch.dict(os.environ, folders), config.patch(patches):
         if device_type != "cpu":
             compile_pool_started()
         yield
@@ -151,9 +160,8 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
     prepare(request, None)
     device = torch.device(request.device.name)
     counts = Counts()
-    scratch = Path(tempfile.mkdtemp(prefix="helper-", dir=work))
     keep = {f"test_configs.{KEEP_BACKEND}": True} if keeps_custom_backend() else {}
-    with diagnosis_environment(scratch, request.device.type), config.patch(keep):
+    with diagnosis_environment(work, request.device.type), config.patch(keep):
         wait_for_eager(work)
         judge = Judge(request, Drawn.load(work, request.build, device), load_eager(work, device), counts)
 
