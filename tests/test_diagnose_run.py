@@ -18,7 +18,7 @@ import pytest
 from inner_runs import run_pytest_warm
 from test_diagnose_judged import BLOCK, PLANTED
 
-from conftest import QUIET
+from conftest import QUIET, made_once_value
 from pytest_inductor_templates.runs.files import load
 
 FAKE_FAULT = """
@@ -103,11 +103,17 @@ def bisect(tmp_path: Path, helpers: int, helper: str = HELPER) -> dict:
     return json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
 
 
-def test_checks_in_helper_processes_choose_the_serial_orders_answer(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict:
+    """The serial bisection (no helper), which the tests below compare with: made once a session."""
+    return made_once_value(tmp_path_factory, worker_id, "diagnose-serial-bisection", lambda root: bisect(root, 0))
+
+
+def test_checks_in_helper_processes_choose_the_serial_orders_answer(tmp_path: Path, serial: dict) -> None:
     """With one helper process beside the asking one, the later switches and both halves of each bisection step
     run there, each with its own bisector state: the stage, the lowering and the questions torch asked are the
     serial run's."""
-    serial, parallel = bisect(tmp_path, 0), bisect(tmp_path, 1)
+    parallel = bisect(tmp_path, 1)
     assert serial["stage"] == "inductor / lowerings: op26", serial
     assert parallel["stage"] == serial["stage"]
     assert parallel["asked"] == serial["asked"]  # torch's order, question by question
@@ -115,13 +121,13 @@ def test_checks_in_helper_processes_choose_the_serial_orders_answer(tmp_path: Pa
 
 
 @pytest.mark.parametrize("helper", [DYING_HELPER, RAISING_HELPER], ids=["dies", "raises"])
-def test_a_helper_that_cannot_answer_is_reported_and_its_question_answered_here(tmp_path: Path, helper: str) -> None:
+def test_a_helper_that_cannot_answer_is_reported_and_its_question_answered_here(
+    tmp_path: Path, helper: str, serial: dict
+) -> None:
     """A helper that ends (or whose check raises) at its first question: the asking process answers that
     question and the rest, so the stage and torch's questions are the serial run's, and the log says which helper
     could not answer, how and why."""
-    serial = bisect(tmp_path, 0)
-    (tmp_path / "work1").mkdir(exist_ok=True)
-    failed = bisect(tmp_path / "work1", 1, helper)
+    failed = bisect(tmp_path, 1, helper)
     assert failed["stage"] == serial["stage"] and failed["asked"] == serial["asked"], failed
     assert failed["pids"] == []  # no answer came from the helper
     records = failed["ended"]  # a helper that died says so once; one that raises, at each question it was given
