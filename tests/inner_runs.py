@@ -10,14 +10,18 @@ fresh process (``runpytest_subprocess``, ``conftest.run_pytest``)."""
 from __future__ import annotations
 
 import atexit
+import contextlib
+import json
 import multiprocessing
 import os
+import socketserver
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -150,3 +154,63 @@ def run_pytest_warm(cwd: Path, *args: str, timeout: float | None = None) -> subp
     result = run_warm(cwd, args, standalone_environment(), timeout)
     stdout, stderr = ("".join(f"{line}\n" for line in lines) for lines in (result.outlines, result.errlines))
     return subprocess.CompletedProcess(["pytest", *args], int(result.ret), stdout, stderr)
+
+
+SHIM = """#!{python} -S
+# `python -m pytest ARGS` runs in the warm interpreter of the test that put this folder first on PATH (its answer:
+# exit code, stdout, stderr); any other use of python is the real one.
+import json, os, socket, sys
+
+args = sys.argv[1:]
+if args[:2] != ["-m", "pytest"]:
+    os.execv({python!r}, [{python!r}, *args])
+env = dict(os.environ)
+connection = socket.socket(socket.AF_UNIX)
+connection.connect(env.pop({variable!r}))
+connection.sendall(json.dumps({{"args": args[2:], "cwd": os.getcwd(), "env": env}}).encode())
+connection.shutdown(socket.SHUT_WR)
+answer = json.loads(b"".join(iter(lambda: connection.recv(1 << 16), b"")))
+sys.stdout.write(answer["out"])
+sys.stderr.write(answer["err"])
+sys.exit(answer["ret"])
+"""
+SHIM_VARIABLE = "INDUCTOR_TESTS_WARM_PYTHON"
+
+
+@contextlib.contextmanager
+def warm_python_on_path(folder: Path, path: str | None = None) -> Iterator[dict[str, str]]:
+    """The variables that make a shell's ``python -m pytest ARGS`` (a script's, a CI step's) run in the warm
+    interpreter (``run_warm``, with that process's folder and environment) while this context lasts: a ``python``
+    shim in ``folder``, first on ``PATH`` (then ``path``, this process's by default), that sends its arguments to a
+    server thread here; any other use of ``python`` runs the real one. A run ``run_warm`` refuses fails the test."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shim, address = folder / "python", str(folder / "warm.sock")
+    shim.write_text(SHIM.format(python=sys.executable, variable=SHIM_VARIABLE))
+    shim.chmod(0o755)
+    refused: list[BaseException] = []
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            asked = json.loads(self.rfile.read())
+            try:
+                result = run_warm(Path(asked["cwd"]), asked["args"], asked["env"])
+                answer = {"ret": int(result.ret), "out": _text(result.outlines), "err": _text(result.errlines)}
+            except BaseException as error:  # refused: the test fails below, the shim exits 1
+                refused.append(error)
+                answer = {"ret": 1, "out": "", "err": f"warm python refused: {error}\n"}
+            self.wfile.write(json.dumps(answer).encode())
+
+    server = socketserver.UnixStreamServer(address, Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield {"PATH": f"{folder}{os.pathsep}{os.environ['PATH'] if path is None else path}", SHIM_VARIABLE: address}
+    finally:
+        server.shutdown()
+        server.server_close()
+    if refused:
+        raise refused[0]
+
+
+def _text(lines: Sequence[str]) -> str:
+    return "".join(f"{line}\n" for line in lines)

@@ -3,7 +3,9 @@
 The shell steps are taken from the doc itself (so it cannot drift from what is tested) and run as GitHub
 Actions runs them: ``bash -eo pipefail`` per step, a step without ``if:`` only while every earlier one
 succeeded, ``if: always()`` in any case. The ``uses:`` steps and the install step are not run: the project is
-a git repository made here, and the plugin is installed already.
+a git repository made here, and the plugin is installed already. The steps' ``python -m pytest`` runs in the warm
+interpreter (``inner_runs.warm_python_on_path``: a ``python`` first on ``PATH``), its folder and environment the
+step's, without a fresh import of torch each.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inner_runs import warm_python_on_path
 
 from conftest import made_once_value, standalone_environment
 
@@ -199,13 +202,22 @@ def _pull_requests(root: Path) -> dict[str, JobRun]:
     for name, expression in SHAS.items():
         assert job["env"][name] == f"${{{{ {expression} }}}}", (name, job["env"][name])
     assert not any("${{" in str(v) for k, v in job["env"].items() if k not in SHAS), job["env"]
-    env = {
-        **standalone_environment(),
-        **{k: str(v) for k, v in job["env"].items()},
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "RUNNER_TEMP": str(runner_temp),
-        "BASE_SHA": base,
-    }
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    with warm_python_on_path(root / "warm-python", path) as warm:  # python -m pytest in the warm interpreter
+        env = {
+            **standalone_environment(),
+            **{k: str(v) for k, v in job["env"].items()},
+            **warm,
+            "RUNNER_TEMP": str(runner_temp),
+            "BASE_SHA": base,
+        }
+        return _run_jobs(job, base_step, head_steps, heads, root, project, runner_temp, env)
+
+
+def _run_jobs(
+    job: dict[str, Any], base_step: str, head_steps: list[str], heads: dict[str, str], root: Path, project: Path,
+    runner_temp: Path, env: dict[str, str],
+) -> dict[str, JobRun]:  # fmt: skip
     jobs = {}
     base_job = run_steps(job, [base_step], project, {**env, "GITHUB_STEP_SUMMARY": str(root / "base-summary.md")})
     assert base_job.result == "success", base_job.log
