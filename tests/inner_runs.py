@@ -41,6 +41,7 @@ IMPORT_TIME_PREFIXES = ("TORCH", "PYTORCH", "TRITON", "OMP_", "MKL_", "KMP_")  #
 READ_AT_USE = frozenset({"TORCHINDUCTOR_CACHE_DIR"})  # read by Inductor at each use: a run may set its own
 START_FILES = ("sitecustomize.py", "usercustomize.py")
 XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+PYTHON_C = "--inner-runs-python-c"  # run_warm's first argument for python -c CODE in place of pytest
 SERVER_ENVIRONMENT = dict(os.environ)  # the environment the server starts in (the test process's, as it started)
 
 
@@ -90,7 +91,8 @@ def _refuse_import_time_plants(cwd: Path, env: Mapping[str, str]) -> None:
 
 
 def _child(args: list[str], cwd: str, env: dict[str, str], path: list[str], out: str, err: str) -> None:
-    """In the forked child: ``python -m pytest ARGS`` as a fresh interpreter would run it, then exit."""
+    """In the forked child: ``python -m pytest ARGS`` as a fresh interpreter would run it (``python -c CODE`` where
+    ARGS is ``[PYTHON_C, CODE]``), then exit."""
     for fd, name in ((1, out), (2, err)):
         target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
@@ -101,10 +103,15 @@ def _child(args: list[str], cwd: str, env: dict[str, str], path: list[str], out:
         os.environ.clear()
         os.environ.update(env)
         sys.path[:] = path
-        sys.argv[:] = [str(Path(pytest.__file__).with_name("__main__.py")), *args]
-        code = int(pytest.main(args))
+        if args[:1] == [PYTHON_C]:
+            sys.argv[:] = ["-c", *args[2:]]
+            exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+            code = 0
+        else:
+            sys.argv[:] = [str(Path(pytest.__file__).with_name("__main__.py")), *args]
+            code = int(pytest.main(args))
     except SystemExit as ended:
-        code = ended.code if isinstance(ended.code, int) else 1
+        code = ended.code if isinstance(ended.code, int) else 0 if ended.code is None else 1
     except BaseException:
         traceback.print_exc()
     finally:
@@ -147,6 +154,14 @@ def runpytest_warm(pytester: pytest.Pytester, *args: str, timeout: float | None 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH", "")]))
     return run_warm(Path.cwd(), args, env, timeout)
+
+
+def run_python_warm(cwd: Path, code: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE`` in ``cwd`` (this process's environment, as ``subprocess.run`` gives it) in the warm
+    interpreter: for a script that imports torch and what it tests, and plants nothing read at start."""
+    result = run_warm(cwd, (PYTHON_C, code), standalone_environment(), timeout)
+    stdout, stderr = ("".join(f"{line}\n" for line in lines) for lines in (result.outlines, result.errlines))
+    return subprocess.CompletedProcess(["python", "-c", code], int(result.ret), stdout, stderr)
 
 
 def run_pytest_warm(cwd: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:

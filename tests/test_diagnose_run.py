@@ -11,11 +11,10 @@ failing user tests under a cheap backend of the test's conftest.py.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from inner_runs import run_pytest_warm
+from inner_runs import run_pytest_warm, run_python_warm
 from test_diagnose_judged import BLOCK, PLANTED
 
 from conftest import QUIET, made_once_value
@@ -98,7 +97,7 @@ def bisect(tmp_path: Path, helpers: int, helper: str = HELPER) -> dict:
     (tmp_path / "fake_fault.py").write_text(FAKE_FAULT)
     (tmp_path / "helper.py").write_text(helper.format(here=str(tmp_path)))
     code = BISECT.format(here=str(tmp_path), work=str(work), helpers=helpers, boot=str(tmp_path / "helper.py"))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    done = run_python_warm(tmp_path, code, timeout=600)  # its helpers start as fresh processes
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
 
