@@ -44,14 +44,17 @@ def _trust_the_cpus_vector_isas() -> None:
     if "TORCHINDUCTOR_VEC_ISA_OK" in os.environ or ISAS_CHECKED in os.environ:
         return
     os.environ[ISAS_CHECKED] = "1"  # once a session, whatever it finds: the xdist workers inherit it
+    code = "from torch._inductor.cpu_vec_isa import valid_vec_isa_list as v; print([str(i) for i in v()])"
+    trusting = subprocess.Popen(  # its import of torch beside the checks here (the session's start waits for both)
+        [sys.executable, "-c", code], env={**os.environ, "TORCHINDUCTOR_VEC_ISA_OK": "1"}, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
     from torch._inductor.cpu_vec_isa import valid_vec_isa_list
 
     checked = [str(isa) for isa in valid_vec_isa_list()]
-    code = "from torch._inductor.cpu_vec_isa import valid_vec_isa_list as v; print([str(i) for i in v()])"
-    trusted = subprocess.run(
-        [sys.executable, "-c", code], env={**os.environ, "TORCHINDUCTOR_VEC_ISA_OK": "1"}, capture_output=True,
-        text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+    trusted = trusting.communicate()[0].strip()
+    if trusting.returncode != 0:
+        raise subprocess.CalledProcessError(trusting.returncode, trusting.args)
     if trusted == str(checked):  # the warm interpreter of inner runs starts later, told too
         os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = SERVER_ENVIRONMENT["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
 
