@@ -59,21 +59,7 @@ def _trust_the_cpus_vector_isas() -> None:
         os.environ["TORCHINDUCTOR_VEC_ISA_OK"] = SERVER_ENVIRONMENT["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
 
 
-# The suite's longest tests (15-30 s each under -n 2: an inner run of several fresh processes), run first: pytest-xdist
-# hands tests out in collection order, and one of these last (test_xdist.py is the last module) kept one worker busy
-# for its 28 s while the other had nothing left to run.
-LONGEST_FIRST = (
-    "test_xdist.py::test_two_workers_time_every_bench_item_one_at_a_time_beside_no_work",
-    "test_timing_processes.py::test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side",
-    "test_isolation.py::test_sigterm_midway_leaves_valid_partial_results",
-    "test_diagnose_wiring.py::test_a_sample_is_diagnosed_in_the_worker_within_its_budget_and_the_verdict_stays",
-    "test_diagnose_deferred.py::test_a_run_budget_diagnoses_after_the_items_the_smallest_graph_first_and_amends_the_records",
-)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    first = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: first.get(f"{item.path.name}::{item.name}", len(first)))  # the rest as collected
     if config.getoption("--run-slow"):
         return
     for item in items:
