@@ -198,7 +198,8 @@ def test_under_xdist_the_largest_graphs_are_collected_first(tmp_path: Path) -> N
     """A worker runs its samples in collection order: largest model.py first. (The order is the xdist worker's
     collection, whatever the isolation: the eager checks run in the one xdist worker, with no sample worker to
     start.)"""
-    for name, pad in (("small", 0), ("large", 4000), ("middle", 2000)):
+    # names whose order (sorted or reversed) is not the sizes': only the size can give large, middle, small
+    for name, pad in (("a_small", 0), ("b_large", 4000), ("c_middle", 2000)):
         model = write_sample(tmp_path / "corpus" / name) / "model.py"
         model.write_text(model.read_text() + "#" * pad + "\n")
     run = run_pytest_warm(
@@ -206,7 +207,7 @@ def test_under_xdist_the_largest_graphs_are_collected_first(tmp_path: Path) -> N
         "check and eager", "--inductor-isolation=none", "--benchmark-disable", "-p", "no:randomly", *QUIET,
     )  # fmt: skip
     ran = re.findall(r"PASSED inductor-samples::corpus/(\w+)::check", run.stdout)
-    assert ran == ["large", "middle", "small"], run.stdout[-3000:]
+    assert ran == ["b_large", "c_middle", "a_small"], run.stdout[-3000:]
 
 
 def worker_environment(pid: int) -> list[bytes]:
