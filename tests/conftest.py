@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-import pytest
-
 # In-process pytester runs restore sys.modules afterwards; torch must already be imported
 # here, or the second inner run would import its C extension twice.
+import _pytest.pytester
+import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.backends.registry
@@ -22,6 +22,19 @@ import torch._inductor.config
 from inner_runs import SERVER_ENVIRONMENT, XDIST_WORKER_VARIABLES, standalone_environment
 
 T = TypeVar("T")
+
+
+class _TorchKeepingSnapshot(_pytest.pytester.SysModulesSnapshot):
+    """pytester's snapshot of ``sys.modules`` around an in-process run, keeping the torch and Triton modules the run
+    imported: a compile imports Inductor's modules lazily, and those register operator libraries and cache artifact
+    types once a process; dropped and imported again by the next in-process compile, they raise ("Only a single
+    TORCH_LIBRARY ...", "Artifact of type=autotune already registered")."""
+
+    def __init__(self, preserve: Callable[[str], bool] | None = None) -> None:
+        super().__init__(lambda name: name.startswith(("torch", "triton")) or bool(preserve and preserve(name)))
+
+
+_pytest.pytester.SysModulesSnapshot = _TorchKeepingSnapshot  # type: ignore[misc]  # read by Pytester at each run
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
