@@ -27,7 +27,9 @@ lock log under $OUT. The runs (each kept by --resume once finished, wall times i
   (should fail each slowed entry).
 
 Stable: over ``run-1w`` and ``run-Bw``, the share of speedups whose band's half-width is within 2% (bound by the GPU)
-or 4% (launch-bound), and the median half-width of each. Prints everything and writes it to $OUT/summary.md.
+or 4% (launch-bound), and the median half-width of each; and what 3, 4 or 5 processes would have given (each entry's
+band over its first K processes' speedups, the spread between them alone), so one run at the default count says
+whether fewer would do. Prints everything and writes it to $OUT/summary.md.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from pytest_inductor_templates.runs.files import Run, load
 from pytest_inductor_templates.tables import render, seconds
 
 GPU_BOUND_TARGET, LAUNCH_BOUND_TARGET = 0.02, 0.04
+KINDS = (("GPU-bound", False, GPU_BOUND_TARGET), ("launch-bound", True, LAUNCH_BOUND_TARGET))
 SLOWDOWN = 0.10
 PLANTED_SLOWDOWN = f"""
 import statistics
@@ -171,6 +174,32 @@ def process_lines(name: str, run: Run) -> list[str]:
     return lines
 
 
+def fewer_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5)) -> list[str]:
+    """What fewer processes would have given: each entry's band over its first K processes' speedups (Student's t
+    over their logs, the spread between processes alone: the processes' own intervals are not in the records), for
+    each K, against the stable targets."""
+    from pytest_inductor_templates.timing.paired import Interval
+    from pytest_inductor_templates.timing.processes import across_processes
+
+    entries = [r for r in compiled_bench(run).values() if r.process_speedups]
+    lines = []
+    for count in counts:
+        widths: dict[bool, list[float]] = {False: [], True: []}
+        for record in entries:
+            if len(record.process_speedups) >= count:
+                band = across_processes([Interval(s, s, s) for s in record.process_speedups[:count]])
+                widths[bool(record.launch_bound)].append((band.high - band.low) / 2 / band.median)
+        parts = [
+            f"{label} {sum(w <= target for w in widths[launch])} of {len(widths[launch])} within ±{target:.0%} "
+            f"(median ±{statistics.median(widths[launch]):.1%})"
+            for label, launch, target in KINDS
+            if widths[launch]
+        ]  # fmt: skip
+        if parts:
+            lines.append(f"{name}: over the first {count} processes, between-process spread alone: {'; '.join(parts)}")
+    return lines
+
+
 def repeat_lines(first: Run, second: Run) -> list[str]:
     one, two = compiled_bench(first), compiled_bench(second)
     rows, lines = [], []
@@ -284,6 +313,7 @@ def main() -> int:
             if m.run is not None:
                 lines += stable_lines(f"run-{count}w", m.run)
                 lines += process_lines(f"run-{count}w", m.run)
+                lines += fewer_processes_lines(f"run-{count}w", m.run)
     if "baseline-1w" in walls and f"run-{counts[0]}w" in walls:
         new, old = walls[f"run-{counts[0]}w"], walls["baseline-1w"]
         lines.append(f"cost: one worker {new:.0f} s against {old:.0f} s with {args.baseline_src}: {new / old:.2f}x")
