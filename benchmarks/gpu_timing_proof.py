@@ -48,6 +48,8 @@ import gpu_scaling as scaling
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.runs.files import Run, load
 from pytest_inductor_templates.tables import render, seconds
+from pytest_inductor_templates.timing.paired import Interval
+from pytest_inductor_templates.timing.processes import across_processes
 
 GPU_BOUND_TARGET, LAUNCH_BOUND_TARGET = 0.02, 0.04
 KINDS = (("GPU-bound", False, GPU_BOUND_TARGET), ("launch-bound", True, LAUNCH_BOUND_TARGET))
@@ -178,9 +180,6 @@ def fewer_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 
     """What fewer processes would have given: each entry's band over its first K processes' speedups (Student's t
     over their logs, the spread between processes alone: the processes' own intervals are not in the records), for
     each K, against the stable targets."""
-    from pytest_inductor_templates.timing.paired import Interval
-    from pytest_inductor_templates.timing.processes import across_processes
-
     entries = [r for r in compiled_bench(run).values() if r.process_speedups]
     lines = []
     for count in counts:
@@ -188,7 +187,7 @@ def fewer_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 
         for record in entries:
             if len(record.process_speedups) >= count:
                 band = across_processes([Interval(s, s, s) for s in record.process_speedups[:count]])
-                widths[bool(record.launch_bound)].append((band.high - band.low) / 2 / band.median)
+                widths[bool(record.launch_bound)].append(band.half_width)
         parts = [
             f"{label} {sum(w <= target for w in widths[launch])} of {len(widths[launch])} within ±{target:.0%} "
             f"(median ±{statistics.median(widths[launch]):.1%})"

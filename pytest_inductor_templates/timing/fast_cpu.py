@@ -3,10 +3,10 @@
 Some virtual machines run each vCPU at one of two speeds about 1.6-2x apart, each vCPU switching every few seconds
 and not together with the others, so at most moments some vCPU of the process runs at full speed. A launch-bound
 speedup moves with the speed its rounds meet, and which speed one process's short span meets is chance. So a
-timing goes where the full speed is: before each round it probes the
-CPU it is on (``PROBE_LOOP``); where that reads slower than ``SLOW`` times the fastest probe known, it probes each
-CPU it may run on once and stays on the fastest for the round (the thread pinned to it). Afterwards the thread may
-run on all its CPUs again.
+timing goes where the full speed is: before each round it probes the CPU it is on (``PROBE_LOOP``); where that reads
+slower than ``SLOW`` times the timing's mark of full speed (``paired.mark_of``: its probes' lower decile, or the
+host's mark), it probes each CPU it may run on once and stays on the fastest for the round (the thread pinned to
+it). Afterwards the thread may run on all its CPUs again.
 
 Only the calling thread moves (``sched_setaffinity`` of thread 0): torch's intra-op threads stay where they were; a
 thread or process the timing thread starts while pinned (none after the warm-up, as a rule) would inherit its one CPU.
@@ -39,7 +39,6 @@ class FastCpu:
     ) -> None:
         self.probe, self.move, self.cpus = probe, move, list(cpus)
         self.current = current
-        self.fastest: float | None = None  # the fastest probe seen on any CPU
         self.moves = 0  # rounds that moved to another CPU
         self.surveys = 0  # rounds that probed every CPU
 
@@ -49,7 +48,6 @@ class FastCpu:
         moved to."""
         here = self.probe()
         best = min(x for x in (known, here) if x is not None)
-        self.fastest = min(x for x in (self.fastest, here) if x is not None)
         if self.current is not None and here <= SLOW * best:
             return here
         self.surveys += 1
@@ -64,7 +62,6 @@ class FastCpu:
         if pinned is None:
             return here
         fastest, cpu = pinned
-        self.fastest = min(self.fastest, fastest)
         if cpu != self.current:
             self.moves += int(self.current is not None)
             self.current = cpu
