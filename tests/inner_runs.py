@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import io
 import json
 import multiprocessing
+import multiprocessing.reduction
 import os
+import socket
 import socketserver
 import subprocess
 import sys
@@ -24,6 +27,7 @@ import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _pytest.pathlib import make_numbered_dir
@@ -75,8 +79,8 @@ def _site_path() -> tuple[str, ...]:
     return tuple(out.stdout.splitlines())
 
 
-def _refuse_import_time_plants(cwd: Path, env: Mapping[str, str]) -> None:
-    """Fail the test whose run depends on what only a fresh interpreter reads."""
+def _import_time_plants(cwd: Path, env: Mapping[str, str]) -> list[str]:
+    """What a run in ``cwd`` with ``env`` plants that only a fresh interpreter reads (variables, start files)."""
     changed = sorted(
         name
         for name in {*env, *SERVER_ENVIRONMENT}
@@ -86,13 +90,20 @@ def _refuse_import_time_plants(cwd: Path, env: Mapping[str, str]) -> None:
     )
     folders = [str(cwd), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     planted = [str(Path(f) / n) for f in folders for n in START_FILES if (Path(f) / n).exists()]
-    if changed or planted:
-        pytest.fail(f"this inner run needs a fresh interpreter (read at start or torch's import: {changed + planted})")
+    return changed + planted
 
 
-def _child(args: list[str], cwd: str, env: dict[str, str], path: list[str], out: str, err: str) -> None:
+def _refuse_import_time_plants(cwd: Path, env: Mapping[str, str]) -> None:
+    """Fail the test whose run depends on what only a fresh interpreter reads."""
+    if planted := _import_time_plants(cwd, env):
+        pytest.fail(f"this inner run needs a fresh interpreter (read at start or torch's import: {planted})")
+
+
+def _child(
+    args: list[str], cwd: str, env: dict[str, str], path: list[str], out: str, err: str, xdist_shim: str | None = None
+) -> None:
     """In the forked child: ``python -m pytest ARGS`` as a fresh interpreter would run it (``python -c CODE`` where
-    ARGS is ``[PYTHON_C, CODE]``), then exit."""
+    ARGS is ``[PYTHON_C, CODE]``), then exit; its pytest-xdist workers start through ``xdist_shim``."""
     for fd, name in ((1, out), (2, err)):
         target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
@@ -103,6 +114,8 @@ def _child(args: list[str], cwd: str, env: dict[str, str], path: list[str], out:
         os.environ.clear()
         os.environ.update(env)
         sys.path[:] = path
+        if xdist_shim is not None:
+            _xdist_workers_through(xdist_shim)
         if args[:1] == [PYTHON_C]:
             sys.argv[:] = ["-c", *args[2:]]
             exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
@@ -130,7 +143,10 @@ def run_warm(cwd: Path, args: Sequence[str], env: Mapping[str, str], timeout: fl
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="inner-run-") as folder:
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
-        child = context.Process(target=_child, args=(list(args), str(cwd), dict(env), path, out, err), daemon=False)
+        shim = _xdist_shim()
+        child = context.Process(
+            target=_child, args=(list(args), str(cwd), dict(env), path, out, err, shim), daemon=False
+        )
         child.start()
         child.join(timeout)
         if child.exitcode is None:
@@ -141,6 +157,133 @@ def run_warm(cwd: Path, args: Sequence[str], env: Mapping[str, str], timeout: fl
     print("\n".join(outlines))
     print("\n".join(errlines), file=sys.stderr)
     return RunResult(child.exitcode, outlines, errlines, time.monotonic() - start)
+
+
+XDIST_SHIM = """#!{python} -S
+# A pytest-xdist worker (execnet's `python -u -c BOOTSTRAP`) forked from the warm interpreter of the test process
+# that listens on {address!r}: it gets this process's stdin, stdout and stderr, and its exit is this process's. Where
+# that interpreter declines (a variable read at torch's import differs from its own), the real python runs it.
+import json, os, signal, socket, sys
+
+connection = socket.socket(socket.AF_UNIX)
+connection.connect({address!r})
+request = json.dumps({{"args": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+socket.send_fds(connection, [len(request).to_bytes(8, "big")], [0, 1, 2])
+connection.sendall(request)
+answers = connection.makefile("rb")
+if answers.readline().strip() != b"forked":
+    os.execv({python!r}, [{python!r}, *sys.argv[1:]])
+null = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1):  # the worker alone holds the pipes now: the controller sees their end when it ends
+    os.dup2(null, fd)
+ret = int(answers.readline() or 1)
+if ret < 0:  # killed by a signal: so is this process
+    signal.signal(-ret, signal.SIG_DFL)
+    os.kill(os.getpid(), -ret)
+sys.exit(ret)
+"""
+
+
+def _xdist_workers_through(shim: str) -> None:
+    """In an inner run's process: pytest-xdist's workers (execnet's popen gateways) start through ``shim``, which
+    forks them from the warm interpreter, in place of a fresh ``sys.executable`` (a spec naming its python stands)."""
+    try:
+        import execnet.gateway_io as gateway_io
+    except ImportError:
+        return
+    popen_args = gateway_io.popen_args
+
+    def warm(spec: Any) -> list[str]:
+        args = popen_args(spec)
+        return args if spec.python else [shim, *args[1:]]
+
+    gateway_io.popen_args = warm
+
+
+class _HandedFd:
+    """A file descriptor that a forkserver child receives as its own (duplicated as the child starts)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled as the child starts: the forkserver passes the fd on
+        return _received, (multiprocessing.reduction.DupFd(self.fd),)
+
+
+def _received(handed: Any) -> int:
+    return handed.detach()
+
+
+def _worker_child(fds: tuple[int, ...], args: list[str], cwd: str, env: dict[str, str], path: list[str]) -> None:
+    """In the forked child: ``python [-u] [-B] -c CODE ARGS...`` (a pytest-xdist worker's start) on the stdin, stdout
+    and stderr handed over as ``fds``, as a fresh interpreter would run it, then exit."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    code = 1
+    try:
+        at = args.index("-c")
+        unbuffered = "-u" in args[:at]  # stdout written through, as -u has it
+        sys.stdin = open(0, closefd=False)  # the interpreter's streams on the handed-over fds, as a fresh one has them
+        out = io.FileIO(1, "w", closefd=False)
+        sys.stdout = io.TextIOWrapper(out if unbuffered else io.BufferedWriter(out), write_through=unbuffered)
+        err = io.BufferedWriter(io.FileIO(2, "w", closefd=False))
+        sys.stderr = io.TextIOWrapper(err, errors="backslashreplace", line_buffering=True)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.path[:] = path
+        sys.argv[:] = ["-c", *args[at + 2 :]]
+        exec(compile(args[at + 1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        code = 0
+    except SystemExit as ended:
+        code = ended.code if isinstance(ended.code, int) else 0 if ended.code is None else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+@cache
+def _xdist_shim() -> str:
+    """The path of this process's ``XDIST_SHIM`` (and its server thread, started now): a worker whose run
+    ``run_warm`` would refuse is told to start as a fresh interpreter."""
+    folder = tempfile.mkdtemp(prefix="warm-xdist-")
+    address, shim = os.path.join(folder, "warm.sock"), os.path.join(folder, "python")
+    Path(shim).write_text(XDIST_SHIM.format(python=sys.executable, address=address))
+    os.chmod(shim, 0o755)
+    context = _context()
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            size, fds, _, _ = socket.recv_fds(self.request, 8, 3)
+            try:
+                request = bytearray()
+                while len(request) < int.from_bytes(size, "big") and (part := self.request.recv(1 << 16)):
+                    request += part
+                asked = json.loads(request)
+                cwd, env = asked["cwd"], asked["env"]
+                if len(fds) != 3 or _import_time_plants(Path(cwd), env):
+                    self.request.sendall(b"fresh\n")
+                    return
+                path = ["", *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *_site_path()]
+                handed = tuple(_HandedFd(fd) for fd in fds)
+                child = context.Process(target=_worker_child, args=(handed, asked["args"], cwd, env, path))
+                child.start()
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            self.request.sendall(b"forked\n")
+            child.join()
+            self.request.sendall(f"{child.exitcode}\n".encode())
+
+    server = socketserver.ThreadingUnixStreamServer(address, Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return shim
 
 
 def runpytest_warm(pytester: pytest.Pytester, *args: str, timeout: float | None = None) -> RunResult:
