@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,6 +15,7 @@ from inner_runs import runpytest_warm
 
 from conftest import no_cuda_machine, usage_error_line
 from pytest_inductor_templates.integrations.xdist import pinned_gpus
+from pytest_inductor_templates.limits import Limit
 from pytest_inductor_templates.machine import Device
 from pytest_inductor_templates.memory import parse_size
 from pytest_inductor_templates.outcomes import Outcome
@@ -20,7 +24,8 @@ from pytest_inductor_templates.report.records import crashed_record
 from pytest_inductor_templates.runs.files import RunError, load, merge
 from pytest_inductor_templates.runs.results_file import ResultsWriter
 from pytest_inductor_templates.samples.graphnet_meta import TensorMeta, chunks, rebuild
-from pytest_inductor_templates.worker.client import describe_exit, telling_line
+from pytest_inductor_templates.worker import protocol
+from pytest_inductor_templates.worker.client import WorkerProcess, describe_exit, telling_line
 from pytest_inductor_templates.worker.main import cuda_fault
 
 
@@ -93,6 +98,46 @@ def test_the_telling_stderr_line_is_the_fatal_error_and_the_frame_that_died() ->
     ]
     assert telling_line(stderr) == 'Fatal Python error: Segmentation fault (File "model.py", line 9 in forward)'
     assert telling_line(["warming up", "RuntimeError: boom", "Extension modules: x"]) == "RuntimeError: boom"
+
+
+# A stand-in for a ready sample worker: it answers a Release (or hangs in it, as a hung sample would), then exits at
+# a Stop; no torch to import.
+STAND_IN = """
+import sys, time
+from pytest_inductor_templates.worker import protocol as p
+
+request = p.read_message(sys.stdin.buffer)
+if sys.argv[1] == "hang":
+    time.sleep(600)
+p.write_message(sys.stdout.buffer, p.Released())
+sys.exit(0 if isinstance(p.read_message(sys.stdin.buffer), p.Stop) else 3)
+"""
+
+
+@pytest.mark.parametrize("case", ["answered", "hang"])
+def test_a_worker_is_asked_to_stop_unless_it_is_still_working_on_a_request(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle worker is sent Stop and exits by itself; one still working on a request (the run was interrupted:
+    Ctrl-C, SIGTERM) would read Stop only once that request ended, never for a hang: it is killed without one."""
+    written: list[object] = []
+    write = protocol.write_message
+    monkeypatch.setattr(
+        protocol, "write_message", lambda stream, message: (written.append(message), write(stream, message))
+    )
+    worker = WorkerProcess(hello=lambda: protocol.Hello(sys_path=[], conftests=[]))
+    process = subprocess.Popen([sys.executable, "-c", STAND_IN, case], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    worker.process, worker._reader, worker._ready = process, protocol.MessageReader(process.stdout.fileno()), True
+    wait = worker.send(protocol.Release(), Limit())
+    if case == "answered":
+        assert isinstance(worker.receive(wait), protocol.Released)
+    worker.stop()
+    if case == "answered":
+        assert written == [protocol.Release(), protocol.Stop()] and process.returncode == 0
+    else:
+        assert written == [protocol.Release()] and process.returncode == -signal.SIGKILL
+    assert worker.process is None
 
 
 def test_cuda_faults_are_told_from_errors_that_leave_the_device_usable() -> None:

@@ -77,6 +77,7 @@ class WorkerProcess:
     _stderr_offset: int = 0
     _unquoted: str | None = None  # after a loss: the new stderr that its details do not quote
     _ready: bool = False
+    _in_flight: bool = False  # a request was sent and its reply has not come (an interrupt can leave it so)
 
     @property
     def alive(self) -> bool:
@@ -121,6 +122,7 @@ class WorkerProcess:
             p.write_message(self.process.stdin, message)
         except (BrokenPipeError, OSError):
             self._lost()
+        self._in_flight = True
         return limit.for_request(time.monotonic())
 
     def receive(self, wait: tuple[float | None, str]) -> object:
@@ -151,6 +153,8 @@ class WorkerProcess:
                 continue
             if isinstance(message, p.Faulted):
                 self._lost(fault=message.reason)
+            if not starting:
+                self._in_flight = False
             return message
 
     def _where(self, starting: bool = False) -> str:
@@ -229,8 +233,10 @@ class WorkerProcess:
         return rss_bytes(self.process.pid) if self.alive and self.process else None
 
     def stop(self) -> None:
-        """Ask the worker to exit (killing it if it does not), and remove its stderr file."""
-        if self.alive and self.process is not None and self.process.stdin is not None:
+        """Ask the worker to exit (killing it if it does not), and remove its stderr file. A worker still working on a
+        request (the run was interrupted: Ctrl-C, SIGTERM) is killed at once: it would read the request to stop only
+        once that one ended, which a hang never does."""
+        if self.alive and self.process is not None and self.process.stdin is not None and not self._in_flight:
             try:
                 p.write_message(self.process.stdin, p.Stop())
                 self.process.wait(timeout=STOP_SECONDS)
@@ -256,3 +262,4 @@ class WorkerProcess:
             self._stderr.unlink(missing_ok=True)
             self._stderr = None
         self.process, self._reader, self._ready, self._unquoted = None, None, False, None
+        self._in_flight = False
