@@ -218,3 +218,37 @@ def test_the_bisector_counters_are_reset_on_either_torch(monkeypatch: pytest.Mon
     monkeypatch.setattr(compiler_bisector, "reset_counters", lambda: calls.append("module"), raising=False)
     reset_counters()
     assert calls == ["module"]
+
+
+@pytest.mark.parametrize("kept_in", ["file", "module"])
+def test_a_helpers_last_bisection_steps_name_the_application_on_either_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kept_in: str
+) -> None:
+    """What a helper's bisector recorded of the last applications (a lowering's node) reaches the asking process
+    where its bisector reads its result: a file of its state since torch 2.12, the module's
+    ``call_counter_debug_info`` before, which the counters' reset clears; read from the file alone, a torch 2.11
+    helper's answer carried nothing and the diagnosis named the subsystem without its lowering (the H100's)."""
+    from torch._inductor import compiler_bisector
+
+    from pytest_inductor_templates.diagnose.bisect import applications_seen, remember_applications
+
+    bisector = compiler_bisector.CompilerBisector
+    if kept_in == "module":  # torch < 2.12: every application in range kept, whatever the range's width
+        monkeypatch.setattr(compiler_bisector, "call_counter_debug_info", {}, raising=False)
+        for number in range(4, 9):
+            compiler_bisector.call_counter_debug_info[number] = f"relu_{number}"
+    monkeypatch.setattr(bisector, "in_process_cache", str(tmp_path / "helper"))
+    if kept_in == "file":
+        for number in (6, 7):
+            bisector.add_call_counter_debug_info("inductor", "lowerings", number, f"relu_{number}")
+    seen = applications_seen("inductor", "lowerings", 6, 7)
+    assert seen == ["6=relu_6\n", "7=relu_7\n"], seen
+    if kept_in == "module":
+        assert applications_seen("inductor", "lowerings", 4, 8) == []  # not a last step: nothing to carry
+        compiler_bisector.call_counter_debug_info.clear()  # the asking process's reset before its question
+    monkeypatch.setattr(bisector, "in_process_cache", str(tmp_path / "asking"))
+    remember_applications("inductor", "lowerings", seen)
+    if kept_in == "module":
+        assert compiler_bisector.call_counter_debug_info == {6: "relu_6", 7: "relu_7"}
+    else:
+        assert bisector.get_call_counter_debug_info("inductor", "lowerings", 7) == "relu_7"

@@ -254,10 +254,7 @@ class Answers:
         if answer.get("range") is not None:  # find_max_bounds: the range the helper's compile counted
             CompilerBisector.update_bisect_range(question.backend, question.subsystem, *answer["range"])
         if answer.get("debug_info"):  # the last bisection steps: what each application was
-            path = os.path.join(
-                CompilerBisector.get_dir(), question.backend, f"{question.subsystem}_call_counter_debug_info.txt"
-            )
-            CompilerBisector.write_lines_to_file(path, answer["debug_info"], append=True)
+            remember_applications(question.backend, question.subsystem, answer["debug_info"])  # type: ignore[arg-type]
         fields = {k: answer.get(k) for k in ("seconds", "pid") if answer.get(k) is not None}
         self.log.write("bisect_check", **where, failing=answer.get("failing"), **fields)
         return answer.get("failing")
@@ -272,6 +269,37 @@ class Answers:
             return None
         self.log.write("bisect_check", **where, failing=failing)
         return failing
+
+
+def _debug_info_file(backend: str, subsystem: str) -> str:
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    return os.path.join(CompilerBisector.get_dir(), backend, f"{subsystem}_call_counter_debug_info.txt")
+
+
+def applications_seen(backend: str, subsystem: str, low: int, high: int) -> list[str]:
+    """What this process's bisector recorded of each application of ``subsystem`` numbered ``low``..``high`` in
+    its last check (``"12=relu_3"`` lines; a lowering's node): in a file of its state since torch 2.12, in the
+    module's ``call_counter_debug_info`` before (cleared with the counters, so it never left the process)."""
+    from torch._inductor import compiler_bisector
+
+    kept = getattr(compiler_bisector, "call_counter_debug_info", None)
+    if isinstance(kept, dict):  # torch < 2.12 records every application in range: keep the last steps' alone
+        return [f"{n}={kept[n]}\n" for n in sorted(kept) if low <= n <= high] if high - low <= 2 else []
+    return compiler_bisector.CompilerBisector.read_lines_from_file(_debug_info_file(backend, subsystem))
+
+
+def remember_applications(backend: str, subsystem: str, lines: list[str]) -> None:
+    """Record another process's ``applications_seen`` where this process's bisector reads its result."""
+    from torch._inductor import compiler_bisector
+
+    kept = getattr(compiler_bisector, "call_counter_debug_info", None)
+    if isinstance(kept, dict):
+        for line in lines:
+            number, _, info = line.strip().partition("=")
+            kept[int(number)] = info
+        return
+    compiler_bisector.CompilerBisector.write_lines_to_file(_debug_info_file(backend, subsystem), lines, append=True)
 
 
 def reset_counters() -> None:
@@ -317,8 +345,7 @@ def answer_here(question: Question, check: Callable[[], bool | None], scratch: s
             except RuntimeError:  # nothing was applied: the range was never set
                 answer["range"] = [0, 0]
         if subsystem is not None and question.run_state == "bisect":
-            path = os.path.join(CompilerBisector.get_dir(), backend, f"{subsystem}_call_counter_debug_info.txt")
-            answer["debug_info"] = CompilerBisector.read_lines_from_file(path)
+            answer["debug_info"] = applications_seen(backend, subsystem, question.low, question.high)  # type: ignore[arg-type]
     finally:
         CompilerBisector.in_process_cache, CompilerBisector.bisection_enabled = None, False
         shutil.rmtree(state, ignore_errors=True)
