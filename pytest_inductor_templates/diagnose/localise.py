@@ -93,16 +93,29 @@ def node_values(graph: Any, inputs: list[Any], wide: bool = False) -> dict[str, 
     return values
 
 
-def compiled_values(graph: Any, inputs: list[Any], patches: dict[str, Any]) -> dict[str, Any]:
-    """Every floating intermediate's compiled value: the graph compiled with each made an output too, and the
-    intermediate hooks' values where Inductor emits hooks (they win: they are the fused kernels' own)."""
+def intermediates_to_read(graph: Any, named: str | None = None) -> list[str]:
+    """The nodes whose compiled values the operator step reads: the bisector's lowering alone where it named one
+    of ``graph``'s nodes (one more output: the graph's other kernels stay as the failing compile made them, and
+    load from its cache), else every floating intermediate (on a large graph, a compile of thousands of unfused
+    kernels: minutes on a GPU)."""
+    nodes = [n for n in graph.graph.nodes if n.op == "call_function" and _floating(n.meta.get("val"))]
+    if named is not None and any(n.name == named for n in nodes):
+        return [named]
+    return [n.name for n in nodes]
+
+
+def compiled_values(graph: Any, inputs: list[Any], patches: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """The compiled values of the floating intermediates ``names``: the graph compiled with each made an output
+    too, and the intermediate hooks' values where Inductor emits hooks (they win: they are the fused kernels'
+    own)."""
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx_inner
     from torch._inductor.hooks import intermediate_hook
 
     wide = copy.deepcopy(graph)
     output = next(n for n in wide.graph.nodes if n.op == "output")
-    extra = [n for n in wide.graph.nodes if n.op == "call_function" and _floating(n.meta.get("val"))]
+    wanted = set(names)
+    extra = [n for n in wide.graph.nodes if n.name in wanted]
     originals = list(output.args[0])
     output.args = (tuple(originals + extra),)
     wide.recompile()
@@ -112,7 +125,7 @@ def compiled_values(graph: Any, inputs: list[Any], patches: dict[str, Any]) -> d
         with intermediate_hook(lambda name, value: hooked.__setitem__(name, value.detach().clone())):
             outs = compiled([clone_input(t) for t in inputs])
     values = {n.name: v for n, v in zip(extra, list(outs)[len(originals) :], strict=True)}
-    values.update({k: v for k, v in hooked.items() if k in values or _floating(v)})
+    values.update({k: v for k, v in hooked.items() if k in wanted})
     return values
 
 
@@ -127,8 +140,11 @@ def first_divergence(
     from ..check.second_opinion import Reference
 
     graph = entry.aten
+    names = intermediates_to_read(graph, named)
+    if named is not None and names != [named]:  # not a node of this graph: search it all
+        named = None
     with torch.no_grad():  # values alone are compared
-        compiled = compiled_values(graph, entry.inputs, patches)
+        compiled = compiled_values(graph, entry.inputs, patches, names)
         eager = node_values(graph, entry.inputs)
         wide = node_values(graph, entry.inputs, wide=True)
     for node in graph.graph.nodes:
