@@ -252,3 +252,18 @@ def test_a_helpers_last_bisection_steps_name_the_application_on_either_torch(
         assert compiler_bisector.call_counter_debug_info == {6: "relu_6", 7: "relu_7"}
     else:
         assert bisector.get_call_counter_debug_info("inductor", "lowerings", 7) == "relu_7"
+
+
+def test_helpers_beyond_a_steps_halves_are_offered_the_quarters() -> None:
+    """A bisection step's helpers get its halves, and, where there are more helpers than halves, the halves'
+    halves (torch asks one of each level next), whole levels in order; a range of one application asks nothing."""
+    from pytest_inductor_templates.diagnose.bisect import Question
+
+    def ranges(questions: list[Question]) -> list[tuple[int | None, int | None]]:
+        return [(q.low, q.high) for q in questions]
+
+    step = Question("inductor", "lowerings", "bisect", 0, 15)
+    assert ranges(step.questions_ahead(1)) == ranges(step.questions_ahead(2)) == [(0, 7), (8, 15)]
+    assert ranges(step.questions_ahead(3)) == [(0, 7), (8, 15), (0, 3), (4, 7), (8, 11), (12, 15)]
+    assert len(step.questions_ahead(7)) == 2 + 4 + 8
+    assert Question("inductor", "lowerings", "bisect", 4, 5).questions_ahead(3) == []

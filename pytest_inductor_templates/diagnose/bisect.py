@@ -7,7 +7,8 @@ one by one (``stage.find_stage``) and ``Answers`` answers each
   without convolutions, precision casts of a graph without float16 or bfloat16, stride padding on the CPU),
 - else by a check in the asking process, while helper processes (``helper_main``), each with a bisector state of
   its own set to its question's, answer the questions torch may ask next (the later stages, the later subsystems'
-  switches, both halves of a bisection step); an answer a helper has, or is working on, is taken from it.
+  switches, both halves of a bisection step, and their halves where there are more helpers than halves); an
+  answer a helper has, or is working on, is taken from it.
 
 torch still asks in its order and stops at its first answer, so the answer is the serial one; the processes in
 all are at most ``DiagnosisRequest.processes`` and the usable CPUs.
@@ -77,6 +78,19 @@ class Question:
             return []
         names = [s.name for s in BACKENDS[self.backend]]
         return [Question(self.backend, n, "test_disable") for n in names[names.index(self.subsystem) + 1 :]]
+
+    def questions_ahead(self, wanted: int) -> list[Question]:
+        """The questions torch may ask after this one, level by level (the next ones, then theirs: a bisection
+        step's halves, then their halves), whole levels until there are at least ``wanted``; each is a check of
+        its own, whichever of them torch goes on to ask."""
+        ahead: list[Question] = []
+        level = self.next_questions()
+        while level:
+            ahead += [q for q in dict.fromkeys(level) if q not in ahead]
+            if len(ahead) >= wanted:
+                break
+            level = [n for q in level for n in q.next_questions() if n not in ahead]
+        return ahead
 
 
 def skips(cudagraphs: bool, device_type: str, facts: Any) -> dict[str, str]:
@@ -244,7 +258,8 @@ class Answers:
             return True
         answer = None
         if self.helpers is not None:
-            self.helpers.offer([q for q in question.next_questions() if q not in self.known and not self._free(q)])
+            ahead = question.questions_ahead(len(self.helpers.processes))
+            self.helpers.offer([q for q in ahead if q not in self.known and not self._free(q)])
             answer = self.helpers.take(question)
         if answer is not None and answer.get("error") is not None:  # the helper's check could not run there:
             self.log.write("helper", pid=answer.get("pid"), error=answer["error"], question=asdict(question))
