@@ -50,14 +50,15 @@ def diagnosis_environment(work: Path, device_type: str) -> Iterator[None]:
     and its helpers: a kernel's key is its source, so what one process compiled the others load), and no FX graph
     or AOT autograd cache within it (their keys do not see a changed lowering, nor the bisector's switches), so
     every check lowers again. The CPU's ISAs are read first on the CPU only (a CUDA diagnosis compiles no C++
-    kernels); on a GPU Inductor's compile pool is up before the first compile (before that, every Triton kernel
-    compiles here, one after another)."""
+    kernels); on a GPU Inductor's compile pool starts now, while the process draws or waits for the draw, and
+    the process waits for it before its first compile (``compile.pool.wait_for_compile_pool``: before the pool is
+    up, every Triton kernel compiles in this process, one after another)."""
     from unittest import mock
 
     from torch._inductor import config
     from torch._inductor.utils import fresh_cache
 
-    from .standalone import compile_pool_started
+    from ..compile.pool import start_compile_pool
 
     if device_type == "cpu":
         warm_up()
@@ -70,7 +71,7 @@ def diagnosis_environment(work: Path, device_type: str) -> Iterator[None]:
     # removed with the work folder even after a kill
     with fresh_cache(dir=str(work)), mock.patch.dict(os.environ, folders), config.patch(patches):
         if device_type != "cpu":
-            compile_pool_started()
+            start_compile_pool()
         yield
 
 
@@ -151,6 +152,7 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
     import torch
     from torch._inductor import config
 
+    from ..compile.pool import wait_for_compile_pool
     from .drawn import Counts, Drawn, load_eager, wait_for_eager
     from .predicate import Judge
     from .stage import KEEP_BACKEND, keeps_custom_backend
@@ -163,6 +165,7 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
     keep = {f"test_configs.{KEEP_BACKEND}": True} if keeps_custom_backend() else {}
     with diagnosis_environment(work, request.device.type), config.patch(keep):
         wait_for_eager(work)
+        wait_for_compile_pool()  # the one diagnosis_environment started (none on the CPU)
         judge = Judge(request, Drawn.load(work, request.build, device), load_eager(work, device), counts)
 
         def check(question: Any) -> bool | None:
@@ -208,6 +211,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     import torch
 
     from ..check.result import CheckResult
+    from ..compile.pool import wait_for_compile_pool
     from ..timing import host_lock
     from . import localise, numerics, setting, stage
     from .bisect import Answers, Question, skips
@@ -227,6 +231,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
         return
     drawn.save(work)
     save_eager(eager, work)
+    wait_for_compile_pool()  # the one diagnosis_environment started (none on the CPU)
     judge = Judge(request, drawn, eager, counts)
 
     def fails(**variant: Any) -> bool | None:
