@@ -100,10 +100,20 @@ def _refuse_import_time_plants(cwd: Path, env: Mapping[str, str]) -> None:
 
 
 def _child(
-    args: list[str], cwd: str, env: dict[str, str], path: list[str], out: str, err: str, xdist_shim: str | None = None
+    args: list[str],
+    cwd: str,
+    env: dict[str, str],
+    path: list[str],
+    out: str,
+    err: str,
+    xdist_shim: str | None = None,
+    cpus: frozenset[int] | None = None,
 ) -> None:
     """In the forked child: ``python -m pytest ARGS`` as a fresh interpreter would run it (``python -c CODE`` where
-    ARGS is ``[PYTHON_C, CODE]``), then exit; its pytest-xdist workers start through ``xdist_shim``."""
+    ARGS is ``[PYTHON_C, CODE]``), on ``cpus`` if given, then exit; its pytest-xdist workers start through
+    ``xdist_shim``."""
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
     for fd, name in ((1, out), (2, err)):
         target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
@@ -134,9 +144,16 @@ def _child(
         os._exit(code)
 
 
-def run_warm(cwd: Path, args: Sequence[str], env: Mapping[str, str], timeout: float | None = None) -> RunResult:
-    """``python -m pytest ARGS`` in ``cwd`` with exactly ``env``, in a child of the warm interpreter; killed after
-    ``timeout`` seconds (``pytest.Pytester.TimeoutExpired``)."""
+def run_warm(
+    cwd: Path,
+    args: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float | None = None,
+    cpus: frozenset[int] | None = None,
+) -> RunResult:
+    """``python -m pytest ARGS`` in ``cwd`` with exactly ``env``, in a child of the warm interpreter (pinned to
+    ``cpus`` if given, as a ``preexec_fn`` would pin a fresh one); killed after ``timeout`` seconds
+    (``pytest.Pytester.TimeoutExpired``)."""
     _refuse_import_time_plants(cwd, env)
     context = _context()
     path = [str(cwd), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *_site_path()]
@@ -145,7 +162,7 @@ def run_warm(cwd: Path, args: Sequence[str], env: Mapping[str, str], timeout: fl
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
         shim = _xdist_shim()
         child = context.Process(
-            target=_child, args=(list(args), str(cwd), dict(env), path, out, err, shim), daemon=False
+            target=_child, args=(list(args), str(cwd), dict(env), path, out, err, shim, cpus), daemon=False
         )
         child.start()
         child.join(timeout)
@@ -307,9 +324,12 @@ def run_python_warm(cwd: Path, code: str, timeout: float | None = None) -> subpr
     return subprocess.CompletedProcess(["python", "-c", code], int(result.ret), stdout, stderr)
 
 
-def run_pytest_warm(cwd: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-    """``conftest.run_pytest(cwd, *args)`` in the warm interpreter (its result as ``subprocess.run`` gives it)."""
-    result = run_warm(cwd, args, standalone_environment(), timeout)
+def run_pytest_warm(
+    cwd: Path, *args: str, timeout: float | None = None, cpus: frozenset[int] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``conftest.run_pytest(cwd, *args)`` in the warm interpreter (its result as ``subprocess.run`` gives it), on
+    ``cpus`` if given."""
+    result = run_warm(cwd, args, standalone_environment(), timeout, cpus)
     stdout, stderr = ("".join(f"{line}\n" for line in lines) for lines in (result.outlines, result.errlines))
     return subprocess.CompletedProcess(["pytest", *args], int(result.ret), stdout, stderr)
 

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from inner_runs import run_pytest_warm
 
-from conftest import cli, standalone_environment, usage_error_line
+from conftest import cli, usage_error_line
 from pytest_inductor_templates.cpu_speed import SLOW, UNSTEADY_SHARE, probe
 
 HOG = """
@@ -84,15 +85,12 @@ def test_following_the_full_speed_pins_the_thread_for_a_round_and_gives_its_cpus
 def test_a_run_on_an_unsteady_cpu_says_so_in_its_header_its_json_and_its_report(
     tmp_path: Path, two_speed_cpu: int
 ) -> None:
-    command = [
-        sys.executable, "-m", "pytest", "--inductor-samples", "--inductor-template=default", "--inductor-backend=eager",
+    result = run_pytest_warm(
+        tmp_path, "--inductor-samples", "--inductor-template=default", "--inductor-backend=eager",
         "--inductor-devices=cpu", "--inductor-isolation=none",  # the session's probe, not the sample: no worker
         "-k", "embedding and bench", "--inductor-cpu-probe=1.5", "--benchmark-max-time=0.05",
         "--benchmark-min-rounds=3", "--benchmark-json=run.json", "-p", "no:cacheprovider", "-W", "ignore",
-    ]  # fmt: skip
-    result = subprocess.run(
-        command, cwd=tmp_path, capture_output=True, text=True, env=standalone_environment(),
-        preexec_fn=lambda: _on(two_speed_cpu),
+        cpus=frozenset({two_speed_cpu}),  # the run shares the hog's CPU, as a preexec_fn would pin a fresh process
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:]
     header = next(line for line in result.stdout.splitlines() if "CPU speed" in line)
