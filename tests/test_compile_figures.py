@@ -90,14 +90,15 @@ def _files(folder: Path) -> list[str]:
 
 def _make(root: Path) -> None:
     """Three runs on one persistent compile cache, each with its output kept: cold (an empty cache), warm (the same
-    selection again, timed, with the graph break planted: the user test's graphs are new, the sample's cached), and
+    selection again, timed, with the graph break planted: the user test's graphs are new, the sample's cached; in
+    the pytest process, as the cache's state is the point there, not isolation: no sample worker to start), and
     fresh (the sample alone, under --inductor-fresh-cache, with the slow compiler planted); and the cache's files
-    before and after the fresh run."""
+    before and after the fresh run. The cold and fresh runs compile the sample in a sample worker alike."""
     (root / "test_user.py").write_text(USER_TEST)
     (root / "conftest.py").write_text(SLOW_COMPILER)
     write_sample(root / "corpus" / "gemm", {"model.py": SAMPLE_MODEL, "weight_meta.py": SAMPLE_META})
     fresh = ("-k", "gemm", "--benchmark-skip", "--inductor-fresh-cache")
-    runs = {"cold": (*BOTH, "--benchmark-skip"), "warm": (*BOTH, *FAST), "fresh": fresh}
+    runs = {"cold": (*BOTH, "--benchmark-skip"), "warm": (*BOTH, *FAST, "--inductor-isolation=none"), "fresh": fresh}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(root / "cache"))
         for name, args in runs.items():
