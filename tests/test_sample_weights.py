@@ -119,6 +119,35 @@ def test_both_modes_compute_the_same_from_the_same_tensors(break_sample: Path) -
         assert tensor is not state[name] and torch.equal(tensor, state[name])
 
 
+@pytest.mark.parametrize("mode", ["parameters", "inputs"])
+def test_model_and_inputs_in_one_pass_are_make_model_and_make_inputs(
+    break_sample: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A diagnosis's one draw: the model and both input sets from one pass over the seeded draws (each tensor's
+    draws made once, not once for the model and again for the inputs), with the values, names and kinds that
+    ``make_model`` and ``make_inputs`` give."""
+    from pytest_inductor_templates.samples import graphnet
+
+    sample = GraphNetSample(break_sample, "bn", weights=mode)
+    model, inputs = sample.make_model("cpu"), sample.make_inputs("cpu")
+    passes: list[str] = []
+    for name in ("rebuild", "skip_draws"):
+        real = getattr(graphnet, name)
+        monkeypatch.setattr(
+            graphnet, name, lambda meta, generator, real=real: passes.append(meta.name) or real(meta, generator)
+        )
+    both, sets = sample.make_model_and_inputs("cpu")
+    once = [meta.name for meta in sample.metas]  # as make_model then make_inputs would give every weight twice
+    assert sorted(passes) == sorted([*once, "L_x_"]), passes  # and the second set redraws the input alone
+    assert dict(both.named_parameters()).keys() == dict(model.named_parameters()).keys()
+    assert dict(both.named_buffers()).keys() == dict(model.named_buffers()).keys()
+    for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        assert torch.equal(tensor, dict([*both.named_parameters(), *both.named_buffers()])[name]), name
+    for one, other in zip(inputs, sets, strict=True):
+        assert one.kwargs.keys() == other.kwargs.keys()
+        assert all(torch.equal(one.kwargs[k], other.kwargs[k]) for k in one.kwargs)
+
+
 def test_the_mode_survives_pickling_and_the_cast_wrapper(break_sample: Path) -> None:
     for mode in ("parameters", "inputs"):
         sample = pickle.loads(pickle.dumps(GraphNetSample(break_sample, "bn", weights=mode)))

@@ -321,22 +321,43 @@ class GraphNetSample(Sample):
     def make_model(self, device: Any) -> Any:
         """The graph; with ``parameters``, holding its weights (drawn as ``make_inputs`` draws them with ``inputs``:
         the same values in both modes) on ``device`` as its own parameters and buffers, under their Dynamo names."""
+        if self.weights == "inputs":
+            return self._graph(device)
+        return self._bind(self._unbound(device), self._first_set(lambda meta: is_weight(meta.name)), device)
+
+    def make_model_and_inputs(self, device: Any) -> tuple[Any, list[Inputs]]:
+        """``make_model`` and ``make_inputs`` from one pass over the seeded draws (each alone passes over every
+        tensor's draws, keeping its own: on a large transformer, seconds each)."""
         import torch
 
-        graph = self._graph(device)
+        graph = self._graph(device) if self.weights == "inputs" else self._unbound(device)
+        generator = torch.Generator().manual_seed(stable_seed(self.id))
+        drawn = self._first_set(lambda meta: True, generator)
         if self.weights == "inputs":
-            return graph
+            return graph, self._input_sets(drawn, generator, device)
+        first = {name: t for name, t in drawn.items() if not is_weight(name)}
+        return self._bind(graph, drawn, device), self._input_sets(first, generator, device)
+
+    def _unbound(self, device: Any) -> Any:
+        """The graph that reads its weights from the module, which does not hold them yet."""
+        graph = self._graph(device)
         taken = [name for name in self._weight_names if hasattr(graph, name)]
         if taken:
             raise SampleError(
                 f"cannot bind weight {taken[0]} to the module: GraphModule has an attribute of that name "
                 "(--inductor-sample-weights=inputs passes the weights as forward inputs)"
             )
-        weights = self._first_set(lambda meta: is_weight(meta.name))
+        return graph
+
+    def _bind(self, graph: Any, drawn: dict[str, Any], device: Any) -> Any:
+        """``graph`` holding the weights of ``drawn`` (taken out of it) on ``device`` as its own parameters and
+        buffers."""
+        import torch
+
         for meta in self.metas:
-            if meta.name not in weights:
+            if not is_weight(meta.name) or meta.name not in drawn:
                 continue
-            tensor = weights.pop(meta.name).to(device)
+            tensor = drawn.pop(meta.name).to(device)
             if is_parameter(meta):
                 graph.register_parameter(meta.name, torch.nn.Parameter(tensor, requires_grad=False))
             else:
@@ -387,7 +408,13 @@ class GraphNetSample(Sample):
 
         generator = torch.Generator().manual_seed(stable_seed(self.id))
         passed = (lambda meta: True) if self.weights == "inputs" else (lambda meta: not is_weight(meta.name))
-        first = self._first_set(passed, generator)
+        return self._input_sets(self._first_set(passed, generator), generator, device)
+
+    def _input_sets(self, first: dict[str, Any], generator: Any, device: Any) -> list[Inputs]:
+        """``make_inputs``'s two sets from the first set's tensors, ``generator`` where the first set's draws
+        left it."""
+        import torch
+
         second = {}
         for meta in self.metas:
             if meta.name not in first:
