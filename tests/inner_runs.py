@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ READ_AT_USE = frozenset({"TORCHINDUCTOR_CACHE_DIR"})  # read by Inductor at each
 START_FILES = ("sitecustomize.py", "usercustomize.py")
 XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
 PYTHON_C = "--inner-runs-python-c"  # run_warm's first argument for python -c CODE in place of pytest
+_PASSED_ON: list[str] = []  # the current run's passed_on (run_warm)
 SERVER_ENVIRONMENT = dict(os.environ)  # the environment the server starts in (the test process's, as it started)
 
 
@@ -79,13 +80,14 @@ def _site_path() -> tuple[str, ...]:
     return tuple(out.stdout.splitlines())
 
 
-def _import_time_plants(cwd: Path, env: Mapping[str, str]) -> list[str]:
-    """What a run in ``cwd`` with ``env`` plants that only a fresh interpreter reads (variables, start files)."""
+def _import_time_plants(cwd: Path, env: Mapping[str, str], passed_on: Set[str] = frozenset()) -> list[str]:
+    """What a run in ``cwd`` with ``env`` plants that only a fresh interpreter reads (variables, start files), but
+    the variables ``passed_on``."""
     changed = sorted(
         name
         for name in {*env, *SERVER_ENVIRONMENT}
         if name.startswith(IMPORT_TIME_PREFIXES)
-        and name not in READ_AT_USE
+        and name not in READ_AT_USE | passed_on
         and env.get(name) != SERVER_ENVIRONMENT.get(name)
     )
     folders = [str(cwd), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
@@ -93,9 +95,9 @@ def _import_time_plants(cwd: Path, env: Mapping[str, str]) -> list[str]:
     return changed + planted
 
 
-def _refuse_import_time_plants(cwd: Path, env: Mapping[str, str]) -> None:
+def _refuse_import_time_plants(cwd: Path, env: Mapping[str, str], passed_on: Set[str] = frozenset()) -> None:
     """Fail the test whose run depends on what only a fresh interpreter reads."""
-    if planted := _import_time_plants(cwd, env):
+    if planted := _import_time_plants(cwd, env, passed_on):
         pytest.fail(f"this inner run needs a fresh interpreter (read at start or torch's import: {planted})")
 
 
@@ -150,11 +152,14 @@ def run_warm(
     env: Mapping[str, str],
     timeout: float | None = None,
     cpus: frozenset[int] | None = None,
+    passed_on: Set[str] = frozenset(),
 ) -> RunResult:
     """``python -m pytest ARGS`` in ``cwd`` with exactly ``env``, in a child of the warm interpreter (pinned to
     ``cpus`` if given, as a ``preexec_fn`` would pin a fresh one); killed after ``timeout`` seconds
-    (``pytest.Pytester.TimeoutExpired``)."""
-    _refuse_import_time_plants(cwd, env)
+    (``pytest.Pytester.TimeoutExpired``). ``passed_on``: variables read at torch's import that the run's own
+    processes (pytest's, its xdist workers) leave to the fresh ones they start (sample workers): not refused."""
+    _refuse_import_time_plants(cwd, env, passed_on)
+    _PASSED_ON[:] = passed_on  # for its xdist workers (one run at a time in a test process)
     context = _context()
     path = [str(cwd), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *_site_path()]
     start = time.monotonic()
@@ -283,7 +288,7 @@ def _xdist_shim() -> str:
                     request += part
                 asked = json.loads(request)
                 cwd, env = asked["cwd"], asked["env"]
-                if len(fds) != 3 or _import_time_plants(Path(cwd), env):
+                if len(fds) != 3 or _import_time_plants(Path(cwd), env, frozenset(_PASSED_ON)):
                     self.request.sendall(b"fresh\n")
                     return
                 path = ["", *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *_site_path()]
@@ -325,11 +330,15 @@ def run_python_warm(cwd: Path, code: str, timeout: float | None = None) -> subpr
 
 
 def run_pytest_warm(
-    cwd: Path, *args: str, timeout: float | None = None, cpus: frozenset[int] | None = None
+    cwd: Path,
+    *args: str,
+    timeout: float | None = None,
+    cpus: frozenset[int] | None = None,
+    passed_on: Set[str] = frozenset(),
 ) -> subprocess.CompletedProcess[str]:
     """``conftest.run_pytest(cwd, *args)`` in the warm interpreter (its result as ``subprocess.run`` gives it), on
-    ``cpus`` if given."""
-    result = run_warm(cwd, args, standalone_environment(), timeout, cpus)
+    ``cpus`` if given (``run_warm``'s ``passed_on``)."""
+    result = run_warm(cwd, args, standalone_environment(), timeout, cpus, passed_on)
     stdout, stderr = ("".join(f"{line}\n" for line in lines) for lines in (result.outlines, result.errlines))
     return subprocess.CompletedProcess(["pytest", *args], int(result.ret), stdout, stderr)
 
