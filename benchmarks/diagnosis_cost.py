@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -128,8 +129,18 @@ def diagnose(sample: str, corpus: Path | None, args: argparse.Namespace, plant: 
     ]  # fmt: skip
     start = time.monotonic()
     if not args.collect:
-        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
-        (work / "pytest.txt").write_text(done.stdout + done.stderr)
+        # its own process group: a step limit's interrupt ends the pytest run with its workers and diagnosis
+        # children (killing pytest alone left opus-mt's diagnosis running beside the next sample's)
+        with subprocess.Popen(
+            command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        ) as process:  # fmt: skip
+            try:
+                output, _ = process.communicate()
+            except BaseException:
+                os.killpg(process.pid, signal.SIGKILL)
+                raise
+        (work / "pytest.txt").write_text(output)
         (work / "run_seconds.txt").write_text(f"{time.monotonic() - start:.1f}")
     return collect(sample, work, env, args.plant, plant)
 

@@ -173,3 +173,52 @@ def test_the_bisector_runs_in_process_and_leaves_its_state_clean(tmp_path: Path,
     assert list(tmp_path.iterdir()) == [tmp_path / "steps.jsonl"]  # its state folder went with it
     checks = [r for r in read_log(tmp_path / "steps.jsonl") if r["step"] == "bisect_check"]
     assert [r["failing"] for r in checks if r["subsystem"] == "pre_grad_passes"] == [None if raise_at else True]
+
+
+STARTER = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", {child!r}], start_new_session=True)  # as run_in_child starts it
+time.sleep(60)
+"""
+CHILD = """
+import subprocess, sys, time
+from pytest_inductor_templates.diagnose.child import end_with_parent
+end_with_parent(0.05)
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a helper: the child's group
+open({pids!r}, "w").write(f"{{__import__('os').getpid()}} {{helper.pid}}")
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie has ended
+        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_diagnosis_ends_with_the_process_that_started_it(tmp_path: Path) -> None:
+    """The diagnosis child is a session of its own (the budget ends it whole), so a pytest or sample worker killed
+    outright would leave it and its helpers diagnosing on the GPU: on the H100 an interrupted opus-mt diagnosis
+    went on beside the next sample's run. Its parent killed with SIGKILL, the child's group ends too."""
+    import signal
+    import subprocess
+
+    pids = tmp_path / "pids.txt"
+    starter = subprocess.Popen([sys.executable, "-c", STARTER.format(child=CHILD.format(pids=str(pids)))])
+    deadline = time.monotonic() + 60
+    while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child, helper = map(int, pids.read_text().split())
+    assert _alive(child) and _alive(helper)
+    starter.send_signal(signal.SIGKILL)
+    starter.wait()
+    deadline = time.monotonic() + 30
+    while (_alive(child) or _alive(helper)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child) and not _alive(helper), (child, helper)

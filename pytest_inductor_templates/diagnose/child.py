@@ -404,8 +404,27 @@ def write_repro(request: Any, graphs: list[Any], found: Any, log: StepLog, work:
     log.write("repro", repro=None, why="no captured graph fails on its own under the repro's check")
 
 
+def end_with_parent(poll: float = 1.0) -> None:
+    """End this process's group (the diagnosis, its helpers, their compile pools) when the process that started
+    it ends: the group is a session of its own, so that the budget can end it whole, and a pytest or sample worker
+    killed outright (SIGKILL, a step's hard limit) would otherwise leave it diagnosing on the GPU for the rest of
+    its budget."""
+    import signal
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
+
+
 def main(work: str) -> None:
     """Entry point: ``work`` holds the request and receives the step log."""
+    end_with_parent()
     directory = Path(work)
     sys.path[:0] = [p for p in json.loads((directory / SYS_PATH).read_text()) if p not in sys.path]
     start = time.monotonic()
