@@ -48,6 +48,7 @@ SELECTED = "conv_bn and (eager or freezing or cpp_wrapper or aten) or pointwise 
 SAMPLE_RUN = (
     "--benchmark-max-time=0.02", "--benchmark-min-rounds=1", "--junitxml=out.xml", "-o", "junit_family=xunit1",
     *QUIET, "--inductor-devices=cpu", "--inductor-isolation=none",  # evidence, not isolation: no worker to start
+    "--inductor-cpu-probe=0", "--inductor-timing-min-seconds=0",  # nor the CPU probe, nor 2 s of paired rounds an item
 )  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from inner_runs import runpytest_warm
 RUN = ("--inductor-samples", "--inductor-template=default", "--inductor-devices=cpu", "-k", "embedding")
 RUN = (*RUN, "--inductor-backend=eager", "--inductor-isolation=none", "--benchmark-max-time=0.05")
 RUN = (*RUN, "--benchmark-min-rounds=3", "-rA", "-p", "no:cacheprovider", "-W", "ignore")
+RUN = (*RUN, "--inductor-cpu-probe=0", "--inductor-timing-min-seconds=0")  # no probe, paired rounds bounded: FAST's
 
 
 def _first(lines: list[str], start: str, within: str) -> int:
