@@ -276,7 +276,14 @@ def test_the_session_switches_reach_the_check_and_the_record(pytester: pytest.Py
     """A real run at tolerance 0,0: the float64 second opinion clears Inductor's reordered sums; switched off, the
     same test fails on the first comparison; the record says which TF32 mode the item ran in."""
     pytester.makepyfile(test_sums=REASSOCIATED)
-    common = ("--inductor-tolerance=0,0", "--junitxml=out.xml", "-o", "junit_family=xunit1", *QUIET)
+    common = (
+        "--inductor-tolerance=0,0",
+        "--junitxml=out.xml",
+        "-o",
+        "junit_family=xunit1",
+        *QUIET,
+        "--inductor-cpu-probe=0",
+    )
     first = runpytest_warm(pytester, *common)
     first.assert_outcomes(passed=1)
     assert junit_properties(pytester.path / "out.xml")["test_sums::test_sum[default]"]["inductor_check_rule"] == (

@@ -78,7 +78,13 @@ def test_stats_isolation_and_recompile_warning(pytester: pytest.Pytester) -> Non
     Inductor compile to wait for, eight of them cold on CI)."""
     pytester.makepyfile(test_stats=STATS_TESTS)
     result = runpytest_warm(
-        pytester, "--inductor-backend=eager", "-p", "no:randomly", "-W", "ignore::DeprecationWarning"
+        pytester,
+        "--inductor-backend=eager",
+        "-p",
+        "no:randomly",
+        "-W",
+        "ignore::DeprecationWarning",
+        "--inductor-cpu-probe=0",
     )
     result.assert_outcomes(passed=6, warnings=1)
     result.stdout.fnmatch_lines(
@@ -125,7 +131,9 @@ def _freezing_run(root: Path) -> tuple[dict[str, int], str]:
         '[templates.frozen_user]\ndescription = "frozen weights"\nsettings = { freezing = true }\n'
     )
     templates = ("--inductor-templates-file=templates.toml", "--inductor-template=freezing,frozen_user,default")
-    result = run_pytest_warm(root, *templates, "-rA", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
+    result = run_pytest_warm(
+        root, *templates, "-rA", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning", "--inductor-cpu-probe=0"
+    )
     return pytest.RunResult.parse_summary_nouns(result.stdout.splitlines()), result.stdout
 
 
@@ -177,7 +185,9 @@ def test_cudagraph_skip_is_reported(compiled_model):
 
 def test_reduce_overhead_on_cpu_reports_the_cudagraph_skip(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_cpu_graphs=CUDAGRAPHS_ON_CPU)
-    result = runpytest_warm(pytester, "--inductor-mode=reduce-overhead", "-s", "-W", "ignore::DeprecationWarning")
+    result = runpytest_warm(
+        pytester, "--inductor-mode=reduce-overhead", "-s", "-W", "ignore::DeprecationWarning", "--inductor-cpu-probe=0"
+    )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
@@ -219,6 +229,7 @@ def test_backend_fullgraph_and_dynamic_reach_torch_compile(pytester: pytest.Pyte
         "--inductor-dynamic",
         "-W",
         "ignore::DeprecationWarning",
+        "--inductor-cpu-probe=0",
     )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*torch._dynamo.exc.Unsupported: Call to `torch._dynamo.graph_break()`*"])
@@ -252,7 +263,12 @@ def test_torchs_own_deprecation_warnings_are_not_reported_against_the_users_test
     assert "torch/jit/_script.py" in plain.stdout.str()  # plain torch.compile: torch's warning, under the test
     pytester.makepyfile(test_user=DEPRECATION_TESTS)
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "--inductor-template=default", "--inductor-devices=cpu", "test_user.py"
+        "-p",
+        "no:cacheprovider",
+        "--inductor-template=default",
+        "--inductor-devices=cpu",
+        "--inductor-cpu-probe=0",
+        "test_user.py",
     )
     result.assert_outcomes(passed=2)
     summary = result.stdout.str().split("warnings summary")[1].split("-- Docs")[0]

@@ -150,6 +150,7 @@ def test_cuda_graphs_on_cpu_are_no_effect_with_the_reason(pytester: pytest.Pytes
         pytester,
         '--inductor-options={"triton.cudagraphs": true}',
         "--inductor-require-effect",
+        "--inductor-cpu-probe=0",
         *QUIET,
         "--inductor-devices=cpu",
     )

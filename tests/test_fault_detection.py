@@ -180,6 +180,7 @@ def _fault_run(root: Path) -> tuple[str, dict[str, dict[str, str]]]:
         root,
         "--inductor-backend=faulty",
         "--inductor-devices=cpu",
+        "--inductor-cpu-probe=0",
         "-p",
         "no:cacheprovider",
         "-rA",
@@ -263,7 +264,14 @@ def test_long_traceback_shows_the_compile_error(pytester: pytest.Pytester) -> No
     pytester.makeconftest(FAULTY_BACKEND)
     pytester.makepyfile(test_faults=FAULT_TESTS)
     result = runpytest_warm(
-        pytester, "--inductor-backend=faulty", "--tb=long", "-k", "compile_error", "-W", "ignore::DeprecationWarning"
+        pytester,
+        "--inductor-backend=faulty",
+        "--tb=long",
+        "-k",
+        "compile_error",
+        "-W",
+        "ignore::DeprecationWarning",
+        "--inductor-cpu-probe=0",
     )
     result.assert_outcomes(failed=1, deselected=15)
     result.stdout.fnmatch_lines(['*raise RuntimeError("planted compile error")*', "*BackendCompilerFailed*"])
@@ -293,7 +301,9 @@ def test_session_tolerance_from_command_line_and_ini(
 ) -> None:
     pytester.makeconftest(FAULTY_BACKEND)
     pytester.makepyfile(test_tol=TOLERANCE_TESTS)
-    result = runpytest_warm(pytester, "--inductor-backend=faulty", *config, "-W", "ignore::DeprecationWarning")
+    result = runpytest_warm(
+        pytester, "--inductor-backend=faulty", *config, "-W", "ignore::DeprecationWarning", "--inductor-cpu-probe=0"
+    )
     result.assert_outcomes(**{outcome: 1})
 
 

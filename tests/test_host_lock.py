@@ -338,7 +338,9 @@ def test_the_plugins_compile_waits_while_another_process_times(pytester: pytest.
     holders.start("timer", "timing:cpu")
     holders.holding("timer")  # the timer holds its lock before the run starts
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        running = pool.submit(runpytest_warm, pytester, "--inductor-backend=eager", "-s", "-p", "no:randomly")
+        running = pool.submit(
+            runpytest_warm, pytester, "--inductor-backend=eager", "-s", "-p", "no:randomly", "--inductor-cpu-probe=0"
+        )
         holders.wait(lambda: waited_on(folder / host_lock.PENDING) or running.done(), "the run's compile waiting")
         holders.release("timer")
         result = running.result(timeout=600)

@@ -62,6 +62,7 @@ def test_unavailable_cells_are_skipped_with_the_reason(pytester: pytest.Pytester
         pytester,
         "--inductor-template=default,freezing,cudagraphs",
         "--inductor-devices=cpu,cuda",
+        "--inductor-cpu-probe=0",
         "-rs",
         "-W",
         "ignore::DeprecationWarning",
@@ -114,7 +115,7 @@ def test_marker_with_unknown_template_fails_collection_in_one_line(pytester: pyt
     pytester.makepyfile(
         "import pytest\n\n@pytest.mark.inductor_templates('fastest')\ndef test_x(compiled_model):\n    pass\n"
     )
-    result = pytester.runpytest_inprocess("--inductor-template=default")
+    result = pytester.runpytest_inprocess("--inductor-template=default", "--inductor-cpu-probe=0")
     result.stdout.fnmatch_lines(["*@pytest.mark.inductor_templates: unknown template 'fastest'*"])
     assert "Traceback" not in result.stdout.str()
     assert result.ret == pytest.ExitCode.INTERRUPTED

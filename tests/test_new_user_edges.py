@@ -59,7 +59,7 @@ def test_a_run_where_nothing_could_run_says_why_and_names_require_run(pytester: 
     summary says so in one line with the reasons and what ``--inductor-require-run`` does; the plugin's skipped
     items are listed with their reasons, the user's own skip only in that line."""
     pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_inprocess("--inductor-template=cudagraphs", *QUIET)
+    result = pytester.runpytest_inprocess("--inductor-template=cudagraphs", *QUIET, "--inductor-cpu-probe=0")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.assert_outcomes(skipped=5)
     cudagraphs = "template 'cudagraphs' is unavailable on cpu: needs a cuda device, not cpu"
@@ -74,7 +74,9 @@ def test_a_run_where_nothing_could_run_says_why_and_names_require_run(pytester: 
     )
     assert "test_not_the_plugins: a skip" not in result.stdout.str()  # not the plugin's: pytest's -rs names it
 
-    required = pytester.runpytest_inprocess("--inductor-devices=cuda", "--inductor-require-run", *QUIET)
+    required = pytester.runpytest_inprocess(
+        "--inductor-devices=cuda", "--inductor-require-run", *QUIET, "--inductor-cpu-probe=0"
+    )
     assert required.ret == pytest.ExitCode.TESTS_FAILED, required.stdout.str()
     required.stdout.fnmatch_lines(
         [

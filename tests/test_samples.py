@@ -360,6 +360,7 @@ def test_unavailable_cells_record_the_skipped_outcome(pytester: pytest.Pytester)
         "--inductor-samples=corpus",
         "--inductor-template=cudagraphs",
         "--inductor-devices=cpu",
+        "--inductor-cpu-probe=0",
         "-k",
         "vision",
         "--junitxml=out.xml",

@@ -134,7 +134,7 @@ def test_pyproject_toml_is_named(sentinel_test: pytest.Pytester) -> None:
 def test_command_line_overrides_ini_without_conflict(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\ninductor_template = freezing\n")
     pytester.makepyfile("def test_ok():\n    pass\n")
-    result = pytester.runpytest_inprocess("--inductor-mode=max-autotune-no-cudagraphs")
+    result = pytester.runpytest_inprocess("--inductor-mode=max-autotune-no-cudagraphs", "--inductor-cpu-probe=0")
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
@@ -155,7 +155,7 @@ def test_two_kinds_on_different_levels_conflict_only_within_a_level(sentinel_tes
 def test_valid_options_file_is_used(pytester: pytest.Pytester) -> None:
     pytester.path.joinpath("opts.json").write_text(json.dumps({"max_autotune": True, "epilogue_fusion": False}))
     pytester.makepyfile("def test_ok():\n    pass\n")
-    result = pytester.runpytest_inprocess("--inductor-options=@opts.json")
+    result = pytester.runpytest_inprocess("--inductor-options=@opts.json", "--inductor-cpu-probe=0")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*effective Inductor settings: max_autotune=True, epilogue_fusion=False*"])
 
@@ -171,7 +171,9 @@ def test_backend_that_names_options_takes_them(pytester: pytest.Pytester) -> Non
         """
     )
     pytester.makepyfile("def test_ok():\n    pass\n")
-    result = pytester.runpytest_inprocess("--inductor-backend=my_backend", '--inductor-options={"freezing": true}')
+    result = pytester.runpytest_inprocess(
+        "--inductor-backend=my_backend", '--inductor-options={"freezing": true}', "--inductor-cpu-probe=0"
+    )
     assert result.ret == 0, result.stderr.str()
 
 
@@ -215,7 +217,9 @@ def test_a_model_that_is_not_callable_fails_in_one_line(pytester: pytest.Pyteste
             inductor_check("relu", torch.ones(2))
         """
     )
-    result = pytester.runpytest_inprocess("-p", "no:randomly", "--inductor-devices=cpu", "-W", "ignore")
+    result = pytester.runpytest_inprocess(
+        "-p", "no:randomly", "--inductor-devices=cpu", "-W", "ignore", "--inductor-cpu-probe=0"
+    )
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(
         [

@@ -58,7 +58,7 @@ def test_a_model_returning_its_own_changed_state_is_checked_from_the_same_state(
     (tmp_path / "test_stateful.py").write_text(STATEFUL)
     result = run_pytest_warm(
         tmp_path, "test_stateful.py", "--inductor-template=default", "--junitxml=run.xml", "-rs", "-p",
-        "no:cacheprovider", "-W", "ignore::DeprecationWarning",
+        "no:cacheprovider", "-W", "ignore::DeprecationWarning", "--inductor-cpu-probe=0",
     )  # fmt: skip
     output = result.stdout + result.stderr
     properties = junit_properties(tmp_path / "run.xml")

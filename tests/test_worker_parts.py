@@ -294,7 +294,15 @@ def test_an_ini_value_given_with_o_is_named_so_and_relative_to_where_pytest_star
 
 @no_cuda_machine
 def test_require_run_fails_a_run_in_which_everything_was_skipped(pytester: pytest.Pytester) -> None:
-    args = ("--inductor-samples", "--inductor-devices=cuda:0", "-k", "launch_bound", "-p", "no:cacheprovider")
+    args = (
+        "--inductor-samples",
+        "--inductor-devices=cuda:0",
+        "-k",
+        "launch_bound",
+        "-p",
+        "no:cacheprovider",
+        "--inductor-cpu-probe=0",
+    )
     assert pytester.runpytest_inprocess(*args).ret == pytest.ExitCode.OK
     required = pytester.runpytest_inprocess(*args, "--inductor-require-run", "--inductor-results=run.jsonl")
     assert required.ret == pytest.ExitCode.TESTS_FAILED
