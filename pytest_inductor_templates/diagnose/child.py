@@ -390,7 +390,7 @@ def write_repro(request: Any, graphs: list[Any], found: Any, log: StepLog, work:
         with host_lock.work():
             code, message = standalone.check(
                 namespace["Repro"](), inputs, selection.compile_options, selection.config_patches, no_grad, tolerance,
-                request.second_opinion, selection.backend,
+                request.second_opinion, selection.backend, fresh=False,
             )  # fmt: skip
         counts.compiles += 1
         counts.eager_runs += 2  # the graph as it is and in float64

@@ -141,11 +141,20 @@ def compile_pool_started(timeout=120.0):
 
 
 def check(
-    module, inputs, options=None, patches=None, no_grad=True, tolerance=None, second_opinion=True, backend="inductor"
+    module,
+    inputs,
+    options=None,
+    patches=None,
+    no_grad=True,
+    tolerance=None,
+    second_opinion=True,
+    backend="inductor",
+    fresh=True,
 ):
     """(exit code, message): the module compiled by ``backend`` with ``options`` (torch.compile's) under config
-    ``patches`` from a fresh cache, against eager (with the float64 second opinion unless ``second_opinion`` is
-    False: then an output beyond the tolerance fails)."""
+    ``patches`` from a fresh cache (``fresh``; the diagnosis checks in its own fresh cache, whose FX graph and AOT
+    caches are off, and loads the kernels its checks compiled), against eager (with the float64 second opinion
+    unless ``second_opinion`` is False: then an output beyond the tolerance fails)."""
     from torch._inductor import config
     from torch._inductor.utils import fresh_cache
 
@@ -173,7 +182,7 @@ def check(
         except Exception:
             pass
     try:
-        with fresh_cache(), config.patch(patches or {}), grad:
+        with fresh_cache() if fresh else contextlib.nullcontext(), config.patch(patches or {}), grad:
             if kinds - {"cpu"}:  # on a GPU the pool compiles the Triton kernels side by side
                 compile_pool_started()
             compiled = torch.compile(copy.deepcopy(module), backend=backend, options=options or None)(*_clone(inputs))
