@@ -20,6 +20,7 @@ from .steplog import StepLog
 
 REQUEST = "request.pkl"
 SYS_PATH = "sys_path.json"
+HELPERS = "helpers.txt"  # how many helper processes: read before the request, whose unpickling imports torch
 LOG = "steps.jsonl"
 SHARED_CACHE = "inductor-cache"  # in the work folder: the Inductor and Triton caches of all the diagnosis's processes
 PROBE_PATH = "TORCH_CUSTOM_PYTHONPATH"
@@ -182,6 +183,9 @@ def run(work: Path) -> None:
     from .request import DiagnosisRequest
 
     log = StepLog(work / LOG)
+    counts = Counts()
+    count = int((work / HELPERS).read_text())
+    helpers = Helpers(work, count, log, counts) if count > 0 else None  # they import torch while this does
     request: DiagnosisRequest = pickle.loads((work / REQUEST).read_bytes())
     selection = request.selection
     settings = dict(selection.effective_settings)
@@ -191,12 +195,11 @@ def run(work: Path) -> None:
     )  # fmt: skip
     prepare(request, log)
     if (why := backend_problem(selection.backend, request.conftests)) is not None:
+        if helpers is not None:
+            helpers.close()
         log.write("cannot", why=why)
         log.write("done")
         return
-    counts = Counts()
-    processes = request.process_count()
-    helpers = Helpers(work, processes - 1, log, counts) if processes > 1 else None  # they start while this draws
     try:
         with diagnosis_environment(work, request.device.type):
             diagnose_here(request, work, log, counts, helpers)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..timing.threads import COMPILE_THREADS, usable_cpus
-from .child import LOG, REQUEST, SYS_PATH
+from .child import HELPERS, LOG, REQUEST, SYS_PATH
 from .request import DIAGNOSED, Diagnosis, DiagnosisRequest
 from .steplog import read_log
 from .summary import assemble
@@ -93,6 +93,7 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
             )
         package_root = str(Path(__file__).resolve().parents[2])
         (work / SYS_PATH).write_text(json.dumps([package_root, *request.sys_path]))
+        (work / HELPERS).write_text(str(request.process_count() - 1))
         env = dict(os.environ)
         # on the CPU a compile pool would cost more to start than the C++ kernels save; on a GPU each of the
         # diagnosis's processes compiles its Triton kernels in a pool of its share of the CPUs (_kill ends them)
