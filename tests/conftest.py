@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import re
@@ -20,6 +21,11 @@ import torch._dynamo
 import torch._dynamo.backends.registry
 import torch._inductor.config
 from inner_runs import SERVER_ENVIRONMENT, XDIST_WORKER_VARIABLES, standalone_environment
+
+# torch's, Dynamo's and pytest's objects, imported above, are garbage never: out of the collector's reach, so that
+# each collection in a test process (pytest's own at the end of every in-process run among them) walks only what
+# was made since (as the warm interpreter's children do: inner_runs.FROZEN)
+gc.freeze()
 
 T = TypeVar("T")
 
