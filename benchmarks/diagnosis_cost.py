@@ -20,6 +20,7 @@ fresh Inductor cache of its own (the item itself from the usual cache; its figur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -91,6 +92,18 @@ if _COUNT_FILE and _IN_DIAGNOSIS:
                 return make_inputs(self, device)
 
             cls.make_model, cls.make_inputs = counted_model, counted_inputs
+            if "make_model_and_inputs" in vars(cls):  # one pass over both draws (GraphNet's)
+                both = cls.make_model_and_inputs
+
+                def counted_both(self, device):
+                    model, inputs = both(self, device)
+                    _count("draw_inputs")
+                    _count("draw_model")
+                    if isinstance(model, torch.nn.Module):
+                        model.register_forward_pre_hook(count_eager_call)
+                    return model, inputs
+
+                cls.make_model_and_inputs = counted_both
 
         _wrap()
 """
@@ -129,8 +142,9 @@ def diagnose(sample: str, corpus: Path | None, args: argparse.Namespace, plant: 
     ]  # fmt: skip
     start = time.monotonic()
     if not args.collect:
-        # its own process group: a step limit's interrupt ends the pytest run with its workers and diagnosis
-        # children (killing pytest alone left opus-mt's diagnosis running beside the next sample's)
+        # a group of its own, killed whole when this script is interrupted or terminated (a step's limit); its
+        # sample workers and the diagnosis child then end with their parents (before, opus-mt's diagnosis went on
+        # beside the next sample's run)
         with subprocess.Popen(
             command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
@@ -138,7 +152,8 @@ def diagnose(sample: str, corpus: Path | None, args: argparse.Namespace, plant: 
             try:
                 output, _ = process.communicate()
             except BaseException:
-                os.killpg(process.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
                 raise
         (work / "pytest.txt").write_text(output)
         (work / "run_seconds.txt").write_text(f"{time.monotonic() - start:.1f}")
@@ -184,7 +199,12 @@ def row(result: dict) -> str:
     )
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")  # a terminate ends the pytest run's group as an interrupt does
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _terminated)
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("corpus", nargs="?", type=Path, help="a GraphNet corpus (adds torchvision/squeezenet1_0)")
     parser.add_argument("--device", default="cpu")

@@ -181,9 +181,9 @@ child = subprocess.Popen([sys.executable, "-c", {child!r}], start_new_session=Tr
 time.sleep(60)
 """
 CHILD = """
-import subprocess, sys, time
-from pytest_inductor_templates.diagnose.child import end_with_parent
-end_with_parent(0.05)
+import os, subprocess, sys, time
+from pytest_inductor_templates.parent_watch import end_group, end_with_parent
+end_with_parent({parent}, end_group, 0.05)
 helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a helper: the child's group
 open({pids!r}, "w").write(f"{{__import__('os').getpid()}} {{helper.pid}}")
 time.sleep(60)
@@ -195,10 +195,10 @@ def _alive(pid: int) -> bool:
 
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie has ended
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # gone, or reaped between the two looks
         return False
-    with open(f"/proc/{pid}/stat") as stat:  # a zombie has ended
-        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -210,7 +210,8 @@ def test_a_diagnosis_ends_with_the_process_that_started_it(tmp_path: Path) -> No
     import subprocess
 
     pids = tmp_path / "pids.txt"
-    starter = subprocess.Popen([sys.executable, "-c", STARTER.format(child=CHILD.format(pids=str(pids)))])
+    child_code = CHILD.format(pids=str(pids), parent="os.getppid()")
+    starter = subprocess.Popen([sys.executable, "-c", STARTER.format(child=child_code)])
     deadline = time.monotonic() + 60
     while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -222,3 +223,20 @@ def test_a_diagnosis_ends_with_the_process_that_started_it(tmp_path: Path) -> No
     while (_alive(child) or _alive(helper)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child) and not _alive(helper), (child, helper)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_diagnosis_whose_parent_died_before_it_looked_ends_at_once(tmp_path: Path) -> None:
+    """The parent's pid comes from the parent (``PYTEST_INDUCTOR_PARENT``), not from a late ``getppid``: a
+    parent killed while the child still imported torch would otherwise be one the child never saw."""
+    import subprocess
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that is no parent of the child's
+    pids = tmp_path / "pids.txt"
+    code = CHILD.format(pids=str(pids), parent=gone.pid)
+    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert child.returncode is not None, "the child outlived a parent it never saw"

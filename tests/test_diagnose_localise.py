@@ -15,12 +15,12 @@ def _aten_graph():
 
 def test_a_lowering_the_bisector_named_is_the_only_intermediate_read() -> None:
     """With the bisector's lowering named, the step's compile gets one more output, that node (on a GPU, opus-mt's
-    step compiled every intermediate unfused: 153 s of its diagnosis); a name the graph does not hold (another
-    graph's lowering), or none, reads every floating intermediate."""
-    from pytest_inductor_templates.diagnose.localise import intermediates_to_read
+    step compiled every intermediate unfused: 153 s of its diagnosis); with no name, every floating intermediate."""
+    from pytest_inductor_templates.diagnose.localise import holds, intermediates_to_read
 
     graph = _aten_graph()
     every = intermediates_to_read(graph)
     assert "relu" in every and len(every) >= 4, every  # mm, relu, sin, sum, add
     assert intermediates_to_read(graph, "relu") == ["relu"]
     assert intermediates_to_read(graph, "relu_99") == every
+    assert holds(graph, "relu") and not holds(graph, "relu_99")  # the child reads the graphs that hold it alone

@@ -146,6 +146,13 @@ def test_model_and_inputs_in_one_pass_are_make_model_and_make_inputs(
     for one, other in zip(inputs, sets, strict=True):
         assert one.kwargs.keys() == other.kwargs.keys()
         assert all(torch.equal(one.kwargs[k], other.kwargs[k]) for k in one.kwargs)
+    passes.clear()  # a cast sample (--inductor-sample-dtype) draws in one pass too, then casts
+    cast_model, cast_sets = CastSample(sample, "bfloat16").make_model_and_inputs("cpu")
+    assert sorted(passes) == sorted([*once, "L_x_"]), passes
+    assert cast_sets[0].kwargs["L_x_"].dtype == torch.bfloat16
+    assert torch.equal(cast_sets[0].kwargs["L_x_"], inputs[0].kwargs["L_x_"].to(torch.bfloat16))
+    if mode == "parameters":
+        assert cast_model.L_self_modules_fc_parameters_weight_.dtype == torch.bfloat16
 
 
 def test_the_mode_survives_pickling_and_the_cast_wrapper(break_sample: Path) -> None:

@@ -186,23 +186,20 @@ def run(work: Path) -> None:
     counts = Counts()
     count = int((work / HELPERS).read_text())
     helpers = Helpers(work, count, log, counts) if count > 0 else None  # they import torch while this does
-    request: DiagnosisRequest = pickle.loads((work / REQUEST).read_bytes())
-    selection = request.selection
-    settings = dict(selection.effective_settings)
-    log.write(
-        "start", name=request.name, outcome=request.outcome, selection=selection.label, settings=settings,
-        pid=os.getpid(),
-    )  # fmt: skip
-    prepare(request, log)
-    if (why := backend_problem(selection.backend, request.conftests)) is not None:
-        if helpers is not None:
-            helpers.close()
-        log.write("cannot", why=why)
-        log.write("done")
-        return
     try:
-        with diagnosis_environment(work, request.device.type):
-            diagnose_here(request, work, log, counts, helpers)
+        request: DiagnosisRequest = pickle.loads((work / REQUEST).read_bytes())
+        selection = request.selection
+        settings = dict(selection.effective_settings)
+        log.write(
+            "start", name=request.name, outcome=request.outcome, selection=selection.label, settings=settings,
+            pid=os.getpid(),
+        )  # fmt: skip
+        prepare(request, log)
+        if (why := backend_problem(selection.backend, request.conftests)) is not None:
+            log.write("cannot", why=why)
+        else:
+            with diagnosis_environment(work, request.device.type):
+                diagnose_here(request, work, log, counts, helpers)
     finally:
         if helpers is not None:
             helpers.close()
@@ -307,10 +304,13 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
                 log.write("operator", op=what, node=None, by_bisector=False)
                 graphs_to_search = None
             else:
-                graphs_to_search = graphs
+                graphs_to_search = [g for g in graphs if g.aten is not None]
+                holding = [g for g in graphs_to_search if named is not None and localise.holds(g.aten, named)]
+                if holding:  # the graphs that hold the bisector's node: that node alone is read
+                    graphs_to_search = holding
+                else:  # a name none of them holds: every intermediate of each
+                    named = None
             for entry in graphs_to_search or []:
-                if entry.aten is None:
-                    continue
                 with host_lock.work():
                     finding = localise.first_divergence(entry, patches, request.tolerance, named)
                 counts.compiles += 1
@@ -407,27 +407,13 @@ def write_repro(request: Any, graphs: list[Any], found: Any, log: StepLog, work:
     log.write("repro", repro=None, why="no captured graph fails on its own under the repro's check")
 
 
-def end_with_parent(poll: float = 1.0) -> None:
-    """End this process's group (the diagnosis, its helpers, their compile pools) when the process that started
-    it ends: the group is a session of its own, so that the budget can end it whole, and a pytest or sample worker
-    killed outright (SIGKILL, a step's hard limit) would otherwise leave it diagnosing on the GPU for the rest of
-    its budget."""
-    import signal
-    import threading
-
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(poll)
-        os.killpg(os.getpgrp(), signal.SIGKILL)
-
-    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
-
-
 def main(work: str) -> None:
-    """Entry point: ``work`` holds the request and receives the step log."""
-    end_with_parent()
+    """Entry point: ``work`` holds the request and receives the step log. The child is a session of its own (the
+    budget ends it whole), so it ends its group itself when the process that started it is killed outright, which
+    would otherwise leave it and its helpers diagnosing on the GPU for the rest of its budget."""
+    from ..parent_watch import PARENT_ENV, end_group, end_with_parent
+
+    end_with_parent(int(os.environ.get(PARENT_ENV) or os.getppid()), end_group)
     directory = Path(work)
     sys.path[:0] = [p for p in json.loads((directory / SYS_PATH).read_text()) if p not in sys.path]
     start = time.monotonic()

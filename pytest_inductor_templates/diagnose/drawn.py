@@ -57,13 +57,14 @@ class Drawn:
 
     @classmethod
     def draw(cls, build: ModelBuilder, device: Any, counts: Counts) -> Drawn:
-        """The item's model and inputs, drawn once from its builder (in one pass over its draws where it can:
-        a GraphNet sample's ``make_model_and_inputs``)."""
+        """The item's model and inputs, drawn once from its builder: with a sample's ``make_model_and_inputs`` (in
+        one pass over its draws where it can: a GraphNet sample's), else its ``make_inputs``, then ``make_model``."""
         both = getattr(build, "make_model_and_inputs", None)
         if both is not None:
             model, inputs = both(device)
         else:
-            inputs, model = build.make_inputs(device), build.make_model(device)
+            inputs = build.make_inputs(device)
+            model = build.make_model(device)
         counts.draws += 2
         return cls(model, inputs)
 

@@ -1,11 +1,12 @@
 """The operator: the first node of the post-AOT graph whose compiled value differs from eager's beyond what the
-float64 run of the same graph allows (the plugin's own comparison, node by node).
+float64 run of the same graph allows (the plugin's own comparison, node by node); where the bisector named the
+lowering, that node.
 
 Compiled values come from Inductor's intermediate hooks (``config.generate_intermediate_hooks``, as
 ``torch._dynamo.repro.after_aot``'s analyze mode uses them) where its code emits them (Triton kernels, extern
-kernels); Inductor's C++ (CPU) kernels emit none, so every intermediate is also made an output of the graph
-compiled for this step, which materialises it (a fault that only a fusion shows may then vanish: then
-"not localised").
+kernels); Inductor's C++ (CPU) kernels emit none, so each node read is also made an output of the graph compiled
+for this step, which materialises it: the named node alone, else every intermediate (a fault that only a fusion
+shows may then vanish: then "not localised").
 """
 
 from __future__ import annotations
@@ -93,15 +94,23 @@ def node_values(graph: Any, inputs: list[Any], wide: bool = False) -> dict[str, 
     return values
 
 
+def _intermediates(graph: Any) -> list[Any]:
+    return [n for n in graph.graph.nodes if n.op == "call_function" and _floating(n.meta.get("val"))]
+
+
+def holds(graph: Any, name: str) -> bool:
+    """Whether ``name`` is one of ``graph``'s floating intermediates (the bisector's lowering, in this graph)."""
+    return any(n.name == name for n in _intermediates(graph))
+
+
 def intermediates_to_read(graph: Any, named: str | None = None) -> list[str]:
     """The nodes whose compiled values the operator step reads: the bisector's lowering alone where it named one
     of ``graph``'s nodes (one more output: the graph's other kernels stay as the failing compile made them, and
     load from its cache), else every floating intermediate (on a large graph, a compile of thousands of unfused
     kernels: minutes on a GPU)."""
-    nodes = [n for n in graph.graph.nodes if n.op == "call_function" and _floating(n.meta.get("val"))]
-    if named is not None and any(n.name == named for n in nodes):
+    if named is not None and holds(graph, named):
         return [named]
-    return [n.name for n in nodes]
+    return [n.name for n in _intermediates(graph)]
 
 
 def compiled_values(graph: Any, inputs: list[Any], patches: dict[str, Any], names: list[str]) -> dict[str, Any]:
@@ -141,8 +150,8 @@ def first_divergence(
 
     graph = entry.aten
     names = intermediates_to_read(graph, named)
-    if named is not None and names != [named]:  # not a node of this graph: search it all
-        named = None
+    if named is not None and names != [named]:  # not a node of this graph: it is not here
+        return None
     with torch.no_grad():  # values alone are compared
         compiled = compiled_values(graph, entry.inputs, patches, names)
         eager = node_values(graph, entry.inputs)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..parent_watch import PARENT_ENV
 from ..timing.threads import COMPILE_THREADS, usable_cpus
 from .child import HELPERS, LOG, REQUEST, SYS_PATH
 from .request import DIAGNOSED, Diagnosis, DiagnosisRequest
@@ -100,6 +101,7 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
         share = max(2, usable_cpus() // request.process_count())
         env.setdefault(COMPILE_THREADS, "1" if request.device.type == "cpu" else str(share))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        env[PARENT_ENV] = str(os.getpid())  # the child ends with this process, even one killed before it looked
         output = work / "output.txt"
         stopped = crashed = None
         with open(output, "wb") as sink:
@@ -117,8 +119,8 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
                 _kill(process)
                 _keep_log(work / LOG, Path(request.repro_dir))
                 raise
+            _kill(process)  # its helpers too, where the child ended without closing them (a crash, a kill)
             if code is None:
-                _kill(process)
                 stopped = f"stopped at the budget of {request.budget_seconds:g}s"
             elif code != 0:
                 how = f"signal {-code}" if code < 0 else f"exit code {code}"

@@ -42,6 +42,12 @@ class Sample(ABC):
         """Seeded inputs on ``device``: the first call's, then any further calls' (e.g. other batch sizes); new
         tensors every time (a tensor still alive after its triple is released counts as kept by something else)."""
 
+    def make_model_and_inputs(self, device: Any) -> tuple[Any, list[Inputs]]:
+        """``make_model`` and ``make_inputs`` together (a diagnosis's one draw); a sample that can draw both in
+        one pass does (GraphNet's)."""
+        inputs = self.make_inputs(device)
+        return self.make_model(device), inputs
+
     @property
     def weights_mode(self) -> str | None:
         """How a GraphNet sample's weights reach its graph (``parameters`` or ``inputs``, the record's

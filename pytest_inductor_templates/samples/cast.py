@@ -49,13 +49,19 @@ class CastSample(Sample):
         return t.to(getattr(torch, self.dtype_name)) if t.is_floating_point() else t
 
     def make_model(self, device: Any) -> Any:
-        import torch
-
-        model = self.inner.make_model(device)
-        return model.to(getattr(torch, self.dtype_name)) if isinstance(model, torch.nn.Module) else model
+        return self._cast_model(self.inner.make_model(device))
 
     def make_inputs(self, device: Any) -> list[Inputs]:
-        return [
-            Inputs(map_tensors(self._cast, i.args), map_tensors(self._cast, i.kwargs))
-            for i in self.inner.make_inputs(device)
-        ]
+        return self._cast_inputs(self.inner.make_inputs(device))
+
+    def make_model_and_inputs(self, device: Any) -> tuple[Any, list[Inputs]]:
+        model, inputs = self.inner.make_model_and_inputs(device)
+        return self._cast_model(model), self._cast_inputs(inputs)
+
+    def _cast_model(self, model: Any) -> Any:
+        import torch
+
+        return model.to(getattr(torch, self.dtype_name)) if isinstance(model, torch.nn.Module) else model
+
+    def _cast_inputs(self, inputs: list[Inputs]) -> list[Inputs]:
+        return [Inputs(map_tensors(self._cast, i.args), map_tensors(self._cast, i.kwargs)) for i in inputs]

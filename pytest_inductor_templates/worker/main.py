@@ -15,7 +15,6 @@ import os
 import signal
 import sys
 import threading
-import time
 import traceback
 
 from .. import phases
@@ -24,6 +23,7 @@ from ..compile.pool import start_compile_pool, wait_for_compile_pool
 from ..conftest_files import import_conftests
 from ..engine.triples import TripleCache
 from ..machine import Device
+from ..parent_watch import end_with_parent
 from ..timing import host_lock
 from . import protocol as p
 
@@ -104,17 +104,6 @@ class Server:
         return p.Ran(dataclasses.replace(cell, verdict=verdict, stats=stats))
 
 
-def _watch_parent(parent: int) -> None:
-    """Exit when the pytest process is gone (killed without stopping this worker)."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
-
-
 def main() -> int:
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # what the samples print goes to stderr, not into the reply pipe
@@ -122,7 +111,7 @@ def main() -> int:
     faulthandler.enable(all_threads=False)  # a crash prints the Python stack to stderr
     faulthandler.register(signal.SIGUSR1, all_threads=False)  # a timed-out request: where it hung
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pytest process decides when this worker stops
-    _watch_parent(os.getppid())
+    end_with_parent(os.getppid(), lambda: os._exit(1), PARENT_POLL_SECONDS)  # pytest killed without stopping it
     hello = p.read_message(requests)
     assert isinstance(hello, p.Hello)
     host_lock.use(hello.host_lock, settle=wait_for_compile_pool)
