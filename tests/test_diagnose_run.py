@@ -108,15 +108,16 @@ def serial(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict:
     return made_once_value(tmp_path_factory, worker_id, "diagnose-serial-bisection", lambda root: bisect(root, 0))
 
 
-def test_checks_in_helper_processes_choose_the_serial_orders_answer(tmp_path: Path, serial: dict) -> None:
-    """With one helper process beside the asking one, the later switches and both halves of each bisection step
-    run there, each with its own bisector state: the stage, the lowering and the questions torch asked are the
-    serial run's."""
-    parallel = bisect(tmp_path, 1)
+@pytest.mark.parametrize("helpers", [1, 3])
+def test_checks_in_helper_processes_choose_the_serial_orders_answer(tmp_path: Path, serial: dict, helpers: int) -> None:
+    """With helper processes beside the asking one, the later switches and both halves of each bisection step (and,
+    with three, the halves' halves) run there, each with its own bisector state: the stage, the lowering and the
+    questions torch asked are the serial run's."""
+    parallel = bisect(tmp_path, helpers)
     assert serial["stage"] == "inductor / lowerings: op26", serial
     assert parallel["stage"] == serial["stage"]
     assert parallel["asked"] == serial["asked"]  # torch's order, question by question
-    assert serial["pids"] == [] and len(parallel["pids"]) == 1, parallel  # some answers came from the helper
+    assert serial["pids"] == [] and len(parallel["pids"]) == helpers, parallel  # every helper answered some
 
 
 @pytest.mark.parametrize("helper", [DYING_HELPER, RAISING_HELPER], ids=["dies", "raises"])
