@@ -52,7 +52,7 @@ from pytest_inductor_templates.timing.paired import Interval
 from pytest_inductor_templates.timing.processes import across_processes
 
 GPU_BOUND_TARGET, LAUNCH_BOUND_TARGET = 0.02, 0.04
-KINDS = (("GPU-bound", False, GPU_BOUND_TARGET), ("launch-bound", True, LAUNCH_BOUND_TARGET))
+KINDS = (("bound by the GPU", False, GPU_BOUND_TARGET), ("launch-bound", True, LAUNCH_BOUND_TARGET))
 SLOWDOWN = 0.10
 PLANTED_SLOWDOWN = f"""
 import statistics
@@ -140,10 +140,7 @@ def compiled_bench(run: Run) -> dict[tuple[str, str, str], ItemRecord]:
 def stable_lines(name: str, run: Run) -> list[str]:
     lines = []
     entries = compiled_bench(run).values()
-    for label, launch, target in (
-        ("bound by the GPU", False, GPU_BOUND_TARGET),
-        ("launch-bound", True, LAUNCH_BOUND_TARGET),
-    ):
+    for label, launch, target in KINDS:
         widths = [w for r in entries if bool(r.launch_bound) is launch and (w := half_width(r)) is not None]
         if not widths:
             lines.append(f"{name}: {label}: none")

@@ -182,8 +182,8 @@ time.sleep(60)
 """
 CHILD = """
 import os, subprocess, sys, time
-from pytest_inductor_templates.parent_watch import end_group, end_with_parent
-end_with_parent({parent}, end_group, 0.05)
+from pytest_inductor_templates.parent_watch import end_group, end_with_parent, started_by
+end_with_parent(started_by(), end_group, 0.05)
 helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a helper: the child's group
 open({pids!r}, "w").write(f"{{__import__('os').getpid()}} {{helper.pid}}")
 time.sleep(60)
@@ -210,7 +210,7 @@ def test_a_diagnosis_ends_with_the_process_that_started_it(tmp_path: Path) -> No
     import subprocess
 
     pids = tmp_path / "pids.txt"
-    child_code = CHILD.format(pids=str(pids), parent="os.getppid()")
+    child_code = CHILD.format(pids=str(pids))
     starter = subprocess.Popen([sys.executable, "-c", STARTER.format(child=child_code)])
     deadline = time.monotonic() + 60
     while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
@@ -229,13 +229,17 @@ def test_a_diagnosis_ends_with_the_process_that_started_it(tmp_path: Path) -> No
 def test_a_diagnosis_whose_parent_died_before_it_looked_ends_at_once(tmp_path: Path) -> None:
     """The parent's pid comes from the parent (``PYTEST_INDUCTOR_PARENT``), not from a late ``getppid``: a
     parent killed while the child still imported torch would otherwise be one the child never saw."""
+    import os
     import subprocess
 
+    from pytest_inductor_templates.parent_watch import PARENT_ENV
+
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()  # a pid that is no parent of the child's
-    pids = tmp_path / "pids.txt"
-    code = CHILD.format(pids=str(pids), parent=gone.pid)
-    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    gone.wait()  # a pid that is no parent of the child's: the starter that died before the child looked
+    code = CHILD.format(pids=str(tmp_path / "pids.txt"))
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], start_new_session=True, env={**os.environ, PARENT_ENV: str(gone.pid)}
+    )
     deadline = time.monotonic() + 30
     while child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

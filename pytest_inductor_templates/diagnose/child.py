@@ -411,9 +411,9 @@ def main(work: str) -> None:
     """Entry point: ``work`` holds the request and receives the step log. The child is a session of its own (the
     budget ends it whole), so it ends its group itself when the process that started it is killed outright, which
     would otherwise leave it and its helpers diagnosing on the GPU for the rest of its budget."""
-    from ..parent_watch import PARENT_ENV, end_group, end_with_parent
+    from ..parent_watch import end_group, end_with_parent, started_by
 
-    end_with_parent(int(os.environ.get(PARENT_ENV) or os.getppid()), end_group)
+    end_with_parent(started_by(), end_group)
     directory = Path(work)
     sys.path[:0] = [p for p in json.loads((directory / SYS_PATH).read_text()) if p not in sys.path]
     start = time.monotonic()

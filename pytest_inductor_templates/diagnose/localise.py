@@ -149,9 +149,9 @@ def first_divergence(
     from ..check.second_opinion import Reference
 
     graph = entry.aten
-    names = intermediates_to_read(graph, named)
-    if named is not None and names != [named]:  # not a node of this graph: it is not here
+    if named is not None and not holds(graph, named):  # the bisector's node is another graph's
         return None
+    names = intermediates_to_read(graph, named)
     with torch.no_grad():  # values alone are compared
         compiled = compiled_values(graph, entry.inputs, patches, names)
         eager = node_values(graph, entry.inputs)

@@ -22,6 +22,7 @@ from .. import phases
 from ..limits import Limit
 from ..memory import rss_bytes
 from ..outcomes import Outcome
+from ..parent_watch import PARENT_ENV
 from . import protocol as p
 
 START_SECONDS = 600.0  # importing torch and the conftest files, on a loaded machine
@@ -96,7 +97,7 @@ class WorkerProcess:
             stdout=subprocess.PIPE,
             stderr=handle,
             start_new_session=True,  # a terminal's Ctrl-C or a CI cancel reaches pytest, which stops the worker
-            env={**os.environ, **self.environment},
+            env={**os.environ, **self.environment, PARENT_ENV: str(os.getpid())},
         )
         os.close(handle)
         assert self.process.stdin is not None and self.process.stdout is not None

@@ -23,7 +23,7 @@ from ..compile.pool import start_compile_pool, wait_for_compile_pool
 from ..conftest_files import import_conftests
 from ..engine.triples import TripleCache
 from ..machine import Device
-from ..parent_watch import end_with_parent
+from ..parent_watch import end_with_parent, started_by
 from ..timing import host_lock
 from . import protocol as p
 
@@ -111,7 +111,7 @@ def main() -> int:
     faulthandler.enable(all_threads=False)  # a crash prints the Python stack to stderr
     faulthandler.register(signal.SIGUSR1, all_threads=False)  # a timed-out request: where it hung
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pytest process decides when this worker stops
-    end_with_parent(os.getppid(), lambda: os._exit(1), PARENT_POLL_SECONDS)  # pytest killed without stopping it
+    end_with_parent(started_by(), lambda: os._exit(1), PARENT_POLL_SECONDS)  # pytest killed without stopping it
     hello = p.read_message(requests)
     assert isinstance(hello, p.Hello)
     host_lock.use(hello.host_lock, settle=wait_for_compile_pool)
