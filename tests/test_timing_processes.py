@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,7 +46,7 @@ def one_process(offset: float, seed: int) -> Interval:
 def test_the_band_covers_a_repeat_that_one_process_interval_does_not() -> None:
     """Three processes with planted offsets (0%, +4%, -3%): each process's own interval is narrow and misses the
     others' medians (rounds do not see a process's offset); the band over them is wider than each and holds a
-    fourth process within the offsets' range. With no spread, the processes' own widths set the band."""
+    fourth process within the offsets' range."""
     processes = [one_process(offset, seed) for seed, offset in enumerate((1.0, 1.04, 0.97))]
     first = processes[0]
     assert any(not first.low <= other.median <= first.high for other in processes[1:])
@@ -56,10 +57,20 @@ def test_the_band_covers_a_repeat_that_one_process_interval_does_not() -> None:
     assert band.low <= repeat.median <= band.high
     assert not first.low <= repeat.median <= first.high
 
-    same = [Interval(1.2, 1.1, 1.3)] * 4
-    alike = across_processes(same)
-    assert math.isclose(alike.high, 1.2 * math.exp(math.log(1.3 / 1.2) / 2))  # four independent widths: half
     assert across_processes(processes[:1]) == first  # one process: its own interval
+
+
+def test_processes_that_agree_give_a_band_as_narrow_as_their_spread_whatever_their_own_widths() -> None:
+    """Eight processes whose medians agree within 1% but whose own intervals (few rounds each) are ±20% wide: the
+    band is Student's t over the medians alone. Each median already carries its rounds' noise, so the processes' own
+    widths are not added on top (they would make it about ±7%)."""
+    medians = [1.20, 1.21, 1.19, 1.205, 1.195, 1.20, 1.21, 1.19]
+    band = across_processes([Interval(m, m / 1.2, m * 1.2) for m in medians])
+    logs = [math.log(m) for m in medians]
+    spread = 2.365 * statistics.stdev(logs) / math.sqrt(8)  # t with 7 degrees of freedom
+    assert math.isclose(math.log(band.high / band.median), spread)
+    assert math.isclose(math.log(band.median / band.low), spread)
+    assert band.half_width < 0.01
 
 
 def test_the_default_is_eight_processes_on_cuda_and_one_on_the_cpu() -> None:
