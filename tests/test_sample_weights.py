@@ -155,6 +155,33 @@ def test_model_and_inputs_in_one_pass_are_make_model_and_make_inputs(
         assert cast_model.L_self_modules_fc_parameters_weight_.dtype == torch.bfloat16
 
 
+def test_a_triple_is_built_from_one_pass_over_the_draws(break_sample: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An item's build (and each timing repeat's) draws the model and its inputs in one pass: every tensor's draws
+    once, not once for the inputs and again for the model."""
+    from pytest_inductor_templates.engine.triples import SampleCase, TripleCache
+    from pytest_inductor_templates.machine import CPU
+    from pytest_inductor_templates.samples import graphnet
+    from pytest_inductor_templates.templates.matrix import Case
+    from pytest_inductor_templates.templates.registry import BUILTIN_TEMPLATES
+    from pytest_inductor_templates.templates.selection import Selection
+
+    sample = GraphNetSample(break_sample, "bn")
+    passes: list[str] = []
+    for name in ("rebuild", "skip_draws"):
+        real = getattr(graphnet, name)
+        monkeypatch.setattr(
+            graphnet, name, lambda meta, generator, real=real: passes.append(meta.name) or real(meta, generator)
+        )
+    default = next(t for t in BUILTIN_TEMPLATES if t.name == "default")
+    cache = TripleCache()
+    try:
+        triple = cache.get(SampleCase(sample, Case(Selection(template=default), CPU), "check"))
+        assert triple.problem is None and len(triple.inputs) == 2
+    finally:
+        cache.release()
+    assert sorted(passes) == sorted([*(meta.name for meta in sample.metas), "L_x_"]), passes
+
+
 def test_the_mode_survives_pickling_and_the_cast_wrapper(break_sample: Path) -> None:
     for mode in ("parameters", "inputs"):
         sample = pickle.loads(pickle.dumps(GraphNetSample(break_sample, "bn", weights=mode)))

@@ -241,8 +241,7 @@ class TripleCache:
                 prepared.problem = Verdict(CheckResult(Outcome.SKIPPED, refused, refused))
                 return prepared
             with device_scope(case.device):
-                prepared.inputs = sample.make_inputs(device)
-                model = sample.make_model(device)
+                model, prepared.inputs = sample.make_model_and_inputs(device)
         except SampleError as error:
             prepared.problem = broken(sample, str(error))
             return prepared

@@ -43,8 +43,8 @@ class Sample(ABC):
         tensors every time (a tensor still alive after its triple is released counts as kept by something else)."""
 
     def make_model_and_inputs(self, device: Any) -> tuple[Any, list[Inputs]]:
-        """``make_model`` and ``make_inputs`` together (a diagnosis's one draw); a sample that can draw both in
-        one pass does (GraphNet's)."""
+        """``make_model`` and ``make_inputs`` together (an item's build, a diagnosis's one draw); a sample that can
+        draw both in one pass does (GraphNet's)."""
         inputs = self.make_inputs(device)
         return self.make_model(device), inputs
 
