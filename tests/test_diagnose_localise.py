@@ -24,3 +24,26 @@ def test_a_lowering_the_bisector_named_is_the_only_intermediate_read() -> None:
     assert intermediates_to_read(graph, "relu") == ["relu"]
     assert intermediates_to_read(graph, "relu_99") == every
     assert holds(graph, "relu") and not holds(graph, "relu_99")  # the child reads the graphs that hold it alone
+
+
+def test_a_graph_holding_a_tensor_constant_is_read_in_float64() -> None:
+    """The float64 opinion of every node runs a copy of the graph; a graph that holds a tensor (opus-mt's aten
+    graph on the H100) is copied before widening: a copy made under the widening mode turned the tensor's copy to
+    float64 over its float32 storage, and the operator step failed with ``Expected a Storage of type double``."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from pytest_inductor_templates.diagnose.localise import node_values
+
+    table = torch.randn(4, 4)
+
+    def model(x):
+        return torch.relu(x + table)
+
+    graph = make_fx(model)(torch.randn(4, 4))
+    constant = next(n.target for n in graph.graph.nodes if n.op == "get_attr")
+    x = torch.randn(4, 4)
+    wide = node_values(graph, [x], wide=True)
+    assert wide["relu"].dtype == torch.float64
+    assert torch.allclose(wide["relu"], torch.relu(x.double() + table.double()))
+    assert getattr(graph, constant).dtype == torch.float32  # the graph itself is left as it was

@@ -85,12 +85,13 @@ def node_values(graph: Any, inputs: list[Any], wide: bool = False) -> dict[str, 
             return result
 
     args = [clone_input(t) for t in inputs]
+    recorder = Recorder(copy.deepcopy(graph))  # copied outside the widening: it would widen a held tensor's copy
     if wide:
         args = [widen(t) if _floating(t) else t for t in args]
         with widened():
-            Recorder(copy.deepcopy(graph)).run(*args)
+            recorder.run(*args)
     else:
-        Recorder(copy.deepcopy(graph)).run(*args)
+        recorder.run(*args)
     return values
 
 
