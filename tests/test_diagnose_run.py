@@ -268,3 +268,36 @@ def test_helpers_beyond_a_steps_halves_are_offered_the_quarters() -> None:
     assert ranges(step.questions_ahead(3)) == [(0, 7), (8, 15), (0, 3), (4, 7), (8, 11), (12, 15)]
     assert len(step.questions_ahead(7)) == 2 + 4 + 8
     assert Question("inductor", "lowerings", "bisect", 4, 5).questions_ahead(3) == []
+
+
+PARTS_OF_A_CHECK = """
+import json, tempfile
+import torch
+from torch._inductor.utils import fresh_inductor_cache
+from pytest_inductor_templates.diagnose.bisect import Question, answer_here
+
+
+def check():
+    with fresh_inductor_cache():
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda x: (x.relu() * 2).sum(dim=0), backend="inductor")
+        compiled(torch.randn(64, 64))
+    return True
+
+
+print("RESULT " + json.dumps(answer_here(Question("inductor"), check, tempfile.mkdtemp())))
+"""
+
+
+def test_a_checks_answer_says_where_its_compile_spent_its_time(tmp_path: Path) -> None:
+    """Each check's answer (and so its ``bisect_check`` line) carries its compile's parts from torch's own timers:
+    lowering, code generation, the wait for its kernels, and how many Triton kernels it asked for (an opus-mt
+    check of 119 s among checks of 9-13 s on an H100 could not say which part grew)."""
+    import json
+
+    done = run_python_warm(tmp_path, PARTS_OF_A_CHECK, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    answer = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert answer["failing"] is True and answer["lowering"] > 0 and answer["codegen"] > 0, answer
+    assert answer["kernel_wait"] >= 0 and answer["kernels"] == 0, answer  # the CPU's kernels are C++, not Triton
+    assert answer["lowering"] + answer["codegen"] <= answer["seconds"], answer

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .compile_parts import PARTS, compile_parts
 from .steplog import StepLog
 
 HELPER_BOOT = "import sys; from pytest_inductor_templates.diagnose.bisect import helper_main; helper_main(sys.argv[1])"
@@ -270,19 +271,21 @@ class Answers:
             CompilerBisector.update_bisect_range(question.backend, question.subsystem, *answer["range"])
         if answer.get("debug_info"):  # the last bisection steps: what each application was
             remember_applications(question.backend, question.subsystem, answer["debug_info"])  # type: ignore[arg-type]
-        fields = {k: answer.get(k) for k in ("seconds", "pid") if answer.get(k) is not None}
+        fields = {k: answer.get(k) for k in ("seconds", "pid", *PARTS, "kernels") if answer.get(k) is not None}
         self.log.write("bisect_check", **where, failing=answer.get("failing"), **fields)
         return answer.get("failing")
 
     def _here(self, question: Question, where: dict[str, Any]) -> bool | None:
         from ..compile.failures import first_line
 
+        parts: dict[str, Any] = {}
         try:
-            failing = self.check()
+            with compile_parts(parts):
+                failing = self.check()
         except BaseException as error:  # a raise would leave the bisector enabled
             self.log.write("bisect_check", **where, failing=None, error=first_line(error))
             return None
-        self.log.write("bisect_check", **where, failing=failing)
+        self.log.write("bisect_check", **where, failing=failing, **parts)
         return failing
 
 
@@ -351,7 +354,8 @@ def answer_here(question: Question, check: Callable[[], bool | None], scratch: s
                 CompilerBisector.update_bisect_range(backend, subsystem, question.low, question.high)  # type: ignore[arg-type]
         reset_counters()
         try:
-            answer["failing"] = check()
+            with compile_parts(answer):
+                answer["failing"] = check()
         except BaseException as error:
             answer["failing"], answer["error"] = None, first_line(error)
         if subsystem is not None and question.run_state == "find_max_bounds":
