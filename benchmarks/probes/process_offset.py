@@ -10,7 +10,10 @@ plugin's paired rounds for SECONDS; a third variant, ``no-aslr``, fixes the seed
 ``setarch -R`` (addresses not randomised: the same heap, stack and library layout in every process). Per sample and
 variant: each process's speedup, eager's and the compiled call's median ms, and the spread between the processes (the
 sd of their logs). Where ``fixed`` spreads much less than ``random``, the offset is the seed's; where only
-``no-aslr`` does, it is the address layout's.
+``no-aslr`` does, it is the address layout's. With RELOADS, each process also compiles the sample again that many
+times and times each load, and the spread is split into the loads' inside a process and the process's own: where the
+process's own part is near zero, a timing repeated in the same process after a fresh compile (no new process, no
+new build) samples what a repeat in another process would.
 
 Usage (GPU): OUT=/tmp/offset python benchmarks/probes/process_offset.py CORPUS SAMPLE [SAMPLE ...]
     (--device cpu for a dry run of the script on a small sample)
@@ -87,6 +90,22 @@ def spread(values: list[float]) -> float:
     return statistics.stdev(logs) if len(logs) > 1 else 0.0
 
 
+def components(runs: list[dict[str, Any]]) -> str:
+    """Where the spread of processes' loads sits (RELOADS > 0): the sd between loads inside one process (pooled
+    over the processes), the sd between the processes' mean loads, and what of that is the process's own (its
+    variance less the within-process part a mean of the loads carries; 0 where loads explain it all). Where the
+    process's own part is near 0, compiling again in one process samples what a new process would."""
+    within = [[math.log(load["speedup"]) for load in run["loads"]] for run in runs if len(run["loads"]) > 1]
+    if len(within) < 2:
+        return ""
+    loads = min(len(logs) for logs in within)
+    pooled = statistics.fmean(statistics.variance(logs) for logs in within)
+    means = statistics.variance([statistics.fmean(logs) for logs in within])
+    own = max(0.0, means - pooled / loads)
+    return (f"sd between loads in a process {math.sqrt(pooled):.1%} (pooled, {loads} loads each), between processes' "
+            f"means {math.sqrt(means):.1%}, the process's own {math.sqrt(own):.1%}")  # fmt: skip
+
+
 def main() -> int:
     if sys.argv[1] == "--one":
         print(json.dumps(one_process(Path(sys.argv[2]), sys.argv[3], sys.argv[4])))
@@ -125,6 +144,8 @@ def main() -> int:
                 )
                 print(f"  {variant:7} sd between processes {spread(speedups):.1%}{sides} | "
                       + " ".join(f"{s:.3f}" for s in speedups), flush=True)  # fmt: skip
+                if parts := components(mine):
+                    print(f"  {variant:7} {parts}", flush=True)
                 for run in mine:
                     if len(run["loads"]) > 1:
                         print("    loads in one process: " + " ".join(
