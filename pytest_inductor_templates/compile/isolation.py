@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from . import cache
+from .phase_times import reset_dynamo
 
 CUDAGRAPH_LOGGER = "torch._inductor.cudagraph_utils.__cudagraphs"
 TRACE_LOGGER = "torch.__trace"  # structured trace records, written only with TORCH_TRACE set
@@ -71,7 +72,6 @@ def _restore(config: Any, before: dict[str, Any]) -> None:
 def isolated_compile_state(fresh_cache: bool = False) -> Iterator[CompileWatcher]:
     """Reset Dynamo before and after; restore the Inductor and Dynamo configs after; with ``fresh_cache``, compile
     inside with empty compile caches of the block's own (``cache.fresh``)."""
-    import torch._dynamo
     import torch._dynamo.config as dynamo_config
     import torch._inductor.config as inductor_config
 
@@ -81,7 +81,7 @@ def isolated_compile_state(fresh_cache: bool = False) -> Iterator[CompileWatcher
     # empty torch.__trace DEBUG records; drop them while compiling, unless the user asked for a trace.
     trace_log = logging.getLogger(TRACE_LOGGER)
     quiet = _DropRecords() if not (os.environ.get("TORCH_TRACE") or os.environ.get("TORCH_COMPILE_DEBUG")) else None
-    torch._dynamo.reset()
+    reset_dynamo()
     watcher = CompileWatcher()
     try:
         if quiet:
@@ -91,6 +91,6 @@ def isolated_compile_state(fresh_cache: bool = False) -> Iterator[CompileWatcher
     finally:
         if quiet:
             trace_log.removeFilter(quiet)
-        torch._dynamo.reset()
+        reset_dynamo()
         _restore(inductor_config, inductor_before)
         _restore(dynamo_config, dynamo_before)

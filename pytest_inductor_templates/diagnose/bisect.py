@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .compile_parts import PARTS, compile_parts
+from ..compile.phase_times import PARTS, compile_parts
 from .steplog import StepLog
 
 HELPER_BOOT = "import sys; from pytest_inductor_templates.diagnose.bisect import helper_main; helper_main(sys.argv[1])"

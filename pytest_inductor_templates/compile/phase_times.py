@@ -1,0 +1,52 @@
+"""Where Inductor's compiles spent their time, from torch's own compile timers (``dynamo_timed``), kept across
+Dynamo's resets (each reset clears those timers: ``isolated_compile_state`` resets through ``reset_dynamo``)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+PARTS = {  # the field a block's figures get: the torch timer it sums
+    "lowering": "GraphLowering.run",
+    "codegen": "GraphLowering.codegen",  # the scheduler's fusion and the kernels' source
+    "kernel_wait": "async_compile.wait",  # the generated module waiting for its kernels (a compile pool)
+    "kernel_compile": "async_compile.precompile",  # a kernel compiled in the process (no pool)
+}
+_totals: dict[str, float] = dict.fromkeys(PARTS, 0.0)  # this process's seconds per part, banked so far
+_banked: dict[str, int] = {}  # how many of each timer's entries are in the totals
+
+
+def _bank() -> None:
+    from torch._dynamo.utils import compilation_time_metrics
+
+    for field, key in PARTS.items():
+        times = compilation_time_metrics.get(key, [])
+        _totals[field] += sum(times[_banked.get(key, 0) :])
+        _banked[key] = len(times)
+
+
+def reset_dynamo() -> None:
+    """``torch._dynamo.reset()``, with the compile timers' figures banked first (the reset clears them)."""
+    import torch._dynamo
+
+    _bank()
+    torch._dynamo.reset()
+    _banked.clear()
+
+
+@contextlib.contextmanager
+def compile_parts(into: dict[str, Any]) -> Iterator[None]:
+    """Add to ``into`` the seconds the block's Inductor compiles spent in each of ``PARTS``, and ``kernels``: the
+    Triton kernels they asked for (loaded from a cache or compiled)."""
+    from torch._dynamo.utils import counters
+
+    _bank()
+    before = dict(_totals)
+    asked = counters["inductor"]["async_compile_cache_miss"]  # counted per kernel asked, before any cache
+    try:
+        yield
+    finally:
+        _bank()
+        into.update({field: round(_totals[field] - before[field], 2) for field in PARTS})
+        into["kernels"] = counters["inductor"]["async_compile_cache_miss"] - asked
