@@ -1,4 +1,5 @@
-"""The operator step's reading of compiled intermediates (``diagnose/localise.py``), without compiling."""
+"""The operator step's reading of compiled intermediates and the float64 runs of the operator step and the repro
+(``diagnose/localise.py``, ``diagnose/standalone.py``), without Inductor."""
 
 from __future__ import annotations
 
@@ -47,3 +48,25 @@ def test_a_graph_holding_a_tensor_constant_is_read_in_float64() -> None:
     assert wide["relu"].dtype == torch.float64
     assert torch.allclose(wide["relu"], torch.relu(x.double() + table.double()))
     assert getattr(graph, constant).dtype == torch.float32  # the graph itself is left as it was
+
+
+def test_the_repros_float64_opinion_covers_a_module_that_holds_a_buffer() -> None:
+    """The standalone repro judges with the float64 opinion a module that holds a buffer too: its copy is made
+    before widening (made under it, the copy failed and the repro judged without the opinion, unlike the check)."""
+    import torch
+
+    from pytest_inductor_templates.diagnose import standalone
+
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("scale", torch.linspace(1.0, 2.0, 64))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return (x * self.scale).sin()
+
+    def off_by_a_thousandth(graph: torch.fx.GraphModule, example: list) -> object:
+        return lambda *args: [out * 1.001 for out in graph(*args)]
+
+    code, message = standalone.check(Scaled(), [torch.randn(64)], backend=off_by_a_thousandth, fresh=False)
+    assert code == 1 and "against float64: compiled RMSE" in message, message

@@ -167,8 +167,9 @@ def check(
     wide = None
     if second_opinion:
         try:
+            copied = copy.deepcopy(module)  # before widening: the mode would widen a held tensor's copy
             with grad, float64_everywhere():
-                wide = flat(copy.deepcopy(module)(*_clone(inputs)))
+                wide = flat(copied(*_clone(inputs)))
         except Exception:
             wide = None
     torch._dynamo.reset()
