@@ -67,8 +67,9 @@ class TimingPlan:
         """One process's paired rounds: blocks at least as long as a round (5 ms on CUDA, 1 ms on the CPU), for the
         item's whole max time; on CUDA at least 2 s and, while the band is wider than its target, up to 4 s (up to
         2 s on the CPU); with ``min_seconds`` set, from that span to the max time. Over several processes each
-        gets its share of those spans and stops at the target times the root of their number (their mean's own
-        interval is then within the target). ``reference_probe``: the host's mark of full speed so far."""
+        gets its share of those spans and stops at the target times the root of their number (a stop rule: were
+        they to share no offset, their mean would then be within the target; the band comes from the spread between
+        them). ``reference_probe``: the host's mark of full speed so far."""
         assert self.rounds is not None
         floor = CUDA_MIN_ROUND_SECONDS if cuda else CPU_BLOCK_SECONDS
         min_seconds = self.min_seconds if self.min_seconds is not None else (CUDA_MIN_SECONDS if cuda else 0.0)

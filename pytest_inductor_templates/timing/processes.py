@@ -5,9 +5,10 @@ placed), and that offset does not shrink with more rounds inside the process: on
 variance sits between processes. A compiled item's paired timing is therefore repeated in other worker processes
 (from the same compile cache: the same code and autotune choices), and its speedup is the geometric mean of the
 processes' medians, with a 95% band from the spread between them (Student's t over their logs). Each process's
-median carries its own rounds' noise, so that spread already holds it: the processes' own intervals, combined, are
-not added on top (on an H100 they widened 13 of 18 bands past the spread, 7 of them past ±4%, where eight
-processes agreed within it). With one process the band is that process's interval.
+median carries its own rounds' noise, so that spread already holds it; the processes' own intervals, combined, no
+longer set a floor under it: from about ten rounds each they overstate their medians' noise (on an H100 that floor
+widened 13 of 18 bands past the spread, 7 of them past ±4%, where eight processes agreed within it). With one
+process the band is that process's interval.
 The processes' rounds are judged against the fastest mark of full speed any of them left; a process whose rounds ran
 mostly slow, too few at full speed (``slow-CPU rounds``), is counted with all its rounds: on the H200 leaving such
 processes out left bands over one or two processes (a mark few processes met) and moved repeats more, not less.
