@@ -157,7 +157,8 @@ def test_model_and_inputs_in_one_pass_are_make_model_and_make_inputs(
 
 def test_a_triple_is_built_from_one_pass_over_the_draws(break_sample: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An item's build (and each timing repeat's) draws the model and its inputs in one pass: every tensor's draws
-    once, not once for the inputs and again for the model."""
+    once, not once for the inputs and again for the model; its fresh eager models are copies of the model as built,
+    with the same values, not drawn again."""
     from pytest_inductor_templates.engine.triples import SampleCase, TripleCache
     from pytest_inductor_templates.machine import CPU
     from pytest_inductor_templates.samples import graphnet
@@ -177,9 +178,16 @@ def test_a_triple_is_built_from_one_pass_over_the_draws(break_sample: Path, monk
     try:
         triple = cache.get(SampleCase(sample, Case(Selection(template=default), CPU), "check"))
         assert triple.problem is None and len(triple.inputs) == 2
+        once = sorted([*(meta.name for meta in sample.metas), "L_x_"])
+        assert sorted(passes) == once, passes
+        eager = [triple.fresh_eager() for _ in range(3)]  # the check's reference, eager's second run, the timing's
+        assert sorted(passes) == once, passes  # copies of the model as built: no weight drawn again
+        drawn = sample.make_model("cpu")
+        for model in eager:
+            for name, tensor in [*drawn.named_parameters(), *drawn.named_buffers()]:
+                assert torch.equal(tensor, dict([*model.named_parameters(), *model.named_buffers()])[name]), name
     finally:
         cache.release()
-    assert sorted(passes) == sorted([*(meta.name for meta in sample.metas), "L_x_"]), passes
 
 
 def test_the_mode_survives_pickling_and_the_cast_wrapper(break_sample: Path) -> None:

@@ -27,6 +27,7 @@ from ..timing.processes import Repeat
 from ..tolerance import Tolerance
 from .cell import CellResult, CheckPolicy, Footprint, Subject, Verdict, run_cell
 from .diagnosis import DiagnosisPlan, diagnose_cell
+from .pristine import Pristine, pristine_or_none
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class PreparedTriple:
     diagnosis: Diagnosis | None = None  # where and why its check failed, once asked
     footprint: Footprint | None = None
     tensors: list[weakref.ref[Any]] = field(default_factory=list)  # the built model's and inputs' tensors
+    pristine: Pristine | None = None  # the built model as built, in host memory: fresh eager models copy it
 
     runs_in = "in this process"
     repeat_processes = 0  # the other processes its paired timing can be repeated in: none
@@ -117,9 +119,12 @@ class PreparedTriple:
         return self.diagnosis
 
     def fresh_eager(self) -> Any:
-        """A fresh eager model of the sample on the triple's device: the check's reference, paired timing's baseline."""
+        """A fresh eager model of the sample on the triple's device: the check's reference, paired timing's baseline.
+        A copy of the model as it was built, where it could be kept; else the sample built again."""
         import torch
 
+        if self.pristine is not None:
+            return self.pristine.fresh()
         return self.sample.make_model(torch.device(self.case.device.name))
 
     def _subject(self) -> Subject:
@@ -253,6 +258,7 @@ class TripleCache:
             prepared.problem = Verdict(exited(error))
             return prepared
         prepared.tensors = [weakref.ref(t) for t in _tensors(model, prepared.inputs)]
+        prepared.pristine = pristine_or_none(model)
         prepared.model = CompiledModel(model, case.selection, watcher) if case.selection.compiles else EagerModel(model)
         return prepared
 
