@@ -17,6 +17,7 @@ import json
 import multiprocessing
 import multiprocessing.reduction
 import os
+import shutil
 import socket
 import socketserver
 import subprocess
@@ -280,6 +281,8 @@ def _xdist_shim() -> str:
     """The path of this process's ``XDIST_SHIM`` (and its server thread, started now): a worker whose run
     ``run_warm`` would refuse is told to start as a fresh interpreter."""
     folder = tempfile.mkdtemp(prefix="warm-xdist-")
+    owner = os.getpid()  # removed at this process's exit, never at that of a child that runs the exit functions
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(folder, ignore_errors=True))
     address, shim = os.path.join(folder, "warm.sock"), os.path.join(folder, "python")
     Path(shim).write_text(XDIST_SHIM.format(python=sys.executable, address=address))
     os.chmod(shim, 0o755)
