@@ -277,13 +277,19 @@ from pytest_inductor_templates.compile.isolation import isolated_compile_state
 from pytest_inductor_templates.diagnose.bisect import Question, answer_here
 
 
-def check():  # as a bisector check compiles: in an isolated compile state, which resets Dynamo before and after
-    with isolated_compile_state(fresh_cache=True):
-        torch.compile(lambda x: (x.relu() * 2).sum(dim=0), backend="inductor")(torch.randn(64, 64))
+def chain(x, scale):  # enough operators that lowering them takes more than the answer's 0.01 s resolution
+    for _ in range(40):
+        x = (x.relu() * scale).sin()
+    return x.sum(dim=0)
+
+
+def check(scale):  # as a bisector check compiles: in an isolated compile state, which resets Dynamo before and after
+    with isolated_compile_state(fresh_cache=True):  # (a graph of its own each: no cache can serve it)
+        torch.compile(lambda x: chain(x, scale), backend="inductor")(torch.randn(64, 64))
     return True
 
 
-answers = [answer_here(Question("inductor"), check, tempfile.mkdtemp()) for _ in range(2)]
+answers = [answer_here(Question("inductor"), lambda: check(scale), tempfile.mkdtemp()) for scale in (2.0, 3.0)]
 print("RESULT " + json.dumps(answers))
 """
 
