@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -58,7 +59,7 @@ from pytest_inductor_templates.runs.files import Run, RunError, load
 from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
 from pytest_inductor_templates.samples.graphnet import discover
 from pytest_inductor_templates.tables import render, seconds, speedup_text
-from pytest_inductor_templates.timing.host_lock import TIMING
+from pytest_inductor_templates.timing.host_lock import TIMING, WORK
 
 DEFAULT_TIMING: list[str] = []  # the plugin's default timing
 
@@ -90,6 +91,42 @@ def timing_holds(log: Path) -> tuple[float | None, int]:
     spans = [line.split() for line in log.read_text().splitlines() if line.strip()]
     timings = [float(end) - float(start) for _, group, _, start, end in spans if group == TIMING]
     return sum(timings), len(timings)
+
+
+def busy_profile(log: Path, own: set[int]) -> str | None:
+    """Where a run's span went, from its lock log: timing and work holds summed (work split into the items' own
+    processes, ``own``, and the others: timing repeats), and the seconds of the span by how many processes held
+    work at once (``1 (own)``: one of the items' own processes alone, the others waiting: a timing asked behind its
+    work holds back every new work); None without a log."""
+    if not log.exists():
+        return None
+    spans = [line.split() for line in log.read_text().splitlines() if line.strip()]
+    holds = [(int(pid), group, float(start), float(end)) for pid, group, _, start, end in spans]
+    if not holds:
+        return None
+    work = [(pid, start, end) for pid, group, start, end in holds if group == WORK]
+    timing = sum(end - start for _, group, start, end in holds if group == TIMING)
+    mine = sum(end - start for pid, start, end in work if pid in own)
+    events = sorted([(start, 1, pid) for pid, start, _ in work] + [(end, -1, pid) for pid, _, end in work])
+    by_count: Counter[str] = Counter()
+    at_work: Counter[int] = Counter()
+    last = min(start for *_, start, _ in holds)
+    for moment, step, pid in events:
+        busy = [p for p, n in at_work.items() if n > 0]
+        if len(busy) == 1:
+            key = "1 (own)" if busy[0] in own else "1 (repeat)"
+        else:
+            key = str(len(busy)) if len(busy) < 5 else "5-9" if len(busy) < 10 else "10+"
+        by_count[key] += moment - last
+        at_work[pid] += step
+        last = moment
+    span = max(end for *_, end in holds) - min(start for *_, start, _ in holds)
+    order = ["0", "1 (own)", "1 (repeat)", "2", "3", "4", "5-9", "10+"]
+    profile = " | ".join(f"{key}: {by_count[key]:.0f}" for key in order if by_count[key] >= 0.5)
+    return (
+        f"span {span:.0f} s; timing {timing:.0f} s; work {sum(end - start for _, start, end in work):.0f} s "
+        f"({mine:.0f} s in the items' own processes); seconds by processes at work: {profile}"
+    )
 
 
 def recorded_timing(run: Run | None) -> tuple[float | None, int]:

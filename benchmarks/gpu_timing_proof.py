@@ -27,9 +27,10 @@ lock log under $OUT. The runs (each kept by --resume once finished, wall times i
   (should fail each slowed entry).
 
 Stable: over ``run-1w`` and ``run-Bw``, the share of speedups whose band's half-width is within 2% (bound by the GPU)
-or 4% (launch-bound), and the median half-width of each; and what 3, 4 or 5 processes would have given (each entry's
-band over its first K processes' speedups, the spread between them alone), so one run at the default count says
-whether fewer would do. Prints everything and writes it to $OUT/summary.md.
+or 4% (launch-bound), and the median half-width of each; and what 3, 4, 5 or 8 processes give (each entry's band over
+its first K processes' speedups, the spread between them), so one run at the default count says whether fewer would
+do. Per run, where its span went (its lock log: timing, work in the items' own processes and in repeats, seconds by
+how many processes worked at once). Prints everything and writes it to $OUT/summary.md.
 """
 
 from __future__ import annotations
@@ -305,6 +306,9 @@ def main() -> int:
                   "items with an outcome", "speedups agreeing with one worker"]  # fmt: skip
         lines += ["", *render(header, rows, markdown=True), ""]
         for count, m in measured.items():
+            own = {r.pid for r in m.run.records if r.pid is not None} if m.run is not None else set()
+            if (busy := scaling.busy_profile(out / f"run-{count}w.lock.log", own)) is not None:
+                lines.append(f"run-{count}w: lock log: {busy}")
             if m.run is not None:
                 lines += stable_lines(f"run-{count}w", m.run)
                 lines += process_lines(f"run-{count}w", m.run)
