@@ -97,18 +97,19 @@ def test_a_record_keeps_each_process_figure_and_refuses_a_wrong_list() -> None:
 
 
 def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side(tmp_path: Path) -> None:
-    """A real CPU run with --inductor-timing-processes=3 (the compiled bench items alone, their rounds stopping
+    """A real CPU run with --inductor-timing-processes=3 (their check and bench items, the rounds stopping
     early): the item's paired timing runs in its worker and in two other worker processes, whose work (build,
-    compile) runs side by side (the lock log shows their work holds overlapping); each process builds the sample
-    once (a sample that logs its builds: the model under test; the check's eager models and paired timing's are
-    copies of it as built); the record has each process's speedup and pid, the speedup is their geometric mean with
-    the first process's own interval beside it, and the terminal says so."""
+    compile) runs side by side (the lock log shows their work holds overlapping) and begins before the item's own
+    timing (the repeats are asked first, so their work runs while the item waits for its turn to time); each process
+    builds the sample once (a sample that logs its builds: the model under test; the check's eager models and paired
+    timing's are copies of it as built); the record has each process's speedup and pid, the speedup is their
+    geometric mean with the first process's own interval beside it, and the terminal says so."""
     builds = tmp_path / "builds.log"
     write_fault_sample(
         tmp_path / "corpus" / "logged", fault_model(init=f"open({str(builds)!r}, 'a').write(f'{{os.getpid()}}\\n')")
     )
     done = run_pytest_warm(
-        tmp_path, "--inductor-samples=builtin", "--inductor-samples=corpus", "-k", "(conv_bn or logged) and bench",
+        tmp_path, "--inductor-samples=builtin", "--inductor-samples=corpus", "-k", "conv_bn or logged",
         "--inductor-template=default", "--inductor-devices=cpu", "--inductor-timing-processes=3",
         "--inductor-speedup-precision=50", "--inductor-results=run.jsonl", "--inductor-lock-log=locks.log",
         "-p", "no:randomly", *FAST, *QUIET,
@@ -131,12 +132,20 @@ def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side
     assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
     assert "timed in 3 processes each (--inductor-timing-processes)" in done.stdout
     holds: dict[int, list[tuple[float, float]]] = {}
+    timings: dict[int, list[float]] = {}
     for line in (tmp_path / "locks.log").read_text().splitlines():
         pid, group, _, start, end = line.split()
         if group == "work":
             holds.setdefault(int(pid), []).append((float(start), float(end)))
+        elif group == "timing":
+            timings.setdefault(int(pid), []).append(float(start))
     first, second = (holds[pid][1:] for pid in pids[1:])  # each repeater's first hold: its start (importing torch)
     assert any(a < d and c < b for a, b in first for c, d in second), holds  # the repeats worked at the same time
+    for pid in pids[1:]:  # asked before the item's own timing: each repeat's work began before that timing did
+        for before, timed in zip([0.0, *timings[pid]], timings[pid], strict=False):
+            worked = min(start for start, _ in holds[pid] if before < start < timed)  # its build, then its calls
+            own = max(start for start in timings[bench["pid"]] if start < timed)
+            assert worked < own, (pid, worked, own, timed)
 
 
 REPEATERS_CONFTEST = """

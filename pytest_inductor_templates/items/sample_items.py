@@ -16,7 +16,7 @@ from ..integrations.benchmark import feed, mark_timing, mark_untimed, name_bench
 from ..integrations.timeout import item_limit
 from ..limits import Limit
 from ..machine import Device
-from ..outcomes import ENDED_EARLY
+from ..outcomes import ENDED_EARLY, Outcome
 from ..record import ItemRecord
 from ..report.book import AMENDED, RecordBook
 from ..report.records import CHECK_ENDED, ROOT_NODEID, conclude, new_record, sample_item_name, start
@@ -120,10 +120,16 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
     processes = min(wanted, 1 + triple.repeat_processes)  # the paired timing's spans are shared among them
     plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case), processes)
     limit = item_limit(item, session.timeout)
+    # a compiled triple whose check passed will be timed in pairs: its repeats are asked first, so that their builds
+    # and compiles run while this process waits for the host to let it time, not after its timing
+    ahead = earlier is not None and earlier.result.outcome is Outcome.PASS and triple.case.selection.compiles
+    asked = triple.ask_repeats(plan, processes - 1, limit) if ahead and processes > 1 else None
     cell = triple.result(plan, limit)
     if cell.timing is not None and cell.timing.paired is not None:
-        repeats = triple.repeat(plan, processes - 1, limit)
-        cell = dataclasses.replace(cell, timing=dataclasses.replace(cell.timing, repeats=repeats))
+        asked = asked or triple.ask_repeats(plan, processes - 1, limit)
+        cell = dataclasses.replace(cell, timing=dataclasses.replace(cell.timing, repeats=asked.collect()))
+    elif asked is not None:
+        asked.collect()  # asked for a timing that did not pair after all: their workers replied and are released
     if cell.timing is None:
         mark_untimed(item)
     else:
