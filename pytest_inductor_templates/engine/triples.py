@@ -66,6 +66,9 @@ class NoRepeats:
     def collect(self) -> tuple[Repeat, ...]:
         return ()
 
+    def abandon(self) -> None:
+        pass
+
 
 def exited(error: SystemExit) -> CheckResult:
     """The verdict on a sample that called ``sys.exit``: its process would have ended, so it crashed."""

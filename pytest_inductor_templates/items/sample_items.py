@@ -124,7 +124,12 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
     # and compiles run while this process waits for the host to let it time, not after its timing
     ahead = earlier is not None and earlier.result.outcome is Outcome.PASS and triple.case.selection.compiles
     asked = triple.ask_repeats(plan, processes - 1, limit) if ahead and processes > 1 else None
-    cell = triple.result(plan, limit)
+    try:
+        cell = triple.result(plan, limit)
+    except BaseException:
+        if asked is not None:
+            asked.abandon()
+        raise
     if cell.timing is not None and cell.timing.paired is not None:
         asked = asked or triple.ask_repeats(plan, processes - 1, limit)
         cell = dataclasses.replace(cell, timing=dataclasses.replace(cell.timing, repeats=asked.collect()))

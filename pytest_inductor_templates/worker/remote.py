@@ -117,6 +117,12 @@ class AskedRepeats:
         repeats = (self.owner._repeat_reply(worker, wait, self.where) for worker, wait in self.asked)
         return tuple(repeat for repeat in repeats if repeat is not None)
 
+    def abandon(self) -> None:
+        """Stop the workers asked (the item ended before it could collect them: an interrupt): a reply left unread
+        would answer their next request."""
+        for worker, _ in self.asked:
+            worker.stop()
+
 
 class RemoteTriples:
     """The triples of the session's sample items, run one at a time in a worker process."""
