@@ -270,6 +270,25 @@ def test_helpers_beyond_a_steps_halves_are_offered_the_quarters() -> None:
     assert Question("inductor", "lowerings", "bisect", 4, 5).questions_ahead(3) == []
 
 
+def test_a_switch_s_helpers_are_offered_the_later_switches_then_the_count_of_its_applications() -> None:
+    """After a subsystem's switch torch asks the next switch (the fault is not there) or counts the subsystem's
+    applications (it is: bisecting it starts there); both are offered ahead, the count last (opus-mt on an H100:
+    the child counted the lowerings itself, 9.4 s, while a helper sat idle)."""
+    from torch._inductor.compiler_bisector import BACKENDS
+
+    from pytest_inductor_templates.diagnose.bisect import Question
+
+    names = [s.name for s in BACKENDS["inductor"]]
+    last_but_one = names[-2]
+    ahead = Question("inductor", last_but_one, "test_disable").next_questions()
+    assert ahead == [
+        Question("inductor", names[-1], "test_disable"),
+        Question("inductor", last_but_one, "find_max_bounds"),
+    ]
+    assert Question("inductor", names[0], "test_disable").next_questions()[-1].run_state == "find_max_bounds"
+    assert Question("inductor", "lowerings", "find_max_bounds").next_questions() == []
+
+
 PARTS_OF_A_CHECK = """
 import json, tempfile
 import torch

@@ -64,8 +64,9 @@ class Question:
 
     def next_questions(self) -> list[Question]:
         """Questions torch may ask next that need nothing this one finds out, in its order: the later stages
-        after a stage, the later switches after a subsystem's switch (if this one does not end the search), and
-        both halves of a bisection step's range (one of them is asked next)."""
+        after a stage, the later switches after a subsystem's switch (if this one does not end the search), then
+        the count of this subsystem's applications (if it does: bisecting it starts there), and both halves of a
+        bisection step's range (one of them is asked next)."""
         from torch._inductor.compiler_bisector import BACKENDS
 
         if self.subsystem is None:
@@ -78,7 +79,8 @@ class Question:
         if self.run_state != "test_disable":
             return []
         names = [s.name for s in BACKENDS[self.backend]]
-        return [Question(self.backend, n, "test_disable") for n in names[names.index(self.subsystem) + 1 :]]
+        later = [Question(self.backend, n, "test_disable") for n in names[names.index(self.subsystem) + 1 :]]
+        return [*later, Question(self.backend, self.subsystem, "find_max_bounds")]
 
     def questions_ahead(self, wanted: int) -> list[Question]:
         """The questions torch may ask after this one, level by level (the next ones, then theirs: a bisection
