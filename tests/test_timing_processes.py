@@ -266,3 +266,21 @@ def test_a_repeat_only_compiles_unless_the_cache_is_fresh_then_it_checks_its_own
     stand_in, checked = verdicts[False], verdicts[True]
     assert stand_in.outcome is Outcome.PASS and stand_in.reason == "a timing repeat: compiled, not checked"
     assert checked.outcome is Outcome.PASS and checked.rule == "first comparison"
+
+
+def test_repeats_are_asked_ahead_only_of_a_timing_that_will_pair() -> None:
+    """A bench item asks its repeats before its own timing only where that timing will be paired: a compiled
+    triple whose check passed, benchmarks on, more than one process; else after its timing, if it paired."""
+    from pytest_inductor_templates.check.result import CheckResult
+    from pytest_inductor_templates.engine.cell import Verdict
+    from pytest_inductor_templates.items.sample_items import repeats_ahead
+    from pytest_inductor_templates.outcomes import Outcome
+
+    rounds = RoundsPlan(timer=time.perf_counter, min_time=5e-3, max_time=1.0, min_rounds=5)
+    timed, off = TimingPlan(rounds, processes=3), TimingPlan(None)
+    passed, failed = (Verdict(CheckResult(outcome, "")) for outcome in (Outcome.PASS, Outcome.ACCURACY_FAIL))
+    assert repeats_ahead(passed, True, 3, timed)
+    assert not repeats_ahead(passed, True, 3, off)  # --benchmark-disable: nothing is timed
+    assert not repeats_ahead(failed, True, 3, timed) and not repeats_ahead(None, True, 3, timed)  # unchecked yet
+    assert not repeats_ahead(passed, False, 3, timed)  # the eager row
+    assert not repeats_ahead(passed, True, 1, timed)

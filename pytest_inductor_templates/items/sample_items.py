@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ..diagnose import Diagnosis
-from ..engine.cell import CellResult
+from ..engine.cell import CellResult, Verdict
 from ..engine.diagnosis import needs_diagnosis
 from ..engine.triples import SampleCase
 from ..integrations.benchmark import feed, mark_timing, mark_untimed, name_benchmark, timing_plan
@@ -23,6 +23,7 @@ from ..report.records import CHECK_ENDED, ROOT_NODEID, conclude, new_record, sam
 from ..samples.base import Sample
 from ..samples.sources import largest_graphs_first
 from ..templates.matrix import Case
+from ..timing.measure import TimingPlan
 from ..timing.processes import processes_for
 from .session import plugin_state
 
@@ -105,6 +106,14 @@ def check(inductor_sample: Any, request: pytest.FixtureRequest) -> None:
     conclude_sample(request.node, inductor_sample, inductor_sample.result(None, limit))
 
 
+def repeats_ahead(checked: Verdict | None, compiles: bool, processes: int, plan: TimingPlan) -> bool:
+    """Whether a bench item asks its timing repeats before its own timing: where it will be timed in pairs (its
+    triple compiles, its check passed, benchmarks are on) in more than one process. Their builds and compiles then
+    run while this process waits for the host to let it time, not after its timing."""
+    passed = checked is not None and checked.result.outcome is Outcome.PASS
+    return passed and compiles and processes > 1 and plan.rounds is not None
+
+
 def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) -> None:
     """Time one call of the sample's model (compiled, or eager for the eager row) through pytest-benchmark; a
     compiled model that passed its check is then timed in pairs with a fresh eager one: its speedup."""
@@ -120,10 +129,8 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
     processes = min(wanted, 1 + triple.repeat_processes)  # the paired timing's spans are shared among them
     plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case), processes)
     limit = item_limit(item, session.timeout)
-    # a compiled triple whose check passed will be timed in pairs: its repeats are asked first, so that their builds
-    # and compiles run while this process waits for the host to let it time, not after its timing
-    ahead = earlier is not None and earlier.result.outcome is Outcome.PASS and triple.case.selection.compiles
-    asked = triple.ask_repeats(plan, processes - 1, limit) if ahead and processes > 1 else None
+    ahead = repeats_ahead(earlier, triple.case.selection.compiles, processes, plan)
+    asked = triple.ask_repeats(plan, processes - 1, limit) if ahead else None
     try:
         cell = triple.result(plan, limit)
     except BaseException:
