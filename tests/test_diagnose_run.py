@@ -273,7 +273,8 @@ def test_helpers_beyond_a_steps_halves_are_offered_the_quarters() -> None:
 def test_a_switch_s_helpers_are_offered_the_later_switches_then_the_count_of_its_applications() -> None:
     """After a subsystem's switch torch asks the next switch (the fault is not there) or counts the subsystem's
     applications (it is: bisecting it starts there); both are offered ahead, the count last (opus-mt on an H100:
-    the child counted the lowerings itself, 9.4 s, while a helper sat idle)."""
+    the child counted the lowerings itself, 9.4 s, while a helper sat idle). A config switch (on or off, nothing to
+    count) offers no count: torch never asks it, and its bisector state refuses it."""
     from torch._inductor.compiler_bisector import BACKENDS
 
     from pytest_inductor_templates.diagnose.bisect import Question
@@ -286,6 +287,8 @@ def test_a_switch_s_helpers_are_offered_the_later_switches_then_the_count_of_its
         Question("inductor", last_but_one, "find_max_bounds"),
     ]
     assert Question("inductor", names[0], "test_disable").next_questions()[-1].run_state == "find_max_bounds"
+    padding = Question("inductor", "inductor_comprehensive_padding", "test_disable")  # a config switch: no count
+    assert [q.subsystem for q in padding.next_questions()] == names[names.index(padding.subsystem) + 1 :]
     assert Question("inductor", "lowerings", "find_max_bounds").next_questions() == []
 
 
@@ -328,3 +331,17 @@ def test_a_checks_answer_says_where_its_compile_spent_its_time(tmp_path: Path) -
         assert answer["kernels"] == 0, answers  # the CPU's kernels are C++, not Triton
         assert answer["kernel_wait"] >= 0 and answer["kernel_compile"] >= 0, answers
         assert answer["lowering"] + answer["codegen"] <= answer["seconds"], answers
+
+
+def test_a_question_the_bisector_state_refuses_is_answered_with_its_error(tmp_path: Path) -> None:
+    """A helper asked what its bisector state cannot be set to (a count of a config switch's applications) answers
+    with the error and serves on, instead of ending (the asking process then asks it itself)."""
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    from pytest_inductor_templates.diagnose.bisect import Question, answer_here
+
+    asked: list[bool] = []
+    refused = Question("inductor", "inductor_comprehensive_padding", "find_max_bounds")
+    answer = answer_here(refused, lambda: asked.append(True), str(tmp_path))
+    assert answer["failing"] is None and answer["error"] and not asked, answer
+    assert CompilerBisector.bisection_enabled is False

@@ -67,7 +67,7 @@ class Question:
         after a stage, the later switches after a subsystem's switch (if this one does not end the search), then
         the count of this subsystem's applications (if it does: bisecting it starts there), and both halves of a
         bisection step's range (one of them is asked next)."""
-        from torch._inductor.compiler_bisector import BACKENDS
+        from torch._inductor.compiler_bisector import BACKENDS, BinarySubsystem, BisectSubsystem
 
         if self.subsystem is None:
             later = list(BACKENDS)[list(BACKENDS).index(self.backend) + 1 :]
@@ -78,8 +78,12 @@ class Question:
             return [Question(self.backend, self.subsystem, "bisect", a, b) for a, b in halves if a < b]
         if self.run_state != "test_disable":
             return []
-        names = [s.name for s in BACKENDS[self.backend]]
+        subsystems = BACKENDS[self.backend]
+        names = [s.name for s in subsystems]
         later = [Question(self.backend, n, "test_disable") for n in names[names.index(self.subsystem) + 1 :]]
+        this = subsystems[names.index(self.subsystem)]
+        if not isinstance(this, BisectSubsystem) or isinstance(this, BinarySubsystem):  # an on/off switch: no count
+            return later
         return [*later, Question(self.backend, self.subsystem, "find_max_bounds")]
 
     def questions_ahead(self, wanted: int) -> list[Question]:
@@ -347,24 +351,24 @@ def answer_here(question: Question, check: Callable[[], bool | None], scratch: s
     start = time.monotonic()
     try:
         backend, subsystem = question.backend, question.subsystem
-        CompilerBisector.update_bisect_status(backend, subsystem or "")
-        if subsystem is not None and question.run_state is not None:
-            CompilerBisector.update_run_state(
-                backend, CompilerBisector.get_subsystem_object(backend, subsystem), question.run_state
-            )
-            if question.run_state == "bisect":
-                CompilerBisector.update_bisect_range(backend, subsystem, question.low, question.high)  # type: ignore[arg-type]
-        reset_counters()
-        try:
+        try:  # a question this state cannot be set to is answered with its error, and the helper serves on
+            CompilerBisector.update_bisect_status(backend, subsystem or "")
+            if subsystem is not None and question.run_state is not None:
+                CompilerBisector.update_run_state(
+                    backend, CompilerBisector.get_subsystem_object(backend, subsystem), question.run_state
+                )
+                if question.run_state == "bisect":
+                    CompilerBisector.update_bisect_range(backend, subsystem, question.low, question.high)  # type: ignore[arg-type]
+            reset_counters()
             with compile_parts(answer):
                 answer["failing"] = check()
         except BaseException as error:
             answer["failing"], answer["error"] = None, first_line(error)
-        if subsystem is not None and question.run_state == "find_max_bounds":
+        if subsystem is not None and question.run_state == "find_max_bounds" and answer.get("error") is None:
             try:
                 answer["range"] = list(CompilerBisector.get_bisect_range(backend, subsystem))
-            except RuntimeError:  # nothing was applied: the range was never set
-                answer["range"] = [0, 0]
+            except RuntimeError:  # nothing was applied: the asking process asks it, as torch would have
+                answer["failing"], answer["error"] = None, f"no application of {subsystem} was counted"
         if subsystem is not None and question.run_state == "bisect":
             answer["debug_info"] = applications_seen(backend, subsystem, question.low, question.high)  # type: ignore[arg-type]
     finally:
