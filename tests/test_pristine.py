@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from pytest_inductor_templates.engine.pristine import Pristine, pristine_or_none
@@ -44,11 +45,35 @@ def test_a_fresh_copy_has_the_built_values_in_tensors_of_its_own() -> None:
     assert torch.equal(two(x), expected) and torch.equal(kept.fresh()(x), expected)
 
 
-def test_a_model_that_cannot_be_copied_one_tensor_at_a_time_is_built_again() -> None:
-    """Tensors sharing storage (a buffer that views a parameter) would come apart copied one by one; something that
-    is not a module has nothing to copy: no pristine copy, its eager models are built again."""
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace")
+def test_a_model_that_cannot_be_copied_one_tensor_at_a_time_is_built_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tensors sharing storage would come apart copied one by one (a buffer that views a parameter; a view kept in
+    a list beside its base); a traced TorchScript module's copy cannot be copied again; something that is not a
+    module has nothing to copy; a model over the size kept in host memory: no pristine copy, its eager models are
+    built again."""
+    from pytest_inductor_templates.engine import pristine
+
     viewed = Held()
     viewed.register_buffer("row", viewed.weight.detach()[0])
     assert pristine_or_none(viewed) is None
+    listed = Held()
+    listed.pair = [listed.mean, listed.mean[:2]]  # found inside the list: its storage is shared
+    assert pristine_or_none(listed) is None
+    assert pristine_or_none(torch.jit.trace(torch.nn.Linear(4, 4), torch.randn(2, 4))) is None
     assert pristine_or_none(lambda x: x) is None
-    assert pristine_or_none(Held()) is not None
+    monkeypatch.setattr(pristine, "MAX_BYTES", 64)
+    assert pristine_or_none(Held()) is None
+    monkeypatch.undo()
+    kept = pristine_or_none(Held())
+    assert kept is not None
+
+
+def test_a_copy_keeps_a_buffer_s_requires_grad_and_the_tensors_held_in_lists() -> None:
+    model = Held()
+    model.register_buffer("tracked", torch.ones(2, requires_grad=True))
+    model.tables = [torch.arange(3.0)]
+    kept = Pristine(model)
+    assert all(t.device.type == "cpu" for t in kept.model.tables)
+    fresh = kept.fresh()
+    assert fresh.tracked.requires_grad and torch.equal(fresh.tables[0], model.tables[0])
+    assert fresh.tables[0].data_ptr() != model.tables[0].data_ptr()

@@ -284,3 +284,58 @@ def test_repeats_are_asked_ahead_only_of_a_timing_that_will_pair() -> None:
     assert not repeats_ahead(failed, True, 3, timed) and not repeats_ahead(None, True, 3, timed)  # unchecked yet
     assert not repeats_ahead(passed, False, 3, timed)  # the eager row
     assert not repeats_ahead(passed, True, 1, timed)
+
+
+class _Asked:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def collect(self) -> tuple:
+        self.log.append("collect")
+        return ()
+
+    def abandon(self) -> None:
+        self.log.append("abandon")
+
+
+class _Triple:
+    """A stand-in triple: its own run gives ``cell`` (or raises ``raises``); its repeats log what befell them."""
+
+    def __init__(self, cell: Any = None, raises: BaseException | None = None) -> None:
+        self.cell, self.raises, self.log = cell, raises, []
+
+    def ask_repeats(self, plan: Any, count: int, limit: Any) -> _Asked:
+        self.log.append("ask")
+        return _Asked(self.log)
+
+    def result(self, plan: Any, limit: Any) -> Any:
+        self.log.append("own")
+        if self.raises is not None:
+            raise self.raises
+        return self.cell
+
+
+def test_repeats_asked_ahead_are_collected_after_a_paired_timing_and_abandoned_after_an_early_end() -> None:
+    """Asked ahead: the own run, then the repeats collected into its timing; an own run that ended early (its
+    worker crashed or timed out) or raised (an interrupt) abandons them; not asked ahead: asked once it paired."""
+    from pytest_inductor_templates.check.result import CheckResult
+    from pytest_inductor_templates.engine.cell import CellResult, Verdict
+    from pytest_inductor_templates.items.sample_items import timed_with_repeats
+    from pytest_inductor_templates.outcomes import Outcome
+    from pytest_inductor_templates.timing.measure import Timing
+
+    paired = CellResult(Verdict(CheckResult(Outcome.PASS, "")), timing=Timing(paired=object()))  # type: ignore[arg-type]
+    ended = CellResult(Verdict(CheckResult(Outcome.CRASHED, "lost")), ended=True)
+    for cell, ahead, expected in [
+        (paired, True, ["ask", "own", "collect"]),
+        (paired, False, ["own", "ask", "collect"]),
+        (ended, True, ["ask", "own", "abandon"]),
+        (ended, False, ["own"]),
+    ]:
+        triple = _Triple(cell)
+        timed_with_repeats(triple, None, 3, None, ahead)  # type: ignore[arg-type]
+        assert triple.log == expected, (ahead, triple.log)
+    interrupted = _Triple(raises=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        timed_with_repeats(interrupted, None, 3, None, True)  # type: ignore[arg-type]
+    assert interrupted.log == ["ask", "own", "abandon"]

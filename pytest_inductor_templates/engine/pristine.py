@@ -4,7 +4,8 @@ A check calls for fresh eager models (its reference, eager's second run, the flo
 one more, and each timing repeat in another process for one; building a GraphNet sample draws every weight again
 (resnet50: 2.9 s on a 2-core CPU), a copy takes a transfer (0.04 s). The copy of its tensors is kept on the CPU, so
 that none stays on the GPU beside the model under test: the peaks of memory a timing reads stay those of the model
-and its inputs.
+and its inputs. A model larger than ``MAX_BYTES`` is built again instead (each worker process, repeats included,
+would hold its copy in host memory), and so is one that cannot be copied tensor by tensor.
 """
 
 from __future__ import annotations
@@ -12,27 +13,40 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+MAX_BYTES = 2 << 30  # the tensors of a model kept in host memory
+
 
 def _tensors(model: Any) -> list[Any]:
-    """The model's parameters, buffers and the plain tensors its modules hold (a GraphModule's constants)."""
+    """The tensors the model's modules hold: parameters, buffers, and plain tensors, also inside lists, tuples
+    and dicts (a GraphModule's constants), each once."""
     import torch
 
     found: dict[int, Any] = {}
+
+    def visit(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            found.setdefault(id(value), value)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                visit(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item)
+
     for module in model.modules():
         for value in [*module._parameters.values(), *module._buffers.values(), *vars(module).values()]:
-            if isinstance(value, torch.Tensor):
-                found.setdefault(id(value), value)
+            visit(value)
     return list(found.values())
 
 
 def _moved(tensor: Any, device: Any) -> Any:
-    """A copy of ``tensor`` on ``device``, a parameter where it is one."""
+    """A copy of ``tensor`` on ``device``: a parameter where it is one, with its ``requires_grad``."""
     import torch
 
     data = tensor.detach().to(device, copy=True)
     if isinstance(tensor, torch.nn.Parameter):
         return torch.nn.Parameter(data, requires_grad=tensor.requires_grad)
-    return data
+    return data.requires_grad_(tensor.requires_grad)
 
 
 class Pristine:
@@ -40,10 +54,16 @@ class Pristine:
     it with each tensor on the device it was built on."""
 
     def __init__(self, model: Any) -> None:
+        import torch
+
         originals = _tensors(model)
-        storages = {t.untyped_storage().data_ptr() for t in originals if t.untyped_storage().nbytes()}
-        if len(storages) < sum(1 for t in originals if t.untyped_storage().nbytes()):
+        if any(type(t) not in (torch.Tensor, torch.nn.Parameter) for t in originals):
+            raise ValueError("a tensor subclass or a parameter subclass: copied as a plain one it would change")
+        held = [t for t in originals if t.untyped_storage().nbytes()]
+        if len({t.untyped_storage().data_ptr() for t in held}) < len(held):
             raise ValueError("tensors of the model share storage: copied one by one they would not")
+        if sum(t.untyped_storage().nbytes() for t in held) > MAX_BYTES:
+            raise ValueError(f"its tensors take more than {MAX_BYTES >> 30} GiB")
         memo = {id(t): _moved(t, "cpu") for t in originals}
         self.devices = {id(memo[id(t)]): t.device for t in originals}
         self.model = copy.deepcopy(model, memo)
@@ -55,13 +75,19 @@ class Pristine:
 
 
 def pristine_or_none(model: Any) -> Pristine | None:
-    """The model's ``Pristine`` copy, or None where it cannot be copied (not a module, or something in it refuses a
-    deep copy): its eager models are then built again."""
+    """The model's ``Pristine`` copy, or None where it cannot be kept (not a module, too large, or something in it
+    refuses a copy: a traced TorchScript module's copy does not copy again): its eager models are then built
+    again."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
         return None
     try:
-        return Pristine(model)
+        kept = Pristine(model)
+        held = _tensors(kept.model)
+        if any(id(t) not in kept.devices for t in held):  # the copy holds tensors other than those it was given
+            return None
+        copy.deepcopy(kept.model, {id(t): t for t in held})  # a trial of fresh(), its tensors shared
     except Exception:
         return None
+    return kept

@@ -134,7 +134,10 @@ class PreparedTriple:
         import torch
 
         if self.pristine is not None:
-            return self.pristine.fresh()
+            try:
+                return self.pristine.fresh()
+            except Exception:  # a copy that failed where its trial did not: built again from now on
+                self.pristine = None
         return self.sample.make_model(torch.device(self.case.device.name))
 
     def _subject(self) -> Subject:

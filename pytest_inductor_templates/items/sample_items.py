@@ -114,6 +114,29 @@ def repeats_ahead(checked: Verdict | None, compiles: bool, processes: int, plan:
     return passed and compiles and processes > 1 and plan.rounds is not None
 
 
+def timed_with_repeats(triple: Any, plan: TimingPlan, processes: int, limit: Limit | None, ahead: bool) -> CellResult:
+    """The triple's cell timed under ``plan``, its paired timing repeated in ``processes - 1`` other processes:
+    asked before its own timing where ``ahead``, else once it paired. Repeats asked are abandoned (their workers
+    stopped) where the item's own run ended early (a crash, a timeout) or an interrupt ends the item: their
+    results would serve nothing, and a reply left unread would answer a worker's next request."""
+    asked = triple.ask_repeats(plan, processes - 1, limit) if ahead else None
+    try:
+        cell = triple.result(plan, limit)
+        if cell.timing is not None and cell.timing.paired is not None:
+            asked = asked or triple.ask_repeats(plan, processes - 1, limit)
+            repeats = asked.collect()
+            return dataclasses.replace(cell, timing=dataclasses.replace(cell.timing, repeats=repeats))
+    except BaseException:
+        if asked is not None:
+            asked.abandon()
+        raise
+    if asked is not None and cell.ended:
+        asked.abandon()
+    elif asked is not None:
+        asked.collect()  # asked for a timing that did not pair after all: their workers replied and are released
+    return cell
+
+
 def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) -> None:
     """Time one call of the sample's model (compiled, or eager for the eager row) through pytest-benchmark; a
     compiled model that passed its check is then timed in pairs with a fresh eager one: its speedup."""
@@ -130,18 +153,7 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
     plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case), processes)
     limit = item_limit(item, session.timeout)
     ahead = repeats_ahead(earlier, triple.case.selection.compiles, processes, plan)
-    asked = triple.ask_repeats(plan, processes - 1, limit) if ahead else None
-    try:
-        cell = triple.result(plan, limit)
-    except BaseException:
-        if asked is not None:
-            asked.abandon()
-        raise
-    if cell.timing is not None and cell.timing.paired is not None:
-        asked = asked or triple.ask_repeats(plan, processes - 1, limit)
-        cell = dataclasses.replace(cell, timing=dataclasses.replace(cell.timing, repeats=asked.collect()))
-    elif asked is not None:
-        asked.collect()  # asked for a timing that did not pair after all: their workers replied and are released
+    cell = timed_with_repeats(triple, plan, processes, limit, ahead)
     if cell.timing is None:
         mark_untimed(item)
     else:
