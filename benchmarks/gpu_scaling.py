@@ -95,9 +95,9 @@ def timing_holds(log: Path) -> tuple[float | None, int]:
 
 def busy_profile(log: Path, own: set[int]) -> str | None:
     """Where a run's span went, from its lock log: timing and work holds summed (work split into the items' own
-    processes, ``own``, and the others: timing repeats), and the seconds of the span by how many processes held
-    work at once (``1 (own)``: one of the items' own processes alone, the others waiting: a timing asked behind its
-    work holds back every new work); None without a log."""
+    processes, ``own``, and the others: timing repeats, a diagnosis's processes), and the seconds of the span by how
+    many processes held work at once (``1 (own)``: one of the items' own processes alone, the others waiting: a
+    timing asked behind its work holds back every new work); None without a log."""
     if not log.exists():
         return None
     spans = [line.split() for line in log.read_text().splitlines() if line.strip()]
@@ -114,14 +114,16 @@ def busy_profile(log: Path, own: set[int]) -> str | None:
     for moment, step, pid in events:
         busy = [p for p, n in at_work.items() if n > 0]
         if len(busy) == 1:
-            key = "1 (own)" if busy[0] in own else "1 (repeat)"
+            key = "1 (own)" if busy[0] in own else "1 (other)"
         else:
             key = str(len(busy)) if len(busy) < 5 else "5-9" if len(busy) < 10 else "10+"
         by_count[key] += moment - last
         at_work[pid] += step
         last = moment
-    span = max(end for *_, end in holds) - min(start for *_, start, _ in holds)
-    order = ["0", "1 (own)", "1 (repeat)", "2", "3", "4", "5-9", "10+"]
+    final = max(end for *_, end in holds)
+    by_count["0"] += final - last  # after the last work: timings alone
+    span = final - min(start for *_, start, _ in holds)
+    order = ["0", "1 (own)", "1 (other)", "2", "3", "4", "5-9", "10+"]
     profile = " | ".join(f"{key}: {by_count[key]:.0f}" for key in order if by_count[key] >= 0.5)
     return (
         f"span {span:.0f} s; timing {timing:.0f} s; work {sum(end - start for _, start, end in work):.0f} s "

@@ -10,7 +10,8 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 
 def test_the_span_is_split_by_how_many_processes_worked_at_once(tmp_path: Path) -> None:
     """An item's own process compiles alone for 6 s while nothing else works (a timing pending behind it), a repeat
-    works beside it for 2 s, a timing holds 2 s with no work: the profile says so, second by second."""
+    works beside it for 2 s, a timing holds 2 s with no work, and one more after the last work: the profile says so,
+    second by second, and its parts add up to the span."""
     sys.path.insert(0, str(BENCHMARKS))
     import gpu_scaling
 
@@ -21,10 +22,11 @@ def test_the_span_is_split_by_how_many_processes_worked_at_once(tmp_path: Path) 
         "1 timing gpu 110.0 112.0\n"
         "1 pool 9 101.0 103.0\n"  # within work: not work of its own
         "2 work - 112.0 113.0\n"
+        "1 timing gpu 113.0 114.0\n"  # after the last work: a timing alone
     )
     profile = gpu_scaling.busy_profile(log, own={1})
     assert profile == (
-        "span 13 s; timing 2 s; work 13 s (10 s in the items' own processes); "
-        "seconds by processes at work: 0: 2 | 1 (own): 8 | 1 (repeat): 1 | 2: 2"
+        "span 14 s; timing 3 s; work 13 s (10 s in the items' own processes); "
+        "seconds by processes at work: 0: 3 | 1 (own): 8 | 1 (other): 1 | 2: 2"
     ), profile
     assert gpu_scaling.busy_profile(tmp_path / "none.log", own=set()) is None
