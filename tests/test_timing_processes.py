@@ -97,19 +97,18 @@ def test_a_record_keeps_each_process_figure_and_refuses_a_wrong_list() -> None:
 
 
 def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side(tmp_path: Path) -> None:
-    """A real CPU run with --inductor-timing-processes=3 (their check and bench items, the rounds stopping
+    """A real CPU run with --inductor-timing-processes=3 (the compiled bench items alone, their rounds stopping
     early): the item's paired timing runs in its worker and in two other worker processes, whose work (build,
-    compile) runs side by side (the lock log shows their work holds overlapping) and begins before the item's own
-    timing (the repeats are asked first, so their work runs while the item waits for its turn to time); each process
-    builds the sample once (a sample that logs its builds: the model under test; the check's eager models and paired
-    timing's are copies of it as built); the record has each process's speedup and pid, the speedup is their
-    geometric mean with the first process's own interval beside it, and the terminal says so."""
+    compile) runs side by side (the lock log shows their work holds overlapping); each process builds the sample
+    once (a sample that logs its builds: the model under test; the check's eager models and paired timing's are
+    copies of it as built); the record has each process's speedup and pid, the speedup is their geometric mean with
+    the first process's own interval beside it, and the terminal says so."""
     builds = tmp_path / "builds.log"
     write_fault_sample(
         tmp_path / "corpus" / "logged", fault_model(init=f"open({str(builds)!r}, 'a').write(f'{{os.getpid()}}\\n')")
     )
     done = run_pytest_warm(
-        tmp_path, "--inductor-samples=builtin", "--inductor-samples=corpus", "-k", "conv_bn or logged",
+        tmp_path, "--inductor-samples=builtin", "--inductor-samples=corpus", "-k", "(conv_bn or logged) and bench",
         "--inductor-template=default", "--inductor-devices=cpu", "--inductor-timing-processes=3",
         "--inductor-speedup-precision=50", "--inductor-results=run.jsonl", "--inductor-lock-log=locks.log",
         "-p", "no:randomly", *FAST, *QUIET,
@@ -132,20 +131,12 @@ def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side
     assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
     assert "timed in 3 processes each (--inductor-timing-processes)" in done.stdout
     holds: dict[int, list[tuple[float, float]]] = {}
-    timings: dict[int, list[float]] = {}
     for line in (tmp_path / "locks.log").read_text().splitlines():
         pid, group, _, start, end = line.split()
         if group == "work":
             holds.setdefault(int(pid), []).append((float(start), float(end)))
-        elif group == "timing":
-            timings.setdefault(int(pid), []).append(float(start))
     first, second = (holds[pid][1:] for pid in pids[1:])  # each repeater's first hold: its start (importing torch)
     assert any(a < d and c < b for a, b in first for c, d in second), holds  # the repeats worked at the same time
-    for pid in pids[1:]:  # asked before the item's own timing: each repeat's work began before that timing did
-        for before, timed in zip([0.0, *timings[pid]], timings[pid], strict=False):
-            worked = min(start for start, _ in holds[pid] if before < start < timed)  # its build, then its calls
-            own = max(start for start in timings[bench["pid"]] if start < timed)
-            assert worked < own, (pid, worked, own, timed)
 
 
 REPEATERS_CONFTEST = """
@@ -266,76 +257,3 @@ def test_a_repeat_only_compiles_unless_the_cache_is_fresh_then_it_checks_its_own
     stand_in, checked = verdicts[False], verdicts[True]
     assert stand_in.outcome is Outcome.PASS and stand_in.reason == "a timing repeat: compiled, not checked"
     assert checked.outcome is Outcome.PASS and checked.rule == "first comparison"
-
-
-def test_repeats_are_asked_ahead_only_of_a_timing_that_will_pair() -> None:
-    """A bench item asks its repeats before its own timing only where that timing will be paired: a compiled
-    triple whose check passed, benchmarks on, more than one process; else after its timing, if it paired."""
-    from pytest_inductor_templates.check.result import CheckResult
-    from pytest_inductor_templates.engine.cell import Verdict
-    from pytest_inductor_templates.items.sample_items import repeats_ahead
-    from pytest_inductor_templates.outcomes import Outcome
-
-    rounds = RoundsPlan(timer=time.perf_counter, min_time=5e-3, max_time=1.0, min_rounds=5)
-    timed, off = TimingPlan(rounds, processes=3), TimingPlan(None)
-    passed, failed = (Verdict(CheckResult(outcome, "")) for outcome in (Outcome.PASS, Outcome.ACCURACY_FAIL))
-    assert repeats_ahead(passed, True, 3, timed)
-    assert not repeats_ahead(passed, True, 3, off)  # --benchmark-disable: nothing is timed
-    assert not repeats_ahead(failed, True, 3, timed) and not repeats_ahead(None, True, 3, timed)  # unchecked yet
-    assert not repeats_ahead(passed, False, 3, timed)  # the eager row
-    assert not repeats_ahead(passed, True, 1, timed)
-
-
-class _Asked:
-    def __init__(self, log: list[str]) -> None:
-        self.log = log
-
-    def collect(self) -> tuple:
-        self.log.append("collect")
-        return ()
-
-    def abandon(self) -> None:
-        self.log.append("abandon")
-
-
-class _Triple:
-    """A stand-in triple: its own run gives ``cell`` (or raises ``raises``); its repeats log what befell them."""
-
-    def __init__(self, cell: Any = None, raises: BaseException | None = None) -> None:
-        self.cell, self.raises, self.log = cell, raises, []
-
-    def ask_repeats(self, plan: Any, count: int, limit: Any) -> _Asked:
-        self.log.append("ask")
-        return _Asked(self.log)
-
-    def result(self, plan: Any, limit: Any) -> Any:
-        self.log.append("own")
-        if self.raises is not None:
-            raise self.raises
-        return self.cell
-
-
-def test_repeats_asked_ahead_are_collected_after_a_paired_timing_and_abandoned_after_an_early_end() -> None:
-    """Asked ahead: the own run, then the repeats collected into its timing; an own run that ended early (its
-    worker crashed or timed out) or raised (an interrupt) abandons them; not asked ahead: asked once it paired."""
-    from pytest_inductor_templates.check.result import CheckResult
-    from pytest_inductor_templates.engine.cell import CellResult, Verdict
-    from pytest_inductor_templates.items.sample_items import timed_with_repeats
-    from pytest_inductor_templates.outcomes import Outcome
-    from pytest_inductor_templates.timing.measure import Timing
-
-    paired = CellResult(Verdict(CheckResult(Outcome.PASS, "")), timing=Timing(paired=object()))  # type: ignore[arg-type]
-    ended = CellResult(Verdict(CheckResult(Outcome.CRASHED, "lost")), ended=True)
-    for cell, ahead, expected in [
-        (paired, True, ["ask", "own", "collect"]),
-        (paired, False, ["own", "ask", "collect"]),
-        (ended, True, ["ask", "own", "abandon"]),
-        (ended, False, ["own"]),
-    ]:
-        triple = _Triple(cell)
-        timed_with_repeats(triple, None, 3, None, ahead)  # type: ignore[arg-type]
-        assert triple.log == expected, (ahead, triple.log)
-    interrupted = _Triple(raises=KeyboardInterrupt())
-    with pytest.raises(KeyboardInterrupt):
-        timed_with_repeats(interrupted, None, 3, None, True)  # type: ignore[arg-type]
-    assert interrupted.log == ["ask", "own", "abandon"]

@@ -140,26 +140,6 @@ def test_a_worker_is_asked_to_stop_unless_it_is_still_working_on_a_request(
     assert worker.process is None
 
 
-def test_repeats_asked_but_never_collected_are_stopped() -> None:
-    """Repeats are asked before the item's own timing; an item that ends before collecting them (an interrupt)
-    abandons them: each worker asked is stopped, killed while it still works, so that no unread reply answers its
-    next request."""
-    from pytest_inductor_templates.worker.remote import AskedRepeats
-
-    asked = []
-    for case in ("answered", "hang"):
-        worker = WorkerProcess(hello=lambda: protocol.Hello(sys_path=[], conftests=[]))
-        stand_in = [sys.executable, "-c", STAND_IN, case]
-        process = subprocess.Popen(stand_in, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert process.stdout is not None
-        worker.process, worker._reader, worker._ready = process, protocol.MessageReader(process.stdout.fileno()), True
-        asked.append((worker, worker.send(protocol.Release(), Limit())))
-    processes = [worker.process for worker, _ in asked]
-    AskedRepeats(None, asked, "repeating").abandon()  # type: ignore[arg-type]
-    assert all(worker.process is None for worker, _ in asked)
-    assert all(process is not None and process.returncode == -signal.SIGKILL for process in processes)
-
-
 def test_cuda_faults_are_told_from_errors_that_leave_the_device_usable() -> None:
     cuda = Device("cuda:1", "cuda")
     assert cuda_fault(cuda, RuntimeError("CUDA error: device-side assert triggered\nmore")) == (

@@ -60,16 +60,6 @@ class TripleEnded(Exception):
         self.result = result
 
 
-class NoRepeats:
-    """The repeats of a triple that has no other process to repeat its timing in."""
-
-    def collect(self) -> tuple[Repeat, ...]:
-        return ()
-
-    def abandon(self) -> None:
-        pass
-
-
 def exited(error: SystemExit) -> CheckResult:
     """The verdict on a sample that called ``sys.exit``: its process would have ended, so it crashed."""
     reason = f"the sample called sys.exit({error.code!r}) {phases.describe(phases.current(), 'while running')}"
@@ -114,9 +104,9 @@ class PreparedTriple:
         cell.footprint = self.footprint
         return cell
 
-    def ask_repeats(self, plan: TimingPlan, count: int, limit: object = None) -> NoRepeats:
+    def repeat(self, plan: TimingPlan, count: int, limit: object = None) -> tuple[Repeat, ...]:
         """No repeats: in this process (``--inductor-isolation=none``) there is no other to repeat the timing in."""
-        return NoRepeats()
+        return ()
 
     def diagnose(self, plan: DiagnosisPlan, limit: object = None) -> Diagnosis:
         """Where and why the triple's check failed (asked once; the same for its later items)."""

@@ -9,21 +9,20 @@ from typing import Any
 import pytest
 
 from ..diagnose import Diagnosis
-from ..engine.cell import CellResult, Verdict
+from ..engine.cell import CellResult
 from ..engine.diagnosis import needs_diagnosis
 from ..engine.triples import SampleCase
 from ..integrations.benchmark import feed, mark_timing, mark_untimed, name_benchmark, timing_plan
 from ..integrations.timeout import item_limit
 from ..limits import Limit
 from ..machine import Device
-from ..outcomes import ENDED_EARLY, Outcome
+from ..outcomes import ENDED_EARLY
 from ..record import ItemRecord
 from ..report.book import AMENDED, RecordBook
 from ..report.records import CHECK_ENDED, ROOT_NODEID, conclude, new_record, sample_item_name, start
 from ..samples.base import Sample
 from ..samples.sources import largest_graphs_first
 from ..templates.matrix import Case
-from ..timing.measure import TimingPlan
 from ..timing.processes import processes_for
 from .session import plugin_state
 
@@ -106,37 +105,6 @@ def check(inductor_sample: Any, request: pytest.FixtureRequest) -> None:
     conclude_sample(request.node, inductor_sample, inductor_sample.result(None, limit))
 
 
-def repeats_ahead(checked: Verdict | None, compiles: bool, processes: int, plan: TimingPlan) -> bool:
-    """Whether a bench item asks its timing repeats before its own timing: where it will be timed in pairs (its
-    triple compiles, its check passed, benchmarks are on) in more than one process. Their builds and compiles then
-    run while this process waits for the host to let it time, not after its timing."""
-    passed = checked is not None and checked.result.outcome is Outcome.PASS
-    return passed and compiles and processes > 1 and plan.rounds is not None
-
-
-def timed_with_repeats(triple: Any, plan: TimingPlan, processes: int, limit: Limit | None, ahead: bool) -> CellResult:
-    """The triple's cell timed under ``plan``, its paired timing repeated in ``processes - 1`` other processes:
-    asked before its own timing where ``ahead``, else once it paired. Repeats asked are abandoned (their workers
-    stopped) where the item's own run ended early (a crash, a timeout) or an interrupt ends the item: their
-    results would serve nothing, and a reply left unread would answer a worker's next request."""
-    asked = triple.ask_repeats(plan, processes - 1, limit) if ahead else None
-    try:
-        cell = triple.result(plan, limit)
-        if cell.timing is not None and cell.timing.paired is not None:
-            asked = asked or triple.ask_repeats(plan, processes - 1, limit)
-            repeats = asked.collect()
-            return dataclasses.replace(cell, timing=dataclasses.replace(cell.timing, repeats=repeats))
-    except BaseException:
-        if asked is not None:
-            asked.abandon()
-        raise
-    if asked is not None and cell.ended:
-        asked.abandon()
-    elif asked is not None:
-        asked.collect()  # asked for a timing that did not pair after all: their workers replied and are released
-    return cell
-
-
 def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) -> None:
     """Time one call of the sample's model (compiled, or eager for the eager row) through pytest-benchmark; a
     compiled model that passed its check is then timed in pairs with a fresh eager one: its speedup."""
@@ -152,8 +120,10 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
     processes = min(wanted, 1 + triple.repeat_processes)  # the paired timing's spans are shared among them
     plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case), processes)
     limit = item_limit(item, session.timeout)
-    ahead = repeats_ahead(earlier, triple.case.selection.compiles, processes, plan)
-    cell = timed_with_repeats(triple, plan, processes, limit, ahead)
+    cell = triple.result(plan, limit)
+    if cell.timing is not None and cell.timing.paired is not None:
+        repeats = triple.repeat(plan, processes - 1, limit)
+        cell = dataclasses.replace(cell, timing=dataclasses.replace(cell.timing, repeats=repeats))
     if cell.timing is None:
         mark_untimed(item)
     else:

@@ -82,12 +82,11 @@ class RemoteTriple:
         """The other worker processes its paired timing can be repeated in."""
         return len(self.owner.repeaters)
 
-    def ask_repeats(self, plan: TimingPlan, count: int, limit: Limit | None = None) -> AskedRepeats:
-        """The cell's paired timing asked of up to ``count`` other worker processes (``timing.processes``), each
-        building the triple afresh and compiling from the compile cache (checking it only under a fresh cache), at
-        once; ``collect()`` waits for their replies. A repeat whose worker is lost or whose compile or timing gives
-        nothing is left out (its reason on stderr)."""
-        return self.owner.ask_repeats(self.owner.repeaters[:count], self.item_case, plan, limit)
+    def repeat(self, plan: TimingPlan, count: int, limit: Limit | None = None) -> tuple[Repeat, ...]:
+        """The cell's paired timing repeated in up to ``count`` other worker processes (``timing.processes``), each
+        building the triple afresh and compiling from the compile cache (checking it only under a fresh cache); a repeat
+        whose worker is lost or whose compile or timing gives nothing is left out (its reason on stderr)."""
+        return self.owner.repeat_in(self.owner.repeaters[:count], self.item_case, plan, limit)
 
     def diagnose(self, plan: DiagnosisPlan, limit: Limit | None = None) -> Diagnosis:
         """Where and why the triple's check failed, diagnosed in the worker (asked once); a lost worker is a failed
@@ -101,27 +100,6 @@ class RemoteTriple:
                 assert isinstance(reply, p.Diagnosed)
                 self.diagnosis = reply.diagnosis
         return self.diagnosis
-
-
-@dataclass
-class AskedRepeats:
-    """Timing repeats asked of other worker processes, working on them meanwhile."""
-
-    owner: RemoteTriples
-    asked: list[tuple[WorkerProcess, tuple[float | None, str]]]
-    where: str
-
-    def collect(self) -> tuple[Repeat, ...]:
-        """The repeats that were timed, once every worker asked has replied (each released after its reply); a
-        worker that was lost, or whose repeat was not timed, is left out (its reason on stderr)."""
-        repeats = (self.owner._repeat_reply(worker, wait, self.where) for worker, wait in self.asked)
-        return tuple(repeat for repeat in repeats if repeat is not None)
-
-    def abandon(self) -> None:
-        """Stop the workers asked (the item ended before it could collect them: an interrupt): a reply left unread
-        would answer their next request."""
-        for worker, _ in self.asked:
-            worker.stop()
 
 
 class RemoteTriples:
@@ -191,12 +169,13 @@ class RemoteTriples:
             raise reply.error or p.RemoteError("the worker raised")
         return reply
 
-    def ask_repeats(
+    def repeat_in(
         self, workers: Sequence[WorkerProcess], item_case: SampleCase, plan: TimingPlan, limit: Limit | None
-    ) -> AskedRepeats:
-        """``item_case``'s paired timing asked of each of ``workers`` at once (their builds and compiles side by
-        side, with no check: this process checked the same code; their timings one at a time through the host
-        lock); ``collect()`` takes their replies, each worker released after its own."""
+    ) -> tuple[Repeat, ...]:
+        """``item_case``'s paired timing in each of ``workers`` at once (their builds and compiles side by side, with
+        no check: this process checked the same code; their timings one at a time through the host lock), each
+        released after its reply; a worker that was lost, or whose repeat was not timed, is left out (its reason on
+        stderr)."""
         where = f"inductor-templates: repeating {item_case.sample.id} [{item_case.case.id}]'s timing"
         for worker in workers:
             worker.start()  # their interpreters start side by side too
@@ -207,7 +186,8 @@ class RemoteTriples:
             except WorkerLost as lost:
                 sys.stderr.write(f"{where}: {lost.reason}\n")
                 forward_stderr(worker)
-        return AskedRepeats(self, asked, where)
+        repeats = (self._repeat_reply(worker, wait, where) for worker, wait in asked)
+        return tuple(repeat for repeat in repeats if repeat is not None)
 
     def _repeat_reply(self, worker: WorkerProcess, wait: tuple[float | None, str], where: str) -> Repeat | None:
         """The repeat ``worker`` was asked for, once it replied, and the worker released (replaced if worn)."""
