@@ -295,7 +295,10 @@ def test_a_switch_s_helpers_are_offered_the_later_switches_then_the_count_of_its
 PARTS_OF_A_CHECK = """
 import json, tempfile
 import torch
+from torch._inductor import config
 from pytest_inductor_templates.compile.isolation import isolated_compile_state
+
+config.cpp.vec_isa_ok = False  # no vector-ISA probe processes before the first compile: seconds, nothing to test
 from pytest_inductor_templates.diagnose.bisect import Question, answer_here
 
 
