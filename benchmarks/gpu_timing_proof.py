@@ -174,7 +174,7 @@ def process_lines(name: str, run: Run) -> list[str]:
     return lines
 
 
-def fewer_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5, 8)) -> list[str]:
+def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5, 8)) -> list[str]:
     """What K processes give: each entry's band over its first K processes' speedups (Student's t
     over their logs, as the plugin's band over several processes), for each K, against the stable targets."""
     entries = [r for r in compiled_bench(run).values() if r.process_speedups]
@@ -312,7 +312,7 @@ def main() -> int:
             if m.run is not None:
                 lines += stable_lines(f"run-{count}w", m.run)
                 lines += process_lines(f"run-{count}w", m.run)
-                lines += fewer_processes_lines(f"run-{count}w", m.run)
+                lines += first_processes_lines(f"run-{count}w", m.run)
     if "baseline-1w" in walls and f"run-{counts[0]}w" in walls:
         new, old = walls[f"run-{counts[0]}w"], walls["baseline-1w"]
         lines.append(f"cost: one worker {new:.0f} s against {old:.0f} s with {args.baseline_src}: {new / old:.2f}x")

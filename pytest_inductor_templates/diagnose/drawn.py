@@ -16,6 +16,7 @@ from ..check.float64 import Float64Run
 from ..check.inputs import Inputs
 from ..check.runner import EagerSide
 from ..compile.outputs import map_tensors
+from ..samples.base import model_and_inputs
 from .request import ModelBuilder
 
 DRAWN = "drawn.pt"
@@ -60,11 +61,7 @@ class Drawn:
         """The item's model and inputs, drawn once from its builder: with a sample's ``make_model_and_inputs`` (in
         one pass over its draws where it can: a GraphNet sample's), else its ``make_inputs``, then ``make_model``."""
         both = getattr(build, "make_model_and_inputs", None)
-        if both is not None:
-            model, inputs = both(device)
-        else:
-            inputs = build.make_inputs(device)
-            model = build.make_model(device)
+        model, inputs = both(device) if both is not None else model_and_inputs(build, device)
         counts.draws += 2
         return cls(model, inputs)
 

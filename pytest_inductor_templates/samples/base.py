@@ -21,6 +21,13 @@ def stable_seed(sample_id: str) -> int:
     return zlib.crc32(sample_id.encode())
 
 
+def model_and_inputs(build: Any, device: Any) -> tuple[Any, list[Inputs]]:
+    """``build``'s inputs, then its model, each from its own ``make_inputs`` / ``make_model``: what drawing both
+    at once is for a builder that has no one pass over its draws."""
+    inputs = build.make_inputs(device)
+    return build.make_model(device), inputs
+
+
 class Sample(ABC):
     """A model and its inputs, buildable on any device it suits."""
 
@@ -45,8 +52,7 @@ class Sample(ABC):
     def make_model_and_inputs(self, device: Any) -> tuple[Any, list[Inputs]]:
         """``make_model`` and ``make_inputs`` together (an item's build, a diagnosis's one draw); a sample that can
         draw both in one pass does (GraphNet's)."""
-        inputs = self.make_inputs(device)
-        return self.make_model(device), inputs
+        return model_and_inputs(self, device)
 
     @property
     def weights_mode(self) -> str | None:
