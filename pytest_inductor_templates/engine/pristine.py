@@ -33,7 +33,7 @@ def _tensors(model: Any) -> list[Any]:
             for item in value.values():
                 visit(item)
 
-    for module in model.modules():
+    for module in model.modules():  # _parameters and _buffers by name: a ScriptModule's are no dicts in vars()
         for value in [*module._parameters.values(), *module._buffers.values(), *vars(module).values()]:
             visit(value)
     return list(found.values())
