@@ -25,8 +25,10 @@ DIAGNOSE_BUDGET = 300.0  # --inductor-diagnose-budget's default, seconds
 CPU_PROBE_SECONDS = 1.0  # --inductor-cpu-probe's default
 DIAGNOSE_MAX = 20  # --inductor-diagnose-max's default
 DIAGNOSE_PROCESSES = 2  # --inductor-diagnose-processes' default
-CUDA_PROCESSES = 8  # --inductor-timing-processes' default on CUDA: the timing process and seven repeats
+CUDA_PROCESSES = 1  # --inductor-timing-processes' default on CUDA: the item's own (its loads sample the offsets)
 CPU_PROCESSES = 1  # ... on the CPU (its rounds already meet the host's speeds within one process)
+CUDA_LOADS = 8  # --inductor-timing-loads' default on CUDA: the item's compiled model and seven loads more
+CPU_LOADS = 1  # ... on the CPU
 REPRO_DIR = "inductor-repros"  # --inductor-repro-dir's default, under the invocation directory
 
 
@@ -251,6 +253,14 @@ OPTIONS = (
         "compiled code (from the compile cache) in others, each timing its share of the item's span, and its "
         f"speedup's band comes from the spread between them (default: {CUDA_PROCESSES} on CUDA, {CPU_PROCESSES} on "
         "the CPU; always 1 with --inductor-isolation=none)",
+        "N",
+    ),
+    Option(
+        "inductor_timing_loads",
+        "each process times a compiled sample item in N loads: the model as the check compiled it, then N-1 times "
+        "compiled again from the compile cache (Dynamo reset, a fresh copy of the model), each load timing its share "
+        "of the item's span; the speedup's band comes from the spread between all the loads of all the processes "
+        f"(default: {CUDA_LOADS} on CUDA, {CPU_LOADS} on the CPU)",
         "N",
     ),
     Option(

@@ -21,7 +21,8 @@ from .outcomes import FAILURES, Outcome
 # check_rule, pid/rss_mib/cuda_mib; 4: a compiled item's rounds are its paired compiled blocks, with its speedup's
 # target, launch shares and timing seconds; 5: speedups over several processes (timing_processes, process_speedups,
 # process_pids, first_process_*; later slow_cpu_processes, process_probe_ms, full_speed_mark_ms, diagnosis_deferred,
-# cpu_moves; process_counted, written while slow processes were left out of the band, is ignored). Format 3 and 4
+# cpu_moves, timing_loads, process_loads; process_counted, written while slow processes were left out of the band,
+# is ignored). Format 3 and 4
 # files still read. Readers refuse others.
 FORMAT = 5
 READS = (3, 4, 5)
@@ -101,8 +102,11 @@ class ItemRecord:
     speedup_of: str | None = None  # which rounds ``speedup`` is over: full-speed, all or slow-CPU rounds
     all_rounds_speedup: float | None = None  # the median ratio over every round, beside a full-speed ``speedup``
     timing_processes: int | None = None  # processes the paired timing ran in (the item's worker and its repeats)
-    process_speedups: list[float] | None = None  # each process's speedup, the item's own first (2 or more processes)
+    timing_loads: int | None = None  # loads each process timed (its first compile, then compiles from the cache)
+    # each timing's speedup, the item's own first (2 or more timings), process by process, load by load
+    process_speedups: list[float] | None = None
     process_pids: list[int] | None = None  # the processes those speedups were timed in, in that order
+    process_loads: list[int] | None = None  # ... and the load of its process each was (0: the process's first)
     slow_cpu_processes: int | None = None  # of those, the ones with too few full-speed rounds (counted, all rounds)
     process_probe_ms: list[float] | None = None  # each process's median CPU-speed probe (ms), the item's own first
     full_speed_mark_ms: float | None = None  # the mark of full speed the processes' rounds were judged against (ms)
@@ -147,6 +151,7 @@ class ItemRecord:
         self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = self.speedup_target = None
         self.speedup_of = self.all_rounds_speedup = None
         self.timing_processes = self.process_speedups = self.process_pids = self.slow_cpu_processes = None
+        self.timing_loads = self.process_loads = None
         self.process_probe_ms = self.full_speed_mark_ms = self.cpu_moves = None
         self.first_process_low = self.first_process_high = None
         self.launch_bound = self.eager_host_share = self.compiled_host_share = None

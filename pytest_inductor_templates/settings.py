@@ -107,6 +107,8 @@ class Settings:
         self.speedup_precision = _percent(self.get("inductor_speedup_precision"))
         processes = _positive(self.get("inductor_timing_processes"), int, "a whole number of processes such as 3")
         self.timing_processes = int(processes) if processes is not None else None
+        loads = _positive(self.get("inductor_timing_loads"), int, "a whole number of loads such as 8")
+        self.timing_loads = int(loads) if loads is not None else None
         span = self.get("inductor_timing_min_seconds")
         self.timing_min_seconds = _seconds_or_zero(span) if span is not None else None
         self.timing_follow_cpu = _on_off(self.get("inductor_timing_follow_cpu"), default=False)

@@ -85,10 +85,11 @@ def speedup_text(record: ItemRecord, eager: ItemRecord | None = None) -> str:
 
 
 def processes_text(record: ItemRecord) -> str | None:
-    """``over 3 processes: 1.21x, 1.25x, 1.23x`` (the item's own first), where the timing ran in more than one."""
+    """``over 3 timings: 1.21x, 1.25x, 1.23x`` (the item's own first), where there was more than one (loads,
+    processes)."""
     if not record.process_speedups:  # set only where there were repeats
         return None
-    return f"over {len(record.process_speedups)} processes: {', '.join(map(times, record.process_speedups))}"
+    return f"over {len(record.process_speedups)} timings: {', '.join(map(times, record.process_speedups))}"
 
 
 def speedup_cell(record: ItemRecord | None, eager: ItemRecord | None = None) -> str:

@@ -87,7 +87,8 @@ def test_rounds_that_follow_the_full_speed_say_how_often_they_moved(pytester: py
     their moves to a CPU at full speed in the record (with the option off the field is absent)."""
     result = pytester.runpytest_subprocess(
         "--inductor-samples", "--inductor-template=default", "--inductor-devices=cuda:0", "-k", "launch_bound",
-        "--inductor-timing-follow-cpu=on", "--inductor-timing-processes=2", "--inductor-results=run.jsonl",
+        "--inductor-timing-follow-cpu=on", "--inductor-timing-processes=2", "--inductor-timing-loads=1",
+        "--inductor-results=run.jsonl",
         "-p", "no:cacheprovider", "-W", "ignore",
     )  # fmt: skip
     result.assert_outcomes(passed=4)
@@ -96,3 +97,19 @@ def test_rounds_that_follow_the_full_speed_say_how_often_they_moved(pytester: py
     print(f"\ncpu_moves {record.cpu_moves}, probes {record.process_probe_ms}, speedup {record.speedup:.3f}")
     assert record.cpu_moves is not None and len(record.cpu_moves) == 2
     assert all(isinstance(moves, int) for moves in record.cpu_moves)
+
+
+def test_a_compiled_cuda_item_is_timed_in_eight_loads_by_default(pytester: pytest.Pytester) -> None:
+    """With no timing flags a compiled CUDA item is timed eight times in its own worker: the check's compile, then
+    seven loads compiled again from the compile cache; the band is over the eight."""
+    result = pytester.runpytest_subprocess(
+        "--inductor-samples", "--inductor-template=default", "--inductor-devices=cuda:0", "-k", "launch_bound",
+        "--inductor-results=run.jsonl", "-p", "no:cacheprovider", "-W", "ignore",
+    )  # fmt: skip
+    result.assert_outcomes(passed=4)
+    records = load(str(pytester.path / "run.jsonl")).records
+    (record,) = [r for r in records if r.kind == "bench" and r.template == "default"]
+    print(f"\nloads {record.process_speedups}, band {record.speedup_low:.3f}-{record.speedup_high:.3f}")
+    assert (record.timing_processes, record.timing_loads) == (1, 8)
+    assert record.process_loads == list(range(8)) and record.process_pids == [record.pid] * 8
+    result.stdout.fnmatch_lines(["*timed in 8 loads (--inductor-timing-loads, --inductor-timing-processes)*"])

@@ -115,7 +115,7 @@ def test_a_process_that_met_too_few_full_speed_rounds_is_counted_and_said_so() -
     assert record.process_speedups == pytest.approx([4.5, 3.0, 3.1]) and record.process_probe_ms == [0.2, 0.1, 0.1]
     assert record.full_speed_mark_ms == 0.1 and record.speedup_of == "all rounds"
     assert record.speedup == pytest.approx((4.5 * 3.0 * 3.1) ** (1 / 3))  # the item's own slow process counted
-    assert processes_text(record) == "over 3 processes: 4.5x, 3x, 3.1x"
+    assert processes_text(record) == "over 3 timings: 4.5x, 3x, 3.1x"
 
 
 def test_a_speedup_whose_interval_means_nothing_prints_as_noise_and_contradicting_medians_are_named() -> None:

@@ -1,10 +1,11 @@
-"""A speedup over several processes (timing.processes): the band from the spread between them, with planted
-per-process offsets; and a real run whose compiled item is timed in three worker processes."""
+"""A speedup over several timings (timing.processes): the band from the spread between them, with planted per-process
+and per-load offsets; and real runs whose compiled item is timed in three worker processes, and in three loads."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import statistics
 import time
@@ -20,7 +21,7 @@ from conftest import FAST, QUIET
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.timing.measure import TimingPlan
 from pytest_inductor_templates.timing.paired import Interval, PairedPlan, time_paired
-from pytest_inductor_templates.timing.processes import across_processes, processes_for
+from pytest_inductor_templates.timing.processes import across_processes, loads_for, processes_for
 from pytest_inductor_templates.timing.rounds import RoundsPlan
 
 EAGER_SECONDS, SPEEDUP = 1e-3, 1.25
@@ -73,8 +74,9 @@ def test_processes_that_agree_give_a_band_as_narrow_as_their_spread_whatever_the
     assert band.half_width < 0.01
 
 
-def test_the_default_is_eight_processes_on_cuda_and_one_on_the_cpu() -> None:
-    assert (processes_for(None, "cuda"), processes_for(None, "cpu"), processes_for(3, "cpu")) == (8, 1, 3)
+def test_the_default_is_eight_loads_in_one_process_on_cuda_and_one_on_the_cpu() -> None:
+    assert (processes_for(None, "cuda"), processes_for(None, "cpu"), processes_for(3, "cpu")) == (1, 1, 3)
+    assert (loads_for(None, "cuda"), loads_for(None, "cpu"), loads_for(3, "cpu")) == (8, 1, 3)
 
 
 def test_processes_share_the_item_s_spans_and_each_aims_wider() -> None:
@@ -129,7 +131,7 @@ def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side
     assert math.isclose(bench["speedup"], math.exp(sum(map(math.log, speedups)) / 3)), (bench["speedup"], speedups)
     assert bench["first_process_low"] <= speedups[0] <= bench["first_process_high"]
     assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
-    assert "timed in 3 processes each (--inductor-timing-processes)" in done.stdout
+    assert "timed in 3 processes (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout
     holds: dict[int, list[tuple[float, float]]] = {}
     for line in (tmp_path / "locks.log").read_text().splitlines():
         pid, group, _, start, end = line.split()
@@ -137,6 +139,96 @@ def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side
             holds.setdefault(int(pid), []).append((float(start), float(end)))
     first, second = (holds[pid][1:] for pid in pids[1:])  # each repeater's first hold: its start (importing torch)
     assert any(a < d and c < b for a, b in first for c, d in second), holds  # the repeats worked at the same time
+
+
+def spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+class Loaded:
+    """A model under test whose every load (compile) runs ``offset`` times slower than the true speedup says."""
+
+    stats = None  # compile stats: none here
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
+
+    def __call__(self) -> str:
+        spin(200e-6 / SPEEDUP * self.offset)
+        return "compiled"
+
+    def steady(self) -> Callable[[], str]:
+        return self
+
+
+def test_loads_sample_an_offset_each_compile_carries_and_the_band_covers_it() -> None:
+    """Three loads whose compiled code carries planted offsets (0%, +6%, -5%: what a compile's placement makes):
+    ``run_cell`` reloads the model under test for each later load, calls it as the check did, and times it; the
+    band over the loads holds the offsets' spread where the first load's own interval does not."""
+    from pytest_inductor_templates.check.inputs import Inputs
+    from pytest_inductor_templates.check.result import CheckResult
+    from pytest_inductor_templates.engine.cell import CheckPolicy, Subject, Verdict, run_cell
+    from pytest_inductor_templates.machine import CPU
+    from pytest_inductor_templates.outcomes import Outcome
+    from pytest_inductor_templates.templates.registry import BUILTIN_TEMPLATES
+    from pytest_inductor_templates.templates.selection import Selection
+
+    offsets = iter((1.06, 0.95))
+    reloads: list[Loaded] = []
+
+    def reload() -> Loaded:
+        reloads.append(Loaded(next(offsets)))
+        return reloads[-1]
+
+    def eager() -> str:
+        spin(200e-6)
+        return "eager"
+
+    default = next(t for t in BUILTIN_TEMPLATES if t.name == "default")
+    subject = Subject(
+        lambda: eager, Loaded(1.0), [Inputs(())], Selection(template=default), CPU,  # type: ignore[arg-type]
+        check_call=lambda model, inputs: model(), timed_call=lambda model, inputs: model(), reload=reload,  # type: ignore[arg-type]
+    )  # fmt: skip
+    plan = TimingPlan(RoundsPlan(time.perf_counter, 1e-3, 0.3, 5), precision=0.01, loads=3)
+    passed = Verdict(CheckResult(Outcome.PASS, ""))
+    timing = run_cell(subject, CheckPolicy(), plan, passed).timing
+    assert timing is not None and len(reloads) == 2
+    assert [(r.load, r.pid) for r in timing.repeats] == [(1, os.getpid()), (2, os.getpid())]
+    first, *later = [t.speedup for t in timing.processes]
+    band = timing.speedup
+    assert band is not None and band.half_width > first.half_width
+    assert any(not first.low <= other.median <= first.high for other in later), (first, later)
+    slowest, fastest = min(t.median for t in [first, *later]), max(t.median for t in [first, *later])
+    assert slowest < band.median < fastest
+
+
+def test_a_compiled_item_is_timed_in_loads_of_its_own_process(tmp_path: Path) -> None:
+    """A real CPU run with --inductor-timing-loads=3: the compiled item is timed three times in its own worker, each
+    later load compiled again (a Dynamo reset) around a copy of the model as built (the sample is built once per
+    triple); the record keeps each load's speedup with its pid and load number, the speedup is their geometric mean,
+    and the terminal says what the band is over."""
+    builds = tmp_path / "builds.log"
+    write_fault_sample(
+        tmp_path / "corpus" / "logged", fault_model(init=f"open({str(builds)!r}, 'a').write(f'{{os.getpid()}}\\n')")
+    )
+    done = run_pytest_warm(
+        tmp_path, "--inductor-samples=corpus", "-k", "bench", "--inductor-template=default",
+        "--inductor-devices=cpu", "--inductor-timing-loads=3", "--inductor-speedup-precision=50",
+        "--inductor-results=run.jsonl", "-p", "no:randomly", *FAST, *QUIET,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [
+        json.loads(line)["record"] for line in (tmp_path / "run.jsonl").read_text().splitlines() if "record" in line
+    ]
+    bench = next(r for r in records if r["kind"] == "bench" and r["template"] == "default")
+    assert (bench["timing_processes"], bench["timing_loads"], bench["process_loads"]) == (1, 3, [0, 1, 2])
+    assert bench["process_pids"] == [bench["pid"]] * 3
+    speedups = bench["process_speedups"]
+    assert math.isclose(bench["speedup"], math.exp(sum(map(math.log, speedups)) / 3)), (bench["speedup"], speedups)
+    assert builds.read_text().split().count(str(bench["pid"])) == 2  # the eager row's triple and this one's
+    assert "timed in 3 loads (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout
 
 
 REPEATERS_CONFTEST = """

@@ -8,6 +8,8 @@ here alone.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -27,6 +29,7 @@ from ..templates.selection import Selection
 from ..timing import host_lock
 from ..timing.measure import Timing, TimingPlan, measure
 from ..timing.memory_peak import PeakMemory, peak_memory
+from ..timing.processes import Repeat
 from ..tolerance import Tolerance
 
 NOT_TIMED = UNTIMEABLE | ENDED_EARLY | {Outcome.SKIPPED}  # nothing ran to time, or eager has no reproducible answer
@@ -51,6 +54,8 @@ class Subject:
     tolerance: Tolerance | None = None
     check_call: Callable[[Any, Inputs], Any] = plain_call  # the check's calls (a sample's announce their phase)
     timed_call: Callable[[Any, Inputs], Any] = plain_call  # the timed calls: nothing but the call
+    # the model under test compiled anew, as a fresh process would (a sample's: timing's later loads); None: no loads
+    reload: Callable[[], CompiledModel | EagerModel] | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,25 @@ def time_subject(subject: Subject, plan: TimingPlan, paired: bool) -> Timing:
     return measure(run, eager_run, subject.device.type == "cuda", plan)
 
 
+def time_loads(subject: Subject, plan: TimingPlan) -> tuple[Repeat, ...]:
+    """The paired timings of the plan's later loads: each the model under test compiled anew (``Subject.reload``),
+    called as the check called it (which compiles it from the compile cache), then timed in pairs with a fresh eager
+    model; a load whose compile or calls raised ends the loads there, its reason on stderr."""
+    assert subject.reload is not None
+    loads: list[Repeat] = []
+    for load in range(1, plan.loads):
+        with host_lock.work():
+            loaded = replace(subject, model=subject.reload())
+        verdict = compile_for_timing(loaded)
+        if verdict.result.outcome is not Outcome.PASS:
+            sys.stderr.write(f"inductor-templates: load {load + 1} not timed: {verdict.result.reason}\n")
+            break
+        paired = time_subject(loaded, plan, paired=True).paired
+        assert paired is not None  # a paired plan with rounds
+        loads.append(Repeat(paired, os.getpid(), load))
+    return tuple(loads)
+
+
 def peak_of(subject: Subject) -> PeakMemory | None:
     """Eager's and the compiled model's peak CUDA memory of a steady call, called as timing calls them, with the same
     memory resident: eager is the compiled model's own module called uncompiled (no second copy of the weights).
@@ -186,10 +210,10 @@ def run_cell(
 ) -> CellResult:
     """Check ``subject`` (unless ``verdict`` is its verdict already), then, with a ``plan``, time it when the check
     left something to time: paired with eager when it passed and compiles, and then, on CUDA, with both peaks of
-    memory measured. A ``repeat`` of another process's timing is compiled instead of checked, and its peaks are not
-    measured; under the policy's fresh cache a repeat compiles its own code, and so checks it. All of it in the
-    policy's TF32 mode; the check is work and the timing a timing, kept apart from the other processes of the
-    session (``host_lock``)."""
+    memory measured, then timed again in the plan's later loads (where the subject can be reloaded). A ``repeat`` of
+    another process's timing is compiled instead of checked, and its peaks are not measured; under the policy's fresh
+    cache a repeat compiles its own code, and so checks it. All of it in the policy's TF32 mode; the check is work
+    and the timing a timing, kept apart from the other processes of the session (``host_lock``)."""
     with device_scope(subject.device), tf32_scope(policy.tf32):
         if repeat and not policy.fresh_cache:
             verdict = compile_for_timing(subject)
@@ -204,4 +228,6 @@ def run_cell(
             timing = time_subject(subject, plan, paired)
             if timing.paired is not None and not repeat:  # the fresh eager model of the paired rounds is gone by now
                 peak = peak_of(subject)
+            if timing.paired is not None and plan.loads > 1 and subject.reload is not None:
+                timing.repeats = time_loads(subject, plan)
     return CellResult(verdict, stats, timing, peak=peak, tf32=policy.tf32)

@@ -15,6 +15,7 @@ from ..check.inputs import Inputs
 from ..check.result import CheckResult
 from ..compile.compiled import CompiledModel, EagerModel
 from ..compile.isolation import CompileWatcher, isolated_compile_state
+from ..compile.phase_times import reset_dynamo
 from ..diagnose import Diagnosis
 from ..machine import device_scope
 from ..memory import MiB, cuda_allocated, format_size, rss_bytes
@@ -130,6 +131,18 @@ class PreparedTriple:
                 self.pristine = None
         return self.sample.make_model(torch.device(self.case.device.name))
 
+    def reload(self) -> CompiledModel:
+        """The model under test compiled anew in this process, as a fresh process would compile it: Dynamo reset (its
+        next call compiles from the compile cache), Inductor's in-memory caches cleared (the compiled module and its
+        kernels loaded again), around a fresh copy of the model."""
+        from torch._inductor import utils
+
+        reset_dynamo()
+        clear = getattr(utils, "clear_caches", None) or utils.clear_inductor_caches  # torch < 2.8: the older name
+        clear()
+        assert self.watcher is not None
+        return CompiledModel(self.fresh_eager(), self.case.selection, self.watcher)
+
     def _subject(self) -> Subject:
         return Subject(
             make_eager=self.fresh_eager,
@@ -141,6 +154,7 @@ class PreparedTriple:
             tolerance=self.sample.tolerance or self.tolerance,
             check_call=self._call,
             timed_call=call_without_grad,
+            reload=self.reload if self.case.selection.compiles else None,
         )
 
     def _call(self, model: Any, inputs: Inputs) -> Any:

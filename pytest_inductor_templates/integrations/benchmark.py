@@ -92,10 +92,12 @@ def timing_switched_off_by(config: pytest.Config) -> str | None:
     return None
 
 
-def timing_plan(benchmark: Any, policy: TimingPolicy, time_anyway: bool = False, processes: int = 1) -> TimingPlan:
+def timing_plan(
+    benchmark: Any, policy: TimingPolicy, time_anyway: bool = False, processes: int = 1, loads: int = 1
+) -> TimingPlan:
     """The item's timing as its ``benchmark`` fixture was built (its session's options, then the item's marker)
-    under the session's timing ``policy``, its paired timing spread over ``processes``; nothing timed where
-    benchmarks are off, unless ``time_anyway`` (a pytest-xdist worker that owns its GPU)."""
+    under the session's timing ``policy``, its paired timing spread over ``processes`` of ``loads`` each; nothing
+    timed where benchmarks are off, unless ``time_anyway`` (a pytest-xdist worker that owns its GPU)."""
     if benchmark.disabled and not time_anyway:
         return TimingPlan(None, policy.precision)
     rounds = RoundsPlan(
@@ -106,7 +108,7 @@ def timing_plan(benchmark: Any, policy: TimingPolicy, time_anyway: bool = False,
         calibration_precision=benchmark._calibration_precision,
         disable_gc=benchmark._disable_gc,
     )
-    return TimingPlan(rounds, policy.precision, policy.min_seconds, processes, policy.follow_cpu)
+    return TimingPlan(rounds, policy.precision, policy.min_seconds, processes, policy.follow_cpu, loads)
 
 
 def feed(benchmark: Any, timing: Timing | None, where: str) -> None:

@@ -23,7 +23,7 @@ from ..report.records import CHECK_ENDED, ROOT_NODEID, conclude, new_record, sam
 from ..samples.base import Sample
 from ..samples.sources import largest_graphs_first
 from ..templates.matrix import Case
-from ..timing.processes import processes_for
+from ..timing.processes import loads_for, processes_for
 from .session import plugin_state
 
 CASE_KEY = pytest.StashKey[SampleCase]()
@@ -116,13 +116,15 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
         mark_untimed(item)
         pytest.skip(f"{CHECK_ENDED} {earlier.result.outcome.value}: {earlier.result.reason}")
     name_benchmark(benchmark, f"{triple.sample.id}[{triple.case.device.name}]")
-    wanted = processes_for(state.options.timing_processes, triple.case.device.type)
+    device_type = triple.case.device.type
+    wanted = processes_for(state.options.timing_processes, device_type)
     processes = min(wanted, 1 + triple.repeat_processes)  # the paired timing's spans are shared among them
-    plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case), processes)
+    loads = loads_for(state.options.timing_loads, device_type)
+    plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case), processes, loads)
     limit = item_limit(item, session.timeout)
     cell = triple.result(plan, limit)
-    if cell.timing is not None and cell.timing.paired is not None:
-        repeats = triple.repeat(plan, processes - 1, limit)
+    if cell.timing is not None and cell.timing.paired is not None and processes > 1:
+        repeats = (*cell.timing.repeats, *triple.repeat(plan, processes - 1, limit))  # its own loads first
         cell = dataclasses.replace(cell, timing=dataclasses.replace(cell.timing, repeats=repeats))
     if cell.timing is None:
         mark_untimed(item)

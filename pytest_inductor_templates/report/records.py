@@ -160,13 +160,15 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
     speedup = timing.speedup
     assert speedup is not None
     record.speedup, record.speedup_low, record.speedup_high = speedup.median, speedup.low, speedup.high
-    processes = timing.processes
-    first = processes[0]  # this process's rounds, judged with its repeats'
-    record.timing_processes = len(processes)
+    processes = timing.processes  # every timing: each process's loads
+    first = processes[0]  # this process's first load's rounds, judged with its repeats'
+    loads = [0, *(repeat.load for repeat in timing.repeats)]
+    record.timing_processes, record.timing_loads = 1 + sum(load == 0 for load in loads[1:]), 1 + max(loads)
     if timing.repeats:
         record.process_speedups = [p.speedup.median for p in processes]
         assert cell.footprint is not None  # a triple built in a worker has its footprint
         record.process_pids = [cell.footprint.pid, *(repeat.pid for repeat in timing.repeats)]
+        record.process_loads = loads
         record.first_process_low, record.first_process_high = first.speedup.low, first.speedup.high
         record.slow_cpu_processes = timing.slow_cpu_processes
     record.eager_device_time_ms = timing.eager_device_time_ms

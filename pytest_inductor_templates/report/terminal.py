@@ -40,15 +40,23 @@ SUMMARY_TITLE = "summary per template (as PyTorch's compiler dashboard: pass rat
 
 
 def processes_note(bench: list[ItemRecord]) -> list[str]:
-    """How many processes the speedups were timed in, where more than one: what their band then means."""
-    counts = sorted({r.timing_processes for r in bench if r.timing_processes is not None and r.timing_processes > 1})
+    """How many timings (loads, processes) the speedups were over, where more than one: what their band then means."""
+    repeated = [r for r in bench if len(r.process_speedups or []) > 1]
+    counts = sorted({(r.timing_processes or 1, r.timing_loads or 1) for r in repeated})
     if not counts:
         return []
-    many = " or ".join(map(str, counts))
+    many = " or ".join(_timings(processes, loads) for processes, loads in counts)
     return [
-        f"timed in {many} processes each (--inductor-timing-processes): the speedup is the geometric mean of the "
-        "processes' medians, its band from the spread between them; `report` shows each process's figure"
+        f"timed {many} (--inductor-timing-loads, --inductor-timing-processes): the speedup is the geometric mean of "
+        "the timings' medians, its band from the spread between them; `report` shows each timing's figure"
     ]
+
+
+def _timings(processes: int, loads: int) -> str:
+    """``in 8 loads``, ``in 3 processes``, ``in 2 processes of 4 loads``."""
+    if processes == 1:
+        return f"in {loads} loads"
+    return f"in {processes} processes" + (f" of {loads} loads" if loads > 1 else "")
 
 
 def sample_grids(records: list[ItemRecord]) -> dict[str, list[str]]:

@@ -48,14 +48,21 @@ class TimingPlan:
     """How one model is timed: pytest-benchmark's rounds (``rounds``; None: benchmarks are off, the model is
     called once), the paired rounds' target half-width (None: the default, 2%, or 4% for a launch-bound item), the
     least span of the paired rounds (None: the device's default, 2 s on CUDA, none on the CPU), and the processes
-    the paired timing is spread over (``timing.processes``): each gets that share of the spans; ``follow_cpu``:
-    on CUDA, each paired round first moves to a CPU at full speed (``fast_cpu``)."""
+    the paired timing is spread over and the loads each of them times (``timing.processes``): each timing gets its
+    share of the spans; ``follow_cpu``: on CUDA, each paired round first moves to a CPU at full speed
+    (``fast_cpu``)."""
 
     rounds: RoundsPlan | None
     precision: float | None = None
     min_seconds: float | None = None
     processes: int = 1
     follow_cpu: bool = False
+    loads: int = 1
+
+    @property
+    def timings(self) -> int:
+        """The paired timings the item's spans are shared among: every load of every process."""
+        return self.processes * self.loads
 
     def target(self, launch_bound: bool = False) -> float:
         """The half-width the item's speedup aims for, over all its processes."""
@@ -66,10 +73,10 @@ class TimingPlan:
     def paired(self, cuda: bool, launch_bound: bool = False, reference_probe: float | None = None) -> PairedPlan:
         """One process's paired rounds: blocks at least as long as a round (5 ms on CUDA, 1 ms on the CPU), for the
         item's whole max time; on CUDA at least 2 s and, while the band is wider than its target, up to 4 s (up to
-        2 s on the CPU); with ``min_seconds`` set, from that span to the max time. Over several processes each
-        gets its share of those spans and stops at the target times the root of their number (a stop rule: were
-        they to share no offset, their mean would then be within the target; the band comes from the spread between
-        them). ``reference_probe``: the host's mark of full speed so far."""
+        2 s on the CPU); with ``min_seconds`` set, from that span to the max time. Over several timings (loads,
+        processes) each gets its share of those spans and stops at the target times the root of their number (a
+        stop rule: were they to share no offset, their mean would then be within the target; the band comes from
+        the spread between them). ``reference_probe``: the host's mark of full speed so far."""
         assert self.rounds is not None
         floor = CUDA_MIN_ROUND_SECONDS if cuda else CPU_BLOCK_SECONDS
         min_seconds = self.min_seconds if self.min_seconds is not None else (CUDA_MIN_SECONDS if cuda else 0.0)
@@ -78,9 +85,9 @@ class TimingPlan:
         return PairedPlan(
             block_seconds=max(self.rounds.min_time, floor),
             min_rounds=max(self.rounds.min_rounds, PAIRED_MIN_ROUNDS),
-            max_seconds=max_seconds / self.processes,
-            target=self.target(launch_bound) * math.sqrt(self.processes),
-            min_seconds=min_seconds / self.processes,
+            max_seconds=max_seconds / self.timings,
+            target=self.target(launch_bound) * math.sqrt(self.timings),
+            min_seconds=min_seconds / self.timings,
             reference_probe=reference_probe,
         )
 
@@ -98,12 +105,12 @@ class Timing:
     eager_device_time_ms: float | None = None
     host_shares: tuple[float, float] | None = None  # CUDA: eager's and compiled's share of a call spent launching it
     seconds: float | None = None  # wall time the timing held its device (warm-up included)
-    repeats: tuple[Repeat, ...] = ()  # the same compiled code's paired timings in other worker processes
+    repeats: tuple[Repeat, ...] = ()  # the same compiled code's paired timings: later loads, other processes
     target: float | None = None  # the half-width the speedup aims for over all its processes (paired only)
 
     @property
     def processes(self) -> list[PairedTiming]:
-        """This process's paired timing and its repeats', judged against the fastest mark of full speed of any of
+        """This timing and its repeats' (loads, processes), judged against the fastest mark of full speed of any of
         them (empty unpaired)."""
         if self.paired is None:
             return []
@@ -111,7 +118,7 @@ class Timing:
 
     @property
     def speedup(self) -> Interval | None:
-        """The speedup and its 95% band over the processes (one: that process's interval); None unpaired."""
+        """The speedup and its 95% band over the timings (one: that timing's interval); None unpaired."""
         processes = self.processes
         return across_processes([timing.speedup for timing in processes]) if processes else None
 

@@ -1,14 +1,15 @@
-"""A speedup over several processes: the band from the spread between them.
+"""A speedup over several timings (loads and processes): the band from the spread between them.
 
-Each process of a run carries its own offset (where its memory landed, which CPU state it met, how its kernels were
-placed), and that offset does not shrink with more rounds inside the process: on a GPU most of a speedup's
-variance sits between processes. A compiled item's paired timing is therefore repeated in other worker processes
-(from the same compile cache: the same code and autotune choices), and its speedup is the geometric mean of the
-processes' medians, with a 95% band from the spread between them (Student's t over their logs). Each process's
-median carries its own rounds' noise, so that spread already holds it; the processes' own intervals, combined, no
-longer set a floor under it: from about ten rounds each they overstate their medians' noise (on an H100 that floor
-widened 13 of 18 bands past the spread, 7 of them past ±4%, where eight processes agreed within it). With one
-process the band is that process's interval.
+Each load of a compiled model carries its own offset (where its memory landed, which CPU state it met, how its
+kernels were placed), and that offset does not shrink with more rounds inside one timing: on a GPU most of a
+speedup's variance sits between timings a compile apart. A compiled item's paired timing is therefore repeated: in
+the same process, compiled again from the compile cache (a Dynamo reset and a fresh copy of the model: a load),
+and, where asked, in other worker processes (the same code and autotune choices). Its speedup is the geometric
+mean of the timings' medians, with a 95% band from the spread between them (Student's t over their logs). Each
+timing's median carries its own rounds' noise, so that spread already holds it; the timings' own intervals,
+combined, no longer set a floor under it: from about ten rounds each they overstate their medians' noise (on an
+H100 that floor widened 13 of 18 bands past the spread, 7 of them past ±4%, where eight processes agreed within
+it). With one timing the band is that timing's interval.
 The processes' rounds are judged against the fastest mark of full speed any of them left; a process whose rounds ran
 mostly slow, too few at full speed (``slow-CPU rounds``), is counted with all its rounds: on the H200 leaving such
 processes out left bands over one or two processes (a mark few processes met) and moved repeats more, not less.
@@ -23,16 +24,18 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..option_table import CPU_PROCESSES, CUDA_PROCESSES
+from ..option_table import CPU_LOADS, CPU_PROCESSES, CUDA_LOADS, CUDA_PROCESSES
 from .paired import T_975, Interval, PairedTiming
 
 
 @dataclass(frozen=True)
 class Repeat:
-    """A compiled item's paired timing repeated in another worker process (``pid``)."""
+    """A compiled item's paired timing repeated: in process ``pid``, its ``load``-th compile there (0: the model
+    the process compiled first; 1 and on: compiled again from the cache)."""
 
     paired: PairedTiming
     pid: int
+    load: int = 0
 
 
 def processes_for(chosen: int | None, device_type: str) -> int:
@@ -41,6 +44,14 @@ def processes_for(chosen: int | None, device_type: str) -> int:
     if chosen is not None:
         return chosen
     return CUDA_PROCESSES if device_type == "cuda" else CPU_PROCESSES
+
+
+def loads_for(chosen: int | None, device_type: str) -> int:
+    """Loads each process times a compiled item in: ``chosen`` (``--inductor-timing-loads``), else the default of the
+    device type (8 on CUDA, 1 on the CPU)."""
+    if chosen is not None:
+        return chosen
+    return CUDA_LOADS if device_type == "cuda" else CPU_LOADS
 
 
 def judged_together(timings: Sequence[PairedTiming]) -> list[PairedTiming]:

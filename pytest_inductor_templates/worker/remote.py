@@ -186,17 +186,17 @@ class RemoteTriples:
             except WorkerLost as lost:
                 sys.stderr.write(f"{where}: {lost.reason}\n")
                 forward_stderr(worker)
-        repeats = (self._repeat_reply(worker, wait, where) for worker, wait in asked)
-        return tuple(repeat for repeat in repeats if repeat is not None)
+        return tuple(repeat for worker, wait in asked for repeat in self._repeat_reply(worker, wait, where))
 
-    def _repeat_reply(self, worker: WorkerProcess, wait: tuple[float | None, str], where: str) -> Repeat | None:
-        """The repeat ``worker`` was asked for, once it replied, and the worker released (replaced if worn)."""
+    def _repeat_reply(self, worker: WorkerProcess, wait: tuple[float | None, str], where: str) -> tuple[Repeat, ...]:
+        """The repeat ``worker`` was asked for (its loads), once it replied, and the worker released (replaced if
+        worn); none where it was not timed."""
         try:
             reply = worker.receive(wait)
             released = worker.request(p.Release(), Limit(RELEASE_SECONDS))
         except WorkerLost as lost:
             sys.stderr.write(f"{where}: {lost.reason}\n")
-            return None
+            return ()
         finally:
             forward_stderr(worker)
         if self._worn(worker, released.retained if isinstance(released, p.Released) else 0, None):
@@ -205,9 +205,9 @@ class RemoteTriples:
         if timing is None or timing.paired is None:
             reason = reply.cell.verdict.result.reason if isinstance(reply, p.Ran) else "the worker raised"
             sys.stderr.write(f"{where}: not timed ({reason})\n")
-            return None
+            return ()
         assert reply.cell.footprint is not None  # a built triple has its footprint
-        return Repeat(timing.paired, reply.cell.footprint.pid)
+        return (Repeat(timing.paired, reply.cell.footprint.pid), *timing.repeats)
 
     def release(self) -> None:
         """Release the current triple in the worker, then recycle the worker if it is due."""
