@@ -70,3 +70,33 @@ def test_the_repros_float64_opinion_covers_a_module_that_holds_a_buffer() -> Non
 
     code, message = standalone.check(Scaled(), [torch.randn(64)], backend=off_by_a_thousandth, fresh=False)
     assert code == 1 and "against float64: compiled RMSE" in message, message
+
+
+def test_a_graph_with_an_operator_that_refuses_float64_is_localised_without_the_float64_opinion() -> None:
+    """An aten graph holding an operator with no float64 kernel (opus-mt's ``_scaled_dot_product_efficient_attention``
+    on an H100: ``Only fp32, half & bf16 supported``) is still localised: the named node is compared with eager
+    alone (the operator step failed with that error before)."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from pytest_inductor_templates.diagnose.capture import CapturedGraph
+    from pytest_inductor_templates.diagnose.localise import first_divergence
+
+    @torch.library.custom_op("inductor_templates_tests::no_double", mutates_args=(), schema="(Tensor x) -> Tensor")
+    def no_double(x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float64:
+            raise RuntimeError("Only fp32, half & bf16 supported at the moment")
+        return x * 2
+
+    @no_double.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    def model(x):
+        return (torch.relu(no_double(x)) + 1,)  # a tuple, as AOT autograd's forward graphs return
+
+    x = torch.randn(8, 8)
+    graph = make_fx(model)(x)
+    finding = first_divergence(CapturedGraph(None, [x], graph), {}, None, named="relu")
+    assert finding is not None and (finding.name, finding.target) == ("relu", "aten.relu"), finding
+    assert finding.compiled_rmse is None and not finding.diverges
