@@ -74,7 +74,7 @@ if helpers is not None:
     helpers.close()
 checks = [r for r in read_log(work / "steps.jsonl") if r["step"] == "bisect_check"]
 pids = sorted({{r["pid"] for r in checks if r.get("pid")}})
-asked = [[r["backend"], r["subsystem"], r["run_state"]] for r in checks]
+asked = [[r["backend"], r["subsystem"], r["run_state"], r.get("low"), r.get("high")] for r in checks]
 ended = [r for r in read_log(work / "steps.jsonl") if r["step"] == "helper" and r.get("error")]
 print("RESULT " + json.dumps({{"stage": found.describe(), "pids": pids, "asked": asked, "ended": ended}}))
 """
@@ -116,7 +116,9 @@ def test_checks_in_helper_processes_choose_the_serial_orders_answer(tmp_path: Pa
     parallel = bisect(tmp_path, helpers)
     assert serial["stage"] == "inductor / lowerings: op26", serial
     assert parallel["stage"] == serial["stage"]
-    assert parallel["asked"] == serial["asked"]  # torch's order, question by question
+    assert parallel["asked"] == serial["asked"]  # torch's order, question by question, each step's range too
+    steps = [q for q in serial["asked"] if q[2] == "bisect"]
+    assert steps and all(isinstance(q[3], int) and isinstance(q[4], int) for q in steps), serial["asked"]
     assert serial["pids"] == [] and len(parallel["pids"]) == helpers, parallel  # every helper answered some
 
 

@@ -259,6 +259,8 @@ class Answers:
         from torch._inductor.compiler_bisector import CompilerBisector
 
         where = {"backend": question.backend, "subsystem": question.subsystem, "run_state": question.run_state}
+        if question.low is not None:  # a bisection step: its range of applications
+            where.update(low=question.low, high=question.high)
         if (why := self._free(question)) is not None:
             self.counts.skipped_checks += 1
             self.log.write("bisect_check", **where, failing=True, answered=why)
