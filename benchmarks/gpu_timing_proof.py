@@ -46,6 +46,7 @@ from pathlib import Path
 
 import gpu_scaling as scaling
 
+from pytest_inductor_templates.cpu_speed import SLOW
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.runs.files import Run, load
 from pytest_inductor_templates.tables import render, seconds
@@ -154,6 +155,32 @@ def stable_lines(name: str, run: Run) -> list[str]:
     return lines
 
 
+def without_slow(record: ItemRecord) -> Interval | None:
+    """The entry's band over its timings (loads, processes) that did not run mostly slow (median CPU-speed probe
+    within ``SLOW`` of the mark), where at least half did not; else over all of them. None with one timing."""
+    speedups, probes, mark = record.process_speedups, record.process_probe_ms, record.full_speed_mark_ms
+    if not speedups or len(speedups) < 2:
+        return None
+    fast = [s for s, p in zip(speedups, probes or [], strict=False) if mark and p <= SLOW * mark]
+    counted = fast if 2 * len(fast) >= len(speedups) and len(fast) >= 2 else speedups
+    return across_processes([Interval(s, s, s) for s in counted])
+
+
+def without_slow_lines(name: str, run: Run) -> list[str]:
+    """What the stable count would be with each entry's mostly-slow timings left out of its band."""
+    widths: dict[bool, list[float]] = {False: [], True: []}
+    for record in compiled_bench(run).values():
+        if (band := without_slow(record)) is not None:
+            widths[bool(record.launch_bound)].append(band.half_width)
+    parts = [
+        f"{label} {sum(w <= target for w in widths[launch])} of {len(widths[launch])} within ±{target:.0%} "
+        f"(median ±{statistics.median(widths[launch]):.1%})"
+        for label, launch, target in KINDS
+        if widths[launch]
+    ]  # fmt: skip
+    return [f"{name}: mostly-slow timings left out: {'; '.join(parts)}"] if parts else []
+
+
 def process_lines(name: str, run: Run) -> list[str]:
     """Each entry's band over its processes: each process's speedup and median CPU-speed probe over the mark of
     full speed, and how many processes met too few full-speed rounds."""
@@ -214,6 +241,15 @@ def repeat_lines(first: Run, second: Run) -> list[str]:
             for k, c in zip(keys, [two[k].speedup / one[k].speedup - 1 for k in keys], strict=True)
         ]
     keys = [k for k in one if k in two]
+    bands = {k: (without_slow(one[k]), without_slow(two[k])) for k in keys}
+    bands = {k: pair for k, pair in bands.items() if pair[0] is not None and pair[1] is not None}
+    if bands:
+        changes = [abs(b.median / a.median - 1) for a, b in bands.values()]
+        inside = sum(a.low <= b.median <= a.high for a, b in bands.values())
+        lines.append(
+            f"repeat, mostly-slow timings left out: change median {statistics.median(changes):.1%}, largest "
+            f"{max(changes):.1%}; inside the first run's band: {inside} of {len(bands)}"
+        )
     if keys:
         changes = [abs(two[k].speedup / one[k].speedup - 1) for k in keys]
         inside = sum(one[k].speedup_low <= two[k].speedup <= one[k].speedup_high for k in keys)
@@ -313,6 +349,7 @@ def main() -> int:
                 lines += stable_lines(f"run-{count}w", m.run)
                 lines += process_lines(f"run-{count}w", m.run)
                 lines += first_processes_lines(f"run-{count}w", m.run)
+                lines += without_slow_lines(f"run-{count}w", m.run)
     if "baseline-1w" in walls and f"run-{counts[0]}w" in walls:
         new, old = walls[f"run-{counts[0]}w"], walls["baseline-1w"]
         lines.append(f"cost: one worker {new:.0f} s against {old:.0f} s with {args.baseline_src}: {new / old:.2f}x")
