@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def _aten_graph():
     import torch
@@ -72,6 +74,7 @@ def test_the_repros_float64_opinion_covers_a_module_that_holds_a_buffer() -> Non
     assert code == 1 and "against float64: compiled RMSE" in message, message
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit's, as Inductor imports it
 def test_a_graph_with_an_operator_that_refuses_float64_is_localised_without_the_float64_opinion() -> None:
     """An aten graph holding an operator with no float64 kernel (opus-mt's ``_scaled_dot_product_efficient_attention``
     on an H100: ``Only fp32, half & bf16 supported``) is still localised: the named node is compared with eager

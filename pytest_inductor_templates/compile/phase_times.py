@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 PARTS = {  # the field a block's figures get: the torch timer it sums
+    "tracing": "bytecode_tracing",  # Dynamo tracing the model's Python into a graph
+    "inductor": "compile_fx_inner",  # Inductor's whole compile of a graph: its passes, lowering, code, loading
     "lowering": "GraphLowering.run",
     "codegen": "GraphLowering.codegen",  # the scheduler's fusion and the kernels' source
     "kernel_wait": "async_compile.wait",  # the generated module waiting for its kernels (a compile pool)
