@@ -29,6 +29,7 @@ CUDA_PROCESSES = 1  # --inductor-timing-processes' default on CUDA: the item's o
 CPU_PROCESSES = 1  # ... on the CPU (its rounds already meet the host's speeds within one process)
 CUDA_LOADS = 8  # --inductor-timing-loads' default on CUDA: the item's compiled model and seven loads more
 CPU_LOADS = 1  # ... on the CPU
+LOADS_COMPILE_SECONDS = 30.0  # a compiled item's later loads start only while their compiles took less than this
 REPRO_DIR = "inductor-repros"  # --inductor-repro-dir's default, under the invocation directory
 
 
@@ -259,8 +260,9 @@ OPTIONS = (
         "inductor_timing_loads",
         "each process times a compiled sample item in N loads: the model as the check compiled it, then N-1 times "
         "compiled again from the compile cache (Dynamo reset, a fresh copy of the model), each load timing its share "
-        "of the item's span; the speedup's band comes from the spread between all the loads of all the processes "
-        f"(default: {CUDA_LOADS} on CUDA, {CPU_LOADS} on the CPU)",
+        f"of the item's span, a later load only while the loads' compiles took under {LOADS_COMPILE_SECONDS:g} s; the "
+        "speedup's band comes from the spread between all the loads of all the processes (default: "
+        f"{CUDA_LOADS} on CUDA, {CPU_LOADS} on the CPU)",
         "N",
     ),
     Option(

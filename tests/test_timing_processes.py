@@ -7,6 +7,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -202,6 +203,48 @@ def test_loads_sample_an_offset_each_compile_carries_and_the_band_covers_it() ->
     assert any(not first.low <= other.median <= first.high for other in later), (first, later)
     slowest, fastest = min(t.median for t in [first, *later]), max(t.median for t in [first, *later])
     assert slowest < band.median < fastest
+
+
+def test_later_loads_stop_once_their_compiles_took_the_loads_budget(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model whose every load compiles in full (a frozen graph: Inductor's cache bypasses it) is timed in as many
+    loads as fit the loads' compile budget, not all eight: here each load's first call takes 0.15 s against a
+    budget of 0.25 s, so two later loads run; stderr says why the rest did not."""
+    from pytest_inductor_templates.check.inputs import Inputs
+    from pytest_inductor_templates.check.result import CheckResult
+    from pytest_inductor_templates.engine import cell
+    from pytest_inductor_templates.engine.cell import CheckPolicy, Subject, Verdict, run_cell
+    from pytest_inductor_templates.machine import CPU
+    from pytest_inductor_templates.outcomes import Outcome
+    from pytest_inductor_templates.templates.registry import BUILTIN_TEMPLATES
+    from pytest_inductor_templates.templates.selection import Selection
+
+    class Compiling(Loaded):
+        compiled = False
+
+        def __call__(self) -> str:
+            if not self.compiled:
+                self.compiled = True
+                spin(0.15)
+            return super().__call__()
+
+    monkeypatch.setattr(cell, "LOADS_COMPILE_SECONDS", 0.25)  # the name cell.time_loads reads
+    reloads: list[Compiling] = []
+
+    def reload() -> Compiling:
+        reloads.append(Compiling(1.0))
+        return reloads[-1]
+
+    default = next(t for t in BUILTIN_TEMPLATES if t.name == "default")
+    subject = Subject(
+        lambda: lambda: spin(200e-6), Loaded(1.0), [Inputs(())], Selection(template=default), CPU,  # type: ignore[arg-type]
+        check_call=lambda model, inputs: model(), timed_call=lambda model, inputs: model(), reload=reload,  # type: ignore[arg-type]
+    )  # fmt: skip
+    plan = TimingPlan(RoundsPlan(time.perf_counter, 1e-3, 0.1, 5), precision=0.5, loads=8)
+    timing = run_cell(subject, CheckPolicy(), plan, Verdict(CheckResult(Outcome.PASS, ""))).timing
+    assert timing is not None and len(reloads) == 2 and [r.load for r in timing.repeats] == [1, 2]
+    assert re.search(r"3 of 8 loads timed: their compiles took 0\.[3-9] s", capsys.readouterr().err)
 
 
 def test_a_compiled_item_is_timed_in_loads_of_its_own_process(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from ..compile.effects import Effect, default_code_of, effects_of, overall_effec
 from ..compile.isolation import CompileWatcher
 from ..compile.precision import tf32_scope
 from ..machine import Device, device_scope
+from ..option_table import LOADS_COMPILE_SECONDS
 from ..outcomes import ENDED_EARLY, UNTIMEABLE, Outcome
 from ..templates.selection import Selection
 from ..timing import host_lock
@@ -169,13 +170,24 @@ def time_subject(subject: Subject, plan: TimingPlan, paired: bool) -> Timing:
 def time_loads(subject: Subject, plan: TimingPlan) -> tuple[Repeat, ...]:
     """The paired timings of the plan's later loads: each the model under test compiled anew (``Subject.reload``),
     called as the check called it (which compiles it from the compile cache), then timed in pairs with a fresh eager
-    model; a load whose compile or calls raised ends the loads there, its reason on stderr."""
+    model. A later load starts only while the loads so far spent under ``LOADS_COMPILE_SECONDS`` compiling (a graph
+    Inductor's cache bypasses, a frozen one, compiles in full each time); a load whose compile or calls raised ends
+    the loads there, its reason on stderr."""
     assert subject.reload is not None
     loads: list[Repeat] = []
+    compiling = 0.0
     for load in range(1, plan.loads):
+        if compiling >= LOADS_COMPILE_SECONDS:
+            sys.stderr.write(
+                f"inductor-templates: {load} of {plan.loads} loads timed: their compiles took {compiling:.1f} s\n"
+            )
+            break
+        start = time.perf_counter()
         with host_lock.work():
             loaded = replace(subject, model=subject.reload())
         verdict = compile_for_timing(loaded)
+        stats = loaded.model.stats
+        compiling += stats.compile_seconds if isinstance(stats, CompileStats) else time.perf_counter() - start
         if verdict.result.outcome is not Outcome.PASS:
             sys.stderr.write(f"inductor-templates: load {load + 1} not timed: {verdict.result.reason}\n")
             break
