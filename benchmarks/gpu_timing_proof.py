@@ -27,10 +27,11 @@ lock log under $OUT. The runs (each kept by --resume once finished, wall times i
   (should fail each slowed entry).
 
 Stable: over ``run-1w`` and ``run-Bw``, the share of speedups whose band's half-width is within 2% (bound by the GPU)
-or 4% (launch-bound), and the median half-width of each; and what 3, 4, 5 or 8 processes give (each entry's band over
-its first K processes' speedups, the spread between them), so one run at the default count says whether fewer would
-do. Per run, where its span went (its lock log: timing, work in the items' own processes and in repeats, seconds by
-how many processes worked at once). Prints everything and writes it to $OUT/summary.md.
+or 4% (launch-bound), and the median half-width of each; and what 3, 4, 5 or 8 timings give (each entry's band over
+its first K timings' speedups, loads or processes, the spread between them), so one run at the default count says
+whether fewer would do; and each band with the timings that ran mostly slow left out. Per run, where its span went
+(its lock log: timing, work in the items' own processes and in repeats, seconds by how many processes worked at
+once). Prints everything and writes it to $OUT/summary.md.
 """
 
 from __future__ import annotations
@@ -182,9 +183,9 @@ def without_slow_lines(name: str, run: Run) -> list[str]:
 
 
 def process_lines(name: str, run: Run) -> list[str]:
-    """Each entry's band over its processes: each process's speedup and median CPU-speed probe over the mark of
-    full speed, and how many processes met too few full-speed rounds."""
-    lines = [f"{name}: each process's speedup (its median probe / the mark); processes with too few full-speed rounds:"]
+    """Each entry's band over its timings (loads, processes): each timing's speedup and median CPU-speed probe over
+    the mark of full speed, and how many timings met too few full-speed rounds."""
+    lines = [f"{name}: each timing's speedup (its median probe / the mark); timings with too few full-speed rounds:"]
     for record in sorted(compiled_bench(run).values(), key=lambda r: -(half_width(r) or 0)):
         speedups, probes = record.process_speedups or [record.speedup], record.process_probe_ms or []
         mark = record.full_speed_mark_ms
@@ -202,8 +203,8 @@ def process_lines(name: str, run: Run) -> list[str]:
 
 
 def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5, 8)) -> list[str]:
-    """What K processes give: each entry's band over its first K processes' speedups (Student's t
-    over their logs, as the plugin's band over several processes), for each K, against the stable targets."""
+    """What K timings give: each entry's band over its first K timings' speedups (Student's t over their logs, as
+    the plugin's band over several timings), for each K, against the stable targets."""
     entries = [r for r in compiled_bench(run).values() if r.process_speedups]
     lines = []
     for count in counts:
@@ -219,7 +220,7 @@ def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 
             if widths[launch]
         ]  # fmt: skip
         if parts:
-            lines.append(f"{name}: over the first {count} processes: {'; '.join(parts)}")
+            lines.append(f"{name}: over the first {count} timings: {'; '.join(parts)}")
     return lines
 
 
