@@ -52,6 +52,14 @@ def state(counted: Mapping[str, int]) -> str | None:
     return WARM if hits else COLD if misses else None
 
 
+def clear_in_memory() -> None:
+    """Clear Inductor's in-memory caches (compiled modules, Triton kernels: what a process has loaded), not the
+    caches on disk."""
+    from torch._inductor import utils
+
+    (getattr(utils, "clear_caches", None) or utils.clear_inductor_caches)()  # torch < 2.8: the older name
+
+
 @contextmanager
 def fresh(enabled: bool = True) -> Iterator[None]:
     """With ``enabled``, an empty cache folder for the block (Inductor's, and Triton's under it; in-memory caches

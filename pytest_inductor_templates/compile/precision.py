@@ -121,15 +121,15 @@ def cache_dir_for(mode: str) -> str:
 def _cache_dir(directory: str) -> Iterator[None]:
     """TORCHINDUCTOR_CACHE_DIR pointed at ``directory`` for the block, Inductor's in-memory caches cleared on the way
     in and out (they hold what was read from the other folder), the variable restored after (unset if it was)."""
-    from torch._inductor.utils import clear_caches
+    from .cache import clear_in_memory
 
     before = os.environ.get(CACHE_VARIABLE)
     os.environ[CACHE_VARIABLE] = directory
     try:
-        clear_caches()
+        clear_in_memory()
         yield
     finally:
-        clear_caches()
+        clear_in_memory()
         if before is None:
             os.environ.pop(CACHE_VARIABLE, None)
         else:

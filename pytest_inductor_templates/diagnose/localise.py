@@ -159,6 +159,8 @@ def first_divergence(
         eager = node_values(graph, entry.inputs)
         try:
             wide = node_values(graph, entry.inputs, wide=True)
+        except torch.OutOfMemoryError:
+            raise
         except RuntimeError:  # an operator with no float64 kernel (CUDA's efficient attention): no float64 opinion
             wide = {}
     for node in graph.graph.nodes:

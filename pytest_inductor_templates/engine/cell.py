@@ -170,31 +170,46 @@ def time_subject(subject: Subject, plan: TimingPlan, paired: bool) -> Timing:
 def time_loads(subject: Subject, plan: TimingPlan) -> tuple[Repeat, ...]:
     """The paired timings of the plan's later loads: each the model under test compiled anew (``Subject.reload``),
     called as the check called it (which compiles it from the compile cache), then timed in pairs with a fresh eager
-    model. A later load starts only while the loads so far spent under ``LOADS_COMPILE_SECONDS`` compiling (a graph
-    Inductor's cache bypasses, a frozen one, compiles in full each time); a load whose compile or calls raised ends
-    the loads there, its reason on stderr."""
+    model. A later load starts only while the loads so far (and the check's compile, where the cache could not keep
+    its graph: a frozen one compiles in full each time) spent under ``LOADS_COMPILE_SECONDS`` compiling. A load that
+    raised ends the loads there, its reason on stderr; the timings before it are kept."""
     assert subject.reload is not None
+    own = subject.model.stats
+    compiling = own.compile_seconds if own.cache_lookups.get("fxgraph_cache_bypass") else 0.0
     loads: list[Repeat] = []
-    compiling = 0.0
     for load in range(1, plan.loads):
         if compiling >= LOADS_COMPILE_SECONDS:
             sys.stderr.write(
-                f"inductor-templates: {load} of {plan.loads} loads timed: their compiles took {compiling:.1f} s\n"
+                f"inductor-templates: {load} of {plan.loads} loads timed: compiles took {compiling:.1f} s\n"
             )
             break
-        start = time.perf_counter()
-        with host_lock.work():
-            loaded = replace(subject, model=subject.reload())
-        verdict = compile_for_timing(loaded)
-        stats = loaded.model.stats
-        compiling += stats.compile_seconds if isinstance(stats, CompileStats) else time.perf_counter() - start
-        if verdict.result.outcome is not Outcome.PASS:
-            sys.stderr.write(f"inductor-templates: load {load + 1} not timed: {verdict.result.reason}\n")
+        timed, seconds, why = _one_load(subject, plan, load)
+        compiling += seconds
+        if timed is None:
+            sys.stderr.write(f"inductor-templates: load {load + 1} not timed: {why}\n")
             break
+        loads.append(timed)
+    return tuple(loads)
+
+
+def _one_load(subject: Subject, plan: TimingPlan, load: int) -> tuple[Repeat | None, float, str | None]:
+    """One later load, compiled and timed: its paired timing (None where it raised), its compile's seconds, and why
+    it was not timed. Its models are gone when it returns."""
+    assert subject.reload is not None
+    compiled = None
+    try:
+        with host_lock.work():
+            compiled = subject.reload()
+        loaded = replace(subject, model=compiled)
+        verdict = compile_for_timing(loaded)
+        if verdict.result.outcome is not Outcome.PASS:
+            return None, compiled.stats.compile_seconds, verdict.result.reason
         paired = time_subject(loaded, plan, paired=True).paired
         assert paired is not None  # a paired plan with rounds
-        loads.append(Repeat(paired, os.getpid(), load))
-    return tuple(loads)
+        return Repeat(paired, os.getpid(), load), compiled.stats.compile_seconds, None
+    except Exception as error:  # a copy, a compile or a timing that failed (out of memory): the loads end here
+        seconds = compiled.stats.compile_seconds if compiled is not None else 0.0
+        return None, seconds, f"{type(error).__name__}: {error}".splitlines()[0]
 
 
 def peak_of(subject: Subject) -> PeakMemory | None:

@@ -13,6 +13,7 @@ from typing import Any
 from .. import phases
 from ..check.inputs import Inputs
 from ..check.result import CheckResult
+from ..compile import cache
 from ..compile.compiled import CompiledModel, EagerModel
 from ..compile.isolation import CompileWatcher, isolated_compile_state
 from ..compile.phase_times import reset_dynamo
@@ -134,12 +135,10 @@ class PreparedTriple:
     def reload(self) -> CompiledModel:
         """The model under test compiled anew in this process, as a fresh process would compile it: Dynamo reset (its
         next call compiles from the compile cache), Inductor's in-memory caches cleared (the compiled module and its
-        kernels loaded again), around a fresh copy of the model."""
-        from torch._inductor import utils
-
+        kernels loaded again), around a fresh copy of the model. The triple's own ``model`` is not to be called
+        afterwards (the reset dropped its compiled code: a call would recompile, which its steady state refuses)."""
         reset_dynamo()
-        clear = getattr(utils, "clear_caches", None) or utils.clear_inductor_caches  # torch < 2.8: the older name
-        clear()
+        cache.clear_in_memory()
         assert self.watcher is not None
         return CompiledModel(self.fresh_eager(), self.case.selection, self.watcher)
 
@@ -158,10 +157,10 @@ class PreparedTriple:
         )
 
     def _call(self, model: Any, inputs: Inputs) -> Any:
-        """A call of the check, its phase announced: the model under test compiles on its first call."""
-        if model is not self.model or not self.case.selection.compiles:
+        """A call of the check (or of a load), its phase announced: a compiled model compiles on its first call."""
+        if not isinstance(model, CompiledModel):  # eager's reference, or the eager row's model
             phases.enter(phases.EAGER_CALL)
-        elif not getattr(model, "called", True):
+        elif not model.called:
             phases.enter(phases.COMPILING)  # until the backend has compiled: then it is a compiled call
         else:
             phases.enter(phases.COMPILED_CALL)

@@ -40,18 +40,20 @@ class Repeat:
 
 def processes_for(chosen: int | None, device_type: str) -> int:
     """Processes a compiled item's paired timing runs in: ``chosen`` (``--inductor-timing-processes``), else the
-    default of the device type (8 on CUDA, 1 on the CPU)."""
-    if chosen is not None:
-        return chosen
-    return CUDA_PROCESSES if device_type == "cuda" else CPU_PROCESSES
+    default of the device type (1 on CUDA and on the CPU)."""
+    return _per_device(chosen, device_type, CUDA_PROCESSES, CPU_PROCESSES)
 
 
 def loads_for(chosen: int | None, device_type: str) -> int:
     """Loads each process times a compiled item in: ``chosen`` (``--inductor-timing-loads``), else the default of the
     device type (8 on CUDA, 1 on the CPU)."""
+    return _per_device(chosen, device_type, CUDA_LOADS, CPU_LOADS)
+
+
+def _per_device(chosen: int | None, device_type: str, cuda: int, cpu: int) -> int:
     if chosen is not None:
         return chosen
-    return CUDA_LOADS if device_type == "cuda" else CPU_LOADS
+    return cuda if device_type == "cuda" else cpu
 
 
 def judged_together(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
