@@ -98,13 +98,15 @@ def test_a_record_keeps_each_process_figure_and_refuses_a_wrong_list() -> None:
         ItemRecord.from_dict({**record.to_dict(), "process_speedups": ["fast"]})
 
 
-def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side(tmp_path: Path) -> None:
-    """A real CPU run with --inductor-timing-processes=3 (the compiled bench items alone, their rounds stopping
-    early): the item's paired timing runs in its worker and in two other worker processes, whose work (build,
-    compile) runs side by side (the lock log shows their work holds overlapping); each process builds the sample
-    once (a sample that logs its builds: the model under test; the check's eager models and paired timing's are
-    copies of it as built); the record has each process's speedup and pid, the speedup is their geometric mean with
-    the first process's own interval beside it, and the terminal says so."""
+def test_a_compiled_item_is_timed_in_loads_of_other_worker_processes_working_side_by_side(tmp_path: Path) -> None:
+    """A real CPU run with --inductor-timing-processes=3 --inductor-timing-loads=2 (the compiled bench items alone,
+    their rounds stopping early): the item's paired timing runs twice in its worker (the later load compiled again
+    after a Dynamo reset, around a copy of the model as built) and twice in each of two other worker processes, whose
+    work (build, compile) runs side by side (the lock log shows their work holds overlapping); each process builds
+    the sample once (a sample that logs its builds: the model under test; the check's eager models, paired timing's
+    and the loads' are copies of it as built); the record has each timing's speedup, pid and load, process by
+    process, the speedup is their geometric mean with the first timing's own interval beside it, and the terminal
+    says what the band is over."""
     builds = tmp_path / "builds.log"
     write_fault_sample(
         tmp_path / "corpus" / "logged", fault_model(init=f"open({str(builds)!r}, 'a').write(f'{{os.getpid()}}\\n')")
@@ -112,8 +114,8 @@ def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side
     done = run_pytest_warm(
         tmp_path, "--inductor-samples=builtin", "--inductor-samples=corpus", "-k", "(conv_bn or logged) and bench",
         "--inductor-template=default", "--inductor-devices=cpu", "--inductor-timing-processes=3",
-        "--inductor-speedup-precision=50", "--inductor-results=run.jsonl", "--inductor-lock-log=locks.log",
-        "-p", "no:randomly", *FAST, *QUIET,
+        "--inductor-timing-loads=2", "--inductor-speedup-precision=50", "--inductor-results=run.jsonl",
+        "--inductor-lock-log=locks.log", "-p", "no:randomly", *FAST, *QUIET,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     records = [
@@ -121,23 +123,23 @@ def test_a_compiled_item_is_timed_in_other_worker_processes_working_side_by_side
     ]
     logged = next(r for r in records if r["kind"] == "bench" and r["template"] == "default" and "logged" in r["sample"])
     built = [int(pid) for pid in builds.read_text().split()]
-    assert [built.count(pid) for pid in logged["process_pids"][1:]] == [1, 1], (logged["process_pids"], built)
+    assert [built.count(pid) for pid in logged["process_pids"][2::2]] == [1, 1], (logged["process_pids"], built)
     assert built.count(logged["pid"]) == 2, built  # the eager row's triple and this one, one build each
     bench = next(r for r in records if r["kind"] == "bench" and r["template"] == "default" and "conv_bn" in r["sample"])
-    assert bench["timing_processes"] == 3
+    assert (bench["timing_processes"], bench["timing_loads"], bench["process_loads"]) == (3, 2, [0, 1] * 3)
     pids = bench["process_pids"]
-    assert len(set(pids)) == 3 and pids[0] == bench["pid"]
+    assert pids[0] == bench["pid"] and pids[::2] == pids[1::2] and len(set(pids)) == 3, pids
     speedups = bench["process_speedups"]
-    assert math.isclose(bench["speedup"], math.exp(sum(map(math.log, speedups)) / 3)), (bench["speedup"], speedups)
+    assert math.isclose(bench["speedup"], math.exp(sum(map(math.log, speedups)) / 6)), (bench["speedup"], speedups)
     assert bench["first_process_low"] <= speedups[0] <= bench["first_process_high"]
     assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
-    assert "timed in 3 processes (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout
+    assert "timed in 3 processes of 2 loads (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout
     holds: dict[int, list[tuple[float, float]]] = {}
     for line in (tmp_path / "locks.log").read_text().splitlines():
         pid, group, _, start, end = line.split()
         if group == "work":
             holds.setdefault(int(pid), []).append((float(start), float(end)))
-    first, second = (holds[pid][1:] for pid in pids[1:])  # each repeater's first hold: its start (importing torch)
+    first, second = (holds[pid][1:] for pid in pids[2::2])  # each repeater's first hold: its start (importing torch)
     assert any(a < d and c < b for a, b in first for c, d in second), holds  # the repeats worked at the same time
 
 
@@ -275,36 +277,6 @@ def test_a_load_that_raises_ends_the_loads_and_keeps_the_timings_before_it(
     assert cell.verdict.result.outcome is Outcome.PASS and cell.timing is not None
     assert cell.timing.paired is not None and [r.load for r in cell.timing.repeats] == [1]
     assert "load 3 not timed: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB" in capsys.readouterr().err
-
-
-def test_a_compiled_item_is_timed_in_loads_of_its_own_process_and_of_a_repeat(tmp_path: Path) -> None:
-    """A real CPU run with --inductor-timing-processes=2 --inductor-timing-loads=2: the compiled item is timed twice
-    in its own worker (the later load compiled again after a Dynamo reset, around a copy of the model as built: the
-    sample is built once per triple there) and twice in a repeat worker (which builds it once); the record keeps
-    each timing's speedup with its pid and load number, process by process, the speedup is their geometric mean,
-    and the terminal says what the band is over."""
-    builds = tmp_path / "builds.log"
-    write_fault_sample(
-        tmp_path / "corpus" / "logged", fault_model(init=f"open({str(builds)!r}, 'a').write(f'{{os.getpid()}}\\n')")
-    )
-    done = run_pytest_warm(
-        tmp_path, "--inductor-samples=corpus", "-k", "bench", "--inductor-template=default",
-        "--inductor-devices=cpu", "--inductor-timing-processes=2", "--inductor-timing-loads=2",
-        "--inductor-speedup-precision=50", "--inductor-results=run.jsonl", "-p", "no:randomly", *FAST, *QUIET,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    records = [
-        json.loads(line)["record"] for line in (tmp_path / "run.jsonl").read_text().splitlines() if "record" in line
-    ]
-    bench = next(r for r in records if r["kind"] == "bench" and r["template"] == "default")
-    assert (bench["timing_processes"], bench["timing_loads"], bench["process_loads"]) == (2, 2, [0, 1, 0, 1])
-    own, repeat = bench["pid"], bench["process_pids"][2]
-    assert bench["process_pids"] == [own, own, repeat, repeat] and repeat != own
-    speedups = bench["process_speedups"]
-    assert math.isclose(bench["speedup"], math.exp(sum(map(math.log, speedups)) / 4)), (bench["speedup"], speedups)
-    built = builds.read_text().split()
-    assert (built.count(str(own)), built.count(str(repeat))) == (2, 1), built  # own: the eager row's triple too
-    assert "timed in 2 processes of 2 loads (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout
 
 
 REPEATERS_CONFTEST = """
