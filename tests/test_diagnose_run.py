@@ -294,6 +294,32 @@ def test_a_switch_s_helpers_are_offered_the_later_switches_then_the_count_of_its
     assert Question("inductor", "lowerings", "find_max_bounds").next_questions() == []
 
 
+def test_questions_answered_without_a_check_leave_room_for_the_next_level() -> None:
+    """Switches answered without compiling (a config switch that cannot change the answer) do not take a helper's
+    place, nor are their counts offered (torch asks a count only after a switch that fixed the fault): with seven
+    helpers at the first subsystem's switch, the helpers beyond the switches that need a check are offered the
+    subsystems' counts, in torch's order (depth-anything on an H100: two of seven helpers sat idle through the
+    subsystems' round; the lowerings' count, 10 s, waited for the round to end)."""
+    from torch._inductor.compiler_bisector import BACKENDS
+
+    from pytest_inductor_templates.diagnose.bisect import Question
+
+    names = [s.name for s in BACKENDS["inductor"]]
+    free = {"inductor_fallback_random", "inductor_emulate_precision_casts", "cudagraphs"}
+    first = Question("inductor", names[0], "test_disable")
+    ahead = first.questions_ahead(7, lambda q: q.run_state == "test_disable" and q.subsystem in free)
+    assert not any(q.subsystem in free for q in ahead), ahead
+    counts = [q.subsystem for q in ahead if q.run_state == "find_max_bounds"]
+    assert counts == [n for n in names if n in counts] and "lowerings" in counts, ahead  # torch's order
+    assert (
+        ahead[: len(names) - len(free) - 1]
+        == [  # the switches first, in torch's order
+            Question("inductor", n, "test_disable") for n in names[1:] if n not in free
+        ]
+    )
+    assert len(first.questions_ahead(7)) == len(names)  # nothing answered: one level fills the helpers
+
+
 PARTS_OF_A_CHECK = """
 import json, tempfile
 import torch

@@ -86,17 +86,22 @@ class Question:
             return later
         return [*later, Question(self.backend, self.subsystem, "find_max_bounds")]
 
-    def questions_ahead(self, wanted: int) -> list[Question]:
-        """The questions torch may ask after this one, level by level (the next ones, then theirs: a bisection
-        step's halves, then their halves), whole levels until there are at least ``wanted``; each is a check of
+    def questions_ahead(self, wanted: int, answered: Callable[[Question], bool] = lambda q: False) -> list[Question]:
+        """The questions torch may ask after this one that need a check (not ``answered`` already or without one),
+        level by level (the next ones, then theirs: a bisection step's halves, then their halves; after the
+        subsystems' switches, their counts), whole levels until there are at least ``wanted``; each is a check of
         its own, whichever of them torch goes on to ask."""
         ahead: list[Question] = []
+        seen: set[Question] = set()
         level = self.next_questions()
         while level:
-            ahead += [q for q in dict.fromkeys(level) if q not in ahead]
+            fresh = [q for q in dict.fromkeys(level) if q not in seen]
+            seen.update(fresh)
+            ahead += [q for q in fresh if not answered(q)]
             if len(ahead) >= wanted:
                 break
-            level = [n for q in level for n in q.next_questions() if n not in ahead]
+            # an answered question's own successors follow its answer, which is known: not guessed at
+            level = [n for q in fresh if not answered(q) for n in q.next_questions() if n not in seen]
         return ahead
 
 
@@ -267,8 +272,8 @@ class Answers:
             return True
         answer = None
         if self.helpers is not None:
-            ahead = question.questions_ahead(len(self.helpers.processes))
-            self.helpers.offer([q for q in ahead if q not in self.known and not self._free(q)])
+            answered = lambda q: q in self.known or self._free(q) is not None  # noqa: E731
+            self.helpers.offer(question.questions_ahead(len(self.helpers.processes), answered))
             answer = self.helpers.take(question)
         if answer is not None and answer.get("error") is not None:  # the helper's check could not run there:
             self.log.write("helper", pid=answer.get("pid"), error=answer["error"], question=asdict(question))
