@@ -80,6 +80,68 @@ print("RESULT " + json.dumps({{"stage": found.describe(), "pids": pids, "asked":
 """
 
 
+# one helper whose checks are quick and an asking process whose own checks are slow, each logging when its checks ran
+SERVED = """
+import json, sys, time
+from pathlib import Path
+sys.path.insert(0, {here!r})
+from fake_fault import fails
+from pytest_inductor_templates.diagnose.bisect import Answers, Helpers
+from pytest_inductor_templates.diagnose.drawn import Counts
+from pytest_inductor_templates.diagnose.stage import find_stage
+from pytest_inductor_templates.diagnose.steplog import StepLog
+
+work = Path({work!r})
+log, counts = StepLog(work / "steps.jsonl"), Counts()
+helpers = Helpers(work, 1, log, counts, boot=open({boot!r}).read())
+own = []
+
+
+def here():
+    helpers.wait_ready()
+    start = time.time()
+    time.sleep(1.0)
+    failing = fails()
+    own.append((start, time.time()))
+    return failing
+
+
+find_stage(Answers(here, log, {{}}, "the item failed", helpers, counts), log, str(work))
+helpers.close()
+started = [float(t) for t in (work / "helper-starts.txt").read_text().split()]
+print("RESULT " + json.dumps({{"own": own, "helper": started}}))
+"""
+
+QUICK_HELPER = HELPER.replace(
+    "serve(fails,",
+    "import time\n"
+    "def logged(question=None):\n"
+    "    open(sys.argv[1] + '/helper-starts.txt', 'a').write(f'{{time.time()}}\\n')\n"
+    "    time.sleep(0.05)\n"
+    "    return fails(question)\n"
+    "serve(logged,",
+)
+
+
+def test_a_helper_that_finished_gets_the_next_question_while_the_asker_checks_its_own(tmp_path: Path) -> None:
+    """While the asking process runs a check of its own (slow here: 1 s), a thread hands a helper that answered
+    (quickly) the next question queued for the helpers, instead of leaving it idle until the asker's check ends (on
+    an H100 two of seven helpers idled through a 21 s round of the subsystems' checks)."""
+    import json
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "fake_fault.py").write_text(FAKE_FAULT)
+    (tmp_path / "helper.py").write_text(QUICK_HELPER.format(here=str(tmp_path)))
+    code = SERVED.format(here=str(tmp_path), work=str(work), boot=str(tmp_path / "helper.py"))
+    done = run_python_warm(tmp_path, code, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    found = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    (start, end), started = found["own"][0], found["helper"]
+    during = [t for t in started if start < t < end]
+    assert len(during) >= 2, (found["own"], started)  # the first stage's later stages: one after another
+
+
 # helpers that start, then cannot answer their first question, saying why (as a helper whose check cannot run on
 # the machine would): one dies (exit 1, its reason on stderr), one's check raises
 PLANTED_REASON = "RuntimeError: planted: this helper cannot check"

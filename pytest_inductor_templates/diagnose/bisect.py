@@ -16,13 +16,15 @@ all are at most ``DiagnosisRequest.processes`` and the usable CPUs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -147,6 +149,34 @@ class Helpers:
         self.running: dict[int, tuple[subprocess.Popen[bytes], Question]] = {}
         self.queue: list[Question] = []
         self.answers: dict[Question, dict[str, Any]] = {}
+        self._uncounted: list[dict[str, int]] = []  # answers' counts taken in while serving, added by the asker
+        self._lock = threading.RLock()  # the asker's thread and the serving thread take in answers one at a time
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """While the asking process checks a question itself: a thread takes in the helpers' answers and hands each
+        helper that finished the next queued question, so that none idles for the length of that check (the
+        asker touches the helpers only between its checks)."""
+        stop = threading.Event()
+
+        def pump() -> None:
+            while not stop.is_set():
+                if not self._read(0.1):  # no helper is starting or on a question: nothing to take in yet
+                    stop.wait(0.1)
+
+        thread = threading.Thread(target=pump, name="diagnosis-helpers", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            self._count()
+
+    def _count(self) -> None:
+        """Add the answers' counts taken in so far to the asking process's (in its own thread)."""
+        while self._uncounted:
+            self.counts.add(self._uncounted.pop(0))
 
     def wait_ready(self) -> None:
         """Until every helper has started (or ended), for a caller that would rather wait than check alone."""
@@ -156,19 +186,23 @@ class Helpers:
     def offer(self, questions: list[Question]) -> None:
         """Queue ``questions`` (in order) for idle helpers, instead of what was queued before: those may no
         longer be asked."""
-        self._read(0.0)
-        done = {q for _, q in self.running.values()} | set(self.answers)
-        self.queue = [q for q in dict.fromkeys(questions) if q not in done]
-        self._dispatch()
+        with self._lock:
+            self._read(0.0)
+            self._count()
+            done = {q for _, q in self.running.values()} | set(self.answers)
+            self.queue = [q for q in dict.fromkeys(questions) if q not in done]
+            self._dispatch()
 
     def take(self, question: Question) -> dict[str, Any] | None:
         """The helpers' answer to ``question``, waited for when one of them is on it; None when none is (then
         it is dropped from their queue: the asking process answers it)."""
         self._read(0.0)
-        if question in self.queue:
-            self.queue.remove(question)
+        with self._lock:
+            if question in self.queue:
+                self.queue.remove(question)
         while question not in self.answers and any(q == question for _, q in self.running.values()):
             self._read(5.0)
+        self._count()
         return self.answers.get(question)
 
     def _dispatch(self) -> None:
@@ -183,11 +217,16 @@ class Helpers:
                 continue
             self.running[helper.pid] = (helper, question)
 
-    def _read(self, timeout: float) -> None:
-        """Take in what the helpers have said within ``timeout`` seconds: ready, or an answer."""
+    def _read(self, timeout: float) -> bool:
+        """Take in what the helpers have said within ``timeout`` seconds: ready, or an answer. False when none was
+        starting or on a question."""
+        with self._lock:
+            return self._take_in(timeout)
+
+    def _take_in(self, timeout: float) -> bool:
         waiting = {p.stdout.fileno(): p for p in [*self.starting, *(h for h, _ in self.running.values())]}  # type: ignore[union-attr]
         if not waiting:
-            return
+            return False
         ready, _, _ = select.select(list(waiting), [], [], timeout)
         for fd in ready:
             helper = waiting[fd]
@@ -205,10 +244,12 @@ class Helpers:
             if not line:  # the helper died: its question is answered elsewhere (by the asking process at least)
                 self._ended(helper, question)
                 continue
-            self.answers[question] = json.loads(line)
-            self.counts.add(self.answers[question].pop("counts", {}))
+            answer = json.loads(line)
+            self._uncounted.append(answer.pop("counts", {}))
+            self.answers[question] = answer
             self.idle.append(helper)
         self._dispatch()
+        return True
 
     def _ended(self, helper: subprocess.Popen[bytes], question: Question | None) -> None:
         """Log a helper that ended, with the last line it wrote to stderr (why), and the question it was on."""
@@ -218,6 +259,7 @@ class Helpers:
         self.log.write("helper", pid=helper.pid, ready=False, ended=helper.wait(), error=why, question=asked)
 
     def close(self) -> None:
+        self._count()
         for process in self.processes:
             if process.poll() is None:
                 process.kill()
@@ -292,8 +334,9 @@ class Answers:
         from ..compile.failures import first_line
 
         parts: dict[str, Any] = {}
+        serving = self.helpers.serving() if self.helpers is not None else contextlib.nullcontext()
         try:
-            with compile_parts(parts):
+            with compile_parts(parts), serving:
                 failing = self.check()
         except BaseException as error:  # a raise would leave the bisector enabled
             self.log.write("bisect_check", **where, failing=None, error=first_line(error))
