@@ -14,7 +14,8 @@ Each repro is run with the plant (expected exit 1) and without it (expected 0).
 
 Samples: `builtin/conv_bn`, `builtin/graph_break` and, with CORPUS, `torchvision/squeezenet1_0` (all call relu).
 `--samples` takes `builtin/NAME` or a path relative to CORPUS. Inductor's caches: every diagnosis compiles from a
-fresh Inductor cache of its own (the item itself from the usual cache; its figures are not part of this).
+fresh Inductor cache of its own; the items compile with a cache folder of the run's own under --out (a planted
+lowering's code must not land in the cache other runs read: it did, and the built-ins then failed there).
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ def diagnose(sample: str, corpus: Path | None, args: argparse.Namespace, plant: 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(plant), str(args.package_root)])
     env[PLANT_ENV], env[COUNT_ENV] = args.plant, str(counts)
+    # planted code is compiled code: it goes to a cache of the run's own, never to the one every other run reads
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(plant.parent / "inductor-cache")
     if args.device == "cpu":
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # as the diagnosis's own child sets it on the CPU
     if sample.startswith("builtin/"):
