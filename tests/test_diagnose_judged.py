@@ -278,3 +278,41 @@ print(subprocess.run([sys.executable, "-c", other], capture_output=True, text=Tr
 """
     done = run_python(tmp_path, "", code)
     assert "SAME True" in done.stdout, done.stdout + done.stderr
+
+
+FROM_THE_CACHE = """
+import json
+from pathlib import Path
+import torch
+from blockmod import Block
+from pytest_inductor_templates.check.inputs import Inputs
+from pytest_inductor_templates.check.result import CheckResult
+from pytest_inductor_templates.diagnose import PickledModel
+from pytest_inductor_templates.engine.cell import CheckPolicy, Verdict
+from pytest_inductor_templates.engine.diagnosis import DiagnosisPlan, diagnose_cell
+from pytest_inductor_templates.machine import CPU
+from pytest_inductor_templates.outcomes import Outcome
+from pytest_inductor_templates.templates.registry import BUILTIN_TEMPLATES
+from pytest_inductor_templates.templates.selection import Selection
+
+torch.manual_seed(0)
+build = PickledModel.of(Block().eval(), [Inputs((torch.randn(8, 64),))])
+failed = Verdict(CheckResult(Outcome.ACCURACY_FAIL, "the item failed", "the item failed"))
+default = Selection(template=next(t for t in BUILTIN_TEMPLATES if t.name == "default"))
+plan = DiagnosisPlan(300, Path({repro!r}), "cached", processes=1)
+diagnosis = diagnose_cell(build, default, CPU, None, failed, plan, True, CheckPolicy(), cache_state="warm")
+print("DIAGNOSIS " + json.dumps(diagnosis.summary))
+"""
+
+
+def test_a_failure_of_code_from_the_cache_is_compiled_afresh_and_said_to_be_the_caches(tmp_path: Path) -> None:
+    """An item whose failing code came from Inductor's cache (a warm hit: a planted lowering's code had landed in a
+    shared cache, and the built-ins failed from it in every later run) is not taken as reproduced: the diagnosis
+    compiles afresh, which passes, and says the cache entry is the suspect instead of bisecting a compiler that
+    compiles right (before: ``no stage fails under the bisector``)."""
+    (tmp_path / "blockmod.py").write_text(BLOCK)
+    done = run_python(tmp_path, "", FROM_THE_CACHE.format(repro=str(tmp_path / "repro")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("DIAGNOSIS "))[10:])
+    assert summary.startswith("not reproduced with a fresh Inductor cache: pass"), summary
+    assert "the item's compiled code came from Inductor's cache (warm): a stale or wrong cache entry" in summary

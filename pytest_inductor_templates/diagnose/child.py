@@ -257,6 +257,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
             reason=first.reason[:500],
             seconds=first.seconds,
             failing=first.outcome == request.outcome,
+            item_cache=request.item_cache,
         )
         if first.outcome != request.outcome:
             return

@@ -75,6 +75,8 @@ class DiagnosisRequest:
     # files, imported by the diagnosis's processes (backends and templates they register)
     reason: str | None = None  # the item's own failure (its reason): the reproduce step, without compiling again
     # (None: the diagnosis checks once itself, with a fresh cache)
+    item_cache: str | None = None  # the item's compile-cache state (cold, warm, mixed): code from the cache is
+    # compiled again for the reproduce step, which says so when that passes
     host_lock: Sharing | None = None  # the session's work/timing lock, taken per check by the diagnosis's processes
     processes: int = 2  # at most this many processes run independent bisector checks at once (and no more than CPUs)
 

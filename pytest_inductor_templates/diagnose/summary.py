@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..compile.cache import MIXED, WARM
 from .request import Diagnosis
 from .stage import stage_from_checks
 
@@ -35,6 +36,11 @@ def assemble(
         diagnosis.summary = f"not reproduced with a fresh Inductor cache: {first['outcome']}" + (
             f" ({why})" if why else ""
         )
+        if first.get("item_cache") in (WARM, MIXED):
+            diagnosis.summary += (
+                f"; the item's compiled code came from Inductor's cache ({first['item_cache']}): a stale or wrong "
+                "cache entry (clear the cache, or run with --inductor-fresh-cache)"
+            )
         if conftest is not None:
             diagnosis.summary += "; " + diagnosis.notes[-2]
         return _finish(diagnosis, errors, stopped, crashed, records)

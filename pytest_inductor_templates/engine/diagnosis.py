@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..compile import cache
 from ..diagnose import DIAGNOSED, Diagnosis, DiagnosisRequest, ModelBuilder, diagnose
 from ..machine import Device
 from ..templates.selection import Selection
@@ -107,16 +108,21 @@ def diagnose_cell(
     plan: DiagnosisPlan,
     no_grad: bool,
     policy: CheckPolicy,
+    cache_state: str | None = None,
 ) -> Diagnosis:
     """Where and why the cell's check failed, judged as the check judged (``policy``: its second opinion and TF32
-    mode; ``tolerance``), from copies of one draw of ``build``; never raises. The host's work lock is taken by
-    the diagnosis per check, not for all of it."""
+    mode; ``tolerance``), from copies of one draw of ``build``; never raises. The item's own failure stands for the
+    reproduce step unless its code came from Inductor's cache (``cache_state`` warm or mixed: a stale entry may be
+    what failed, so the diagnosis compiles afresh first). The host's work lock is taken by the diagnosis per check,
+    not for all of it."""
     if plan.refused is not None:
         return refused_diagnosis(plan.refused)
+    cached = cache_state in (cache.WARM, cache.MIXED)
     request = DiagnosisRequest(
         build, selection, device, verdict.result.outcome.value, plan.repro_dir, tolerance, plan.budget_seconds,
         no_grad, name=plan.name, second_opinion=policy.second_opinion, tf32=policy.tf32, conftests=plan.conftests,
-        reason=verdict.result.reason, host_lock=host_lock.sharing(), processes=plan.processes,
+        reason=None if cached else verdict.result.reason, item_cache=cache_state, host_lock=host_lock.sharing(),
+        processes=plan.processes,
     )  # fmt: skip
     diagnosis = diagnose(request)
     if plan.ledger is not None:

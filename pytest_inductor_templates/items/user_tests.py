@@ -140,7 +140,10 @@ def subject_of(
             except Exception as error:  # a lambda, a local class: no copy can reach another process
                 why = f"the model cannot be pickled for the diagnosis's process: {type(error).__name__}: {error}"
                 return Diagnosis(f"diagnosis failed: {why}", failed=why)
-            return diagnose_cell(build, case.selection, case.device, tolerance, verdict, plan, False, state.policy)
+            cached = compiled.stats.cache_state
+            return diagnose_cell(
+                build, case.selection, case.device, tolerance, verdict, plan, False, state.policy, cached
+            )
 
         return diagnosis
 
