@@ -253,7 +253,7 @@ OPTIONS = (
         "a compiled sample item's paired timing runs in N worker processes: its own, then repeats of the same "
         "compiled code (from the compile cache) in others, each timing its share of the item's span, and its "
         f"speedup's band comes from the spread between them (default: {CUDA_PROCESSES} on CUDA, {CPU_PROCESSES} on "
-        "the CPU; always 1 with --inductor-isolation=none)",
+        "the CPU; always 1 with --inductor-isolation=none, where only --inductor-timing-loads repeats a timing)",
         "N",
     ),
     Option(

@@ -16,7 +16,9 @@ from .book import RecordBook
 from .records import CHECK_ENDED, diagnosis_total, matrix_params
 
 VERDICTS = ("effect", "no effect", "not observed")
-SPEEDUP_TITLE = "speedup over eager (median of paired rounds, ±half-width of its 95% interval)"
+SPEEDUP_TITLE = (
+    "speedup over eager (median of paired rounds, geometric mean over timings; ±half-width of its 95% interval)"
+)
 MEMORY_NOTE = (
     "memory columns: eager's peak CUDA memory in a steady call / the compiled model's (above 1x the compiled model "
     "needs less; the weights, inputs and frozen copies resident on the device count in both)"

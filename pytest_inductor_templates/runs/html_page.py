@@ -208,7 +208,8 @@ def _charts(run: Run) -> str:
         svg.strip_chart(
             speedups,
             "speedup over eager (log scale)",
-            caption="Each dot a sample's speedup (median of paired rounds), its line the 95% interval; orange: "
+            caption="Each dot a sample's speedup (median of paired rounds; over several timings, their geometric "
+            "mean), its line the 95% interval; orange: "
             "unstable (the interval stayed wider than the precision asked); the dashed line is 1x (no change). "
             f"Over {svg.DOTS} samples a template's row is a box (quartiles; whiskers 5th to 95th percentile).",
         )
