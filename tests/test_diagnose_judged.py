@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from diagnose_plants import run_python
-from inner_runs import run_pytest_warm
+from inner_runs import run_pytest_warm, run_python_warm
 
 from conftest import QUIET
 from pytest_inductor_templates.record import ItemRecord
@@ -311,7 +311,7 @@ def test_a_failure_of_code_from_the_cache_is_compiled_afresh_and_said_to_be_the_
     compiles afresh, which passes, and says the cache entry is the suspect instead of bisecting a compiler that
     compiles right (before: ``no stage fails under the bisector``)."""
     (tmp_path / "blockmod.py").write_text(BLOCK)
-    done = run_python(tmp_path, "", FROM_THE_CACHE.format(repro=str(tmp_path / "repro")))
+    done = run_python_warm(tmp_path, FROM_THE_CACHE.format(repro=str(tmp_path / "repro")), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("DIAGNOSIS "))[10:])
     assert summary.startswith("not reproduced with a fresh Inductor cache: pass"), summary
