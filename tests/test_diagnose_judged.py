@@ -297,10 +297,10 @@ from pytest_inductor_templates.templates.selection import Selection
 
 torch.manual_seed(0)
 build = PickledModel.of(Block().eval(), [Inputs((torch.randn(8, 64),))])
-failed = Verdict(CheckResult(Outcome.ACCURACY_FAIL, "the item failed", "the item failed"))
+failed = Verdict(CheckResult(Outcome.ACCURACY_FAIL, "the item failed", "the item failed"), compile_cache="warm")
 default = Selection(template=next(t for t in BUILTIN_TEMPLATES if t.name == "default"))
 plan = DiagnosisPlan(300, Path({repro!r}), "cached", processes=1)
-diagnosis = diagnose_cell(build, default, CPU, None, failed, plan, True, CheckPolicy(), cache_state="warm")
+diagnosis = diagnose_cell(build, default, CPU, None, failed, plan, True, CheckPolicy())
 print("DIAGNOSIS " + json.dumps(diagnosis.summary))
 """
 

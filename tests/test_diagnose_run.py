@@ -80,6 +80,31 @@ print("RESULT " + json.dumps({{"stage": found.describe(), "pids": pids, "asked":
 """
 
 
+def test_a_count_torch_will_not_ask_is_not_offered_to_the_helpers() -> None:
+    """torch counts a subsystem's applications only after its switch fixed the fault: once that switch's answer is
+    known to be "still fails" (here, from a helper, or a check that could not run), its count is settled and no
+    helper is offered it (with helpers answering the switches ahead of torch, idle helpers took such counts while
+    the real one waited for the asker); an unknown or fixing switch's count stays on offer."""
+    from types import SimpleNamespace
+
+    from pytest_inductor_templates.diagnose.bisect import Answers, Question
+
+    def count(name: str) -> Question:
+        return Question("inductor", name, "find_max_bounds")
+
+    def switch(name: str) -> Question:
+        return Question("inductor", name, "test_disable")
+
+    helpers = SimpleNamespace(
+        answers={switch("joint_graph_passes"): {"failing": True}, switch("lowerings"): {"failing": False}}
+    )
+    answers = Answers(lambda: True, None, {"cudagraphs": "no CUDA graphs"}, None, helpers, None)  # type: ignore[arg-type]
+    answers.known[switch("post_grad_passes")] = None  # could not run: counted as still failing
+    assert answers._settled(count("joint_graph_passes")) and answers._settled(count("post_grad_passes"))
+    assert answers._settled(count("cudagraphs")) and answers._settled(switch("joint_graph_passes"))
+    assert not answers._settled(count("lowerings")) and not answers._settled(count("pre_grad_passes"))
+
+
 # one helper whose checks are quick and an asking process whose own checks are slow, each logging when its checks ran
 SERVED = """
 import json, sys, time

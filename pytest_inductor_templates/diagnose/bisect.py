@@ -157,12 +157,15 @@ class Helpers:
         """While the asking process checks a question itself: a thread takes in the helpers' answers and hands each
         helper that finished the next queued question, so that none idles for the length of that check (the
         asker touches the helpers only between its checks)."""
-        stop = threading.Event()
+        stop, failed = threading.Event(), []
 
         def pump() -> None:
-            while not stop.is_set():
-                if not self._read(0.1):  # no helper is starting or on a question: nothing to take in yet
-                    stop.wait(0.1)
+            try:
+                while not stop.is_set():
+                    if not self._read(0.1):  # no helper is starting or on a question: nothing to take in yet
+                        stop.wait(0.1)
+            except Exception as error:  # raised again in the asker, where an error of reading helpers is handled
+                failed.append(error)
 
         thread = threading.Thread(target=pump, name="diagnosis-helpers", daemon=True)
         thread.start()
@@ -172,6 +175,8 @@ class Helpers:
             stop.set()
             thread.join()
             self._count()
+        if failed:
+            raise failed[0]
 
     def _count(self) -> None:
         """Add the answers' counts taken in so far to the asking process's (in its own thread)."""
@@ -296,6 +301,23 @@ class Answers:
             return "the item's own check failed there"
         return None
 
+    def _settled(self, question: Question) -> bool:
+        """Whether a helper asked ``question`` would be wasted: its answer is known (here, from a helper, or without
+        a check), or it is the count of a switch known not to fix the fault (torch counts only after one that does;
+        a check that could not run counts as still failing)."""
+        helpers = self.helpers.answers if self.helpers is not None else {}
+        if question in self.known or question in helpers or self._free(question) is not None:
+            return True
+        if question.run_state != "find_max_bounds":
+            return False
+        switch = Question(question.backend, question.subsystem, "test_disable")
+        if self._free(switch) is not None:
+            return True
+        if switch in self.known:
+            return self.known[switch] is not False
+        answer = helpers.get(switch)
+        return answer is not None and not answer.get("error") and answer.get("failing") is not False
+
     def __call__(self) -> bool | None:
         question = Question.now()
         if question not in self.known:
@@ -314,8 +336,7 @@ class Answers:
             return True
         answer = None
         if self.helpers is not None:
-            answered = lambda q: q in self.known or self._free(q) is not None  # noqa: E731
-            self.helpers.offer(question.questions_ahead(len(self.helpers.processes), answered))
+            self.helpers.offer(question.questions_ahead(len(self.helpers.processes), self._settled))
             answer = self.helpers.take(question)
         if answer is not None and answer.get("error") is not None:  # the helper's check could not run there:
             self.log.write("helper", pid=answer.get("pid"), error=answer["error"], question=asdict(question))

@@ -261,6 +261,8 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
         )
         if first.outcome != request.outcome:
             return
+    # the inductor stage fails: the item's own check said so, or the reproduce step did
+    reproduced = request.reason if request.reason is not None else first.reason
     graphs: list[Any] = []
     with _step(log, "capture", counts), host_lock.work():
         graphs = capture(request, selection, drawn)
@@ -273,7 +275,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
         answers = Answers(
             lambda: fails(patches=selection.compile_options if options_as_patches(Question.now().backend)
                           else None),
-            log, skipped, request.reason, helpers, counts,
+            log, skipped, reproduced, helpers, counts,
         )  # fmt: skip
         found = stage.find_stage(answers, log, temp)
         if helpers is not None:

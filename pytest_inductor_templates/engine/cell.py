@@ -78,6 +78,7 @@ class Verdict:
     result: CheckResult
     effects: list[Effect] = field(default_factory=list)
     no_effect: str | None = None  # why the template had no effect, when it had none
+    compile_cache: str | None = None  # where the checked code came from (``compile.cache`` state), for a diagnosis
 
     @property
     def effect(self) -> str | None:
@@ -247,6 +248,8 @@ def run_cell(
         elif verdict is None:
             with host_lock.work():
                 verdict = check(subject, policy)
+            if subject.selection.compiles and not policy.fresh_cache:  # a fresh cache serves nothing stale
+                verdict.compile_cache = subject.model.stats.cache_state
         stats = subject.model.stats if subject.selection.compiles else None
         timing: Timing | None = None
         peak: PeakMemory | None = None

@@ -108,15 +108,15 @@ def diagnose_cell(
     plan: DiagnosisPlan,
     no_grad: bool,
     policy: CheckPolicy,
-    cache_state: str | None = None,
 ) -> Diagnosis:
     """Where and why the cell's check failed, judged as the check judged (``policy``: its second opinion and TF32
     mode; ``tolerance``), from copies of one draw of ``build``; never raises. The item's own failure stands for the
-    reproduce step unless its code came from Inductor's cache (``cache_state`` warm or mixed: a stale entry may be
-    what failed, so the diagnosis compiles afresh first). The host's work lock is taken by the diagnosis per check,
-    not for all of it."""
+    reproduce step unless its code came from Inductor's cache (``verdict.compile_cache`` warm or mixed: a stale entry
+    may be what failed, so the diagnosis compiles afresh first). The host's work lock is taken by the diagnosis per
+    check, not for all of it."""
     if plan.refused is not None:
         return refused_diagnosis(plan.refused)
+    cache_state = verdict.compile_cache
     cached = cache_state in (cache.WARM, cache.MIXED)
     request = DiagnosisRequest(
         build, selection, device, verdict.result.outcome.value, plan.repro_dir, tolerance, plan.budget_seconds,

@@ -116,10 +116,8 @@ class PreparedTriple:
             assert self.verdict is not None
             tolerance = self.sample.tolerance or self.tolerance
             # in a child process, which holds the host's work lock per check (not for the whole diagnosis)
-            cache_state = self.stats.cache_state if self.stats is not None else None
             self.diagnosis = diagnose_cell(self.sample, self.case.selection, self.case.device, tolerance,
-                                           self.verdict, plan, no_grad=True, policy=self.policy,
-                                           cache_state=cache_state)  # fmt: skip
+                                           self.verdict, plan, no_grad=True, policy=self.policy)  # fmt: skip
         return self.diagnosis
 
     def fresh_eager(self) -> Any:

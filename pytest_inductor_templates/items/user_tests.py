@@ -140,10 +140,7 @@ def subject_of(
             except Exception as error:  # a lambda, a local class: no copy can reach another process
                 why = f"the model cannot be pickled for the diagnosis's process: {type(error).__name__}: {error}"
                 return Diagnosis(f"diagnosis failed: {why}", failed=why)
-            cached = compiled.stats.cache_state
-            return diagnose_cell(
-                build, case.selection, case.device, tolerance, verdict, plan, False, state.policy, cached
-            )
+            return diagnose_cell(build, case.selection, case.device, tolerance, verdict, plan, False, state.policy)
 
         return diagnosis
 
