@@ -41,7 +41,7 @@ HELPER = """
 import sys
 sys.path.insert(0, {here!r})
 from fake_fault import fails
-from pytest_inductor_templates.diagnose.bisect import private_stdout, serve
+from pytest_inductor_templates.diagnose.helpers import private_stdout, serve
 from pytest_inductor_templates.diagnose.drawn import Counts
 
 replies = private_stdout()
@@ -53,7 +53,8 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, {here!r})
 from fake_fault import fails
-from pytest_inductor_templates.diagnose.bisect import Answers, Helpers
+from pytest_inductor_templates.diagnose.bisect import Answers
+from pytest_inductor_templates.diagnose.helpers import Helpers
 from pytest_inductor_templates.diagnose.drawn import Counts
 from pytest_inductor_templates.diagnose.stage import find_stage
 from pytest_inductor_templates.diagnose.steplog import StepLog, read_log
@@ -87,7 +88,8 @@ def test_a_count_torch_will_not_ask_is_not_offered_to_the_helpers() -> None:
     the real one waited for the asker); an unknown or fixing switch's count stays on offer."""
     from types import SimpleNamespace
 
-    from pytest_inductor_templates.diagnose.bisect import Answers, Question
+    from pytest_inductor_templates.diagnose.bisect import Answers
+    from pytest_inductor_templates.diagnose.questions import Question
 
     def count(name: str) -> Question:
         return Question("inductor", name, "find_max_bounds")
@@ -111,7 +113,8 @@ import json, sys, time
 from pathlib import Path
 sys.path.insert(0, {here!r})
 from fake_fault import fails
-from pytest_inductor_templates.diagnose.bisect import Answers, Helpers
+from pytest_inductor_templates.diagnose.bisect import Answers
+from pytest_inductor_templates.diagnose.helpers import Helpers
 from pytest_inductor_templates.diagnose.drawn import Counts
 from pytest_inductor_templates.diagnose.stage import find_stage
 from pytest_inductor_templates.diagnose.steplog import StepLog
@@ -298,7 +301,7 @@ def test_the_bisector_counters_are_reset_on_either_torch(monkeypatch: pytest.Mon
     first question with an AttributeError (the H200's diagnosis log), and the asking process answered alone."""
     from torch._inductor import compiler_bisector
 
-    from pytest_inductor_templates.diagnose.bisect import reset_counters
+    from pytest_inductor_templates.diagnose.questions import reset_counters
 
     compiler_bisector.subsystem_call_counter["lowerings"] = 3
     reset_counters()
@@ -320,7 +323,7 @@ def test_a_helpers_last_bisection_steps_name_the_application_on_either_torch(
     helper's answer carried nothing and the diagnosis named the subsystem without its lowering (the H100's)."""
     from torch._inductor import compiler_bisector
 
-    from pytest_inductor_templates.diagnose.bisect import applications_seen, remember_applications
+    from pytest_inductor_templates.diagnose.questions import applications_seen, remember_applications
 
     bisector = compiler_bisector.CompilerBisector
     if kept_in == "module":  # torch < 2.12: every application in range kept, whatever the range's width
@@ -347,7 +350,7 @@ def test_a_helpers_last_bisection_steps_name_the_application_on_either_torch(
 def test_helpers_beyond_a_steps_halves_are_offered_the_quarters() -> None:
     """A bisection step's helpers get its halves, and, where there are more helpers than halves, the halves'
     halves (torch asks one of each level next), whole levels in order; a range of one application asks nothing."""
-    from pytest_inductor_templates.diagnose.bisect import Question
+    from pytest_inductor_templates.diagnose.questions import Question
 
     def ranges(questions: list[Question]) -> list[tuple[int | None, int | None]]:
         return [(q.low, q.high) for q in questions]
@@ -366,7 +369,7 @@ def test_a_switch_s_helpers_are_offered_the_later_switches_then_the_count_of_its
     count) offers no count: torch never asks it, and its bisector state refuses it."""
     from torch._inductor.compiler_bisector import BACKENDS
 
-    from pytest_inductor_templates.diagnose.bisect import Question
+    from pytest_inductor_templates.diagnose.questions import Question
 
     names = [s.name for s in BACKENDS["inductor"]]
     last_but_one = names[-2]
@@ -389,7 +392,7 @@ def test_questions_answered_without_a_check_leave_room_for_the_next_level() -> N
     subsystems' round; the lowerings' count, 10 s, waited for the round to end)."""
     from torch._inductor.compiler_bisector import BACKENDS
 
-    from pytest_inductor_templates.diagnose.bisect import Question
+    from pytest_inductor_templates.diagnose.questions import Question
 
     names = [s.name for s in BACKENDS["inductor"]]
     free = {"inductor_fallback_random", "inductor_emulate_precision_casts", "cudagraphs"}
@@ -414,7 +417,7 @@ from torch._inductor import config
 from pytest_inductor_templates.compile.isolation import isolated_compile_state
 
 config.cpp.vec_isa_ok = False  # no vector-ISA probe processes before the first compile: seconds, nothing to test
-from pytest_inductor_templates.diagnose.bisect import Question, answer_here
+from pytest_inductor_templates.diagnose.questions import Question, answer_here
 
 
 def chain(x, scale):  # enough operators that lowering them takes more than the answer's 0.01 s resolution
@@ -458,7 +461,7 @@ def test_a_question_the_bisector_state_refuses_is_answered_with_its_error(tmp_pa
     with the error and serves on, instead of ending (the asking process then asks it itself)."""
     from torch._inductor.compiler_bisector import CompilerBisector
 
-    from pytest_inductor_templates.diagnose.bisect import Question, answer_here
+    from pytest_inductor_templates.diagnose.questions import Question, answer_here
 
     asked: list[bool] = []
     refused = Question("inductor", "inductor_comprehensive_padding", "find_max_bounds")

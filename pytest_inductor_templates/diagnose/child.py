@@ -178,8 +178,8 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
 
 
 def run(work: Path) -> None:
-    from .bisect import Helpers
     from .drawn import Counts
+    from .helpers import Helpers
     from .request import DiagnosisRequest
 
     log = StepLog(work / LOG)
@@ -214,10 +214,11 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     from ..compile.pool import wait_for_compile_pool
     from ..timing import host_lock
     from . import localise, numerics, setting, stage
-    from .bisect import Answers, Question, skips
+    from .bisect import Answers, skips
     from .capture import capture, graph_facts
     from .drawn import Drawn, save_eager
     from .predicate import Judge, eager_side, with_settings
+    from .questions import Question
 
     selection = request.selection
     settings = dict(selection.effective_settings)

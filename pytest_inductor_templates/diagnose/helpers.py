@@ -1,0 +1,195 @@
+"""The diagnosis's helper processes: the pool the asking process hands questions to (``Helpers``), and each
+helper's side (``helper_main``: set up as the diagnosis's child is, then ``serve``: one JSON question a line in,
+one answer a line out)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .questions import Question, answer_here
+from .steplog import StepLog
+
+HELPER_BOOT = "import sys; from pytest_inductor_templates.diagnose.helpers import helper_main; helper_main(sys.argv[1])"
+
+
+class Helpers:
+    """Helper processes of the diagnosis, each answering one question at a time with its own bisector state."""
+
+    def __init__(self, work: Path, count: int, log: StepLog, counts: Any, boot: str = HELPER_BOOT) -> None:
+        self.log = log
+        self.counts = counts  # drawn.Counts of the asking process: every helper's work is added to it
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.errors: dict[int, Path] = {}  # each helper's stderr, read when it ends
+        for number in range(count):
+            errors = work / f"helper-{number}.txt"
+            with open(errors, "wb") as sink:
+                process = subprocess.Popen(
+                    [sys.executable, "-c", boot, str(work)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink
+                )
+            self.processes.append(process)
+            self.errors[process.pid] = errors
+        self.idle: list[subprocess.Popen[bytes]] = []
+        self.starting = list(self.processes)
+        self.running: dict[int, tuple[subprocess.Popen[bytes], Question]] = {}
+        self.queue: list[Question] = []
+        self.answers: dict[Question, dict[str, Any]] = {}
+        self._uncounted: list[dict[str, int]] = []  # answers' counts taken in while serving, added by the asker
+        self._lock = threading.RLock()  # the asker's thread and the serving thread take in answers one at a time
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """While the asking process checks a question itself: a thread takes in the helpers' answers and hands each
+        helper that finished the next queued question, so that none idles for the length of that check (the
+        asker touches the helpers only between its checks)."""
+        stop, failed = threading.Event(), []
+
+        def pump() -> None:
+            try:
+                while not stop.is_set():
+                    if not self._read(0.1):  # no helper is starting or on a question: nothing to take in yet
+                        stop.wait(0.1)
+            except Exception as error:  # raised again in the asker, where an error of reading helpers is handled
+                failed.append(error)
+
+        thread = threading.Thread(target=pump, name="diagnosis-helpers", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            self._count()
+        if failed:
+            raise failed[0]
+
+    def _count(self) -> None:
+        """Add the answers' counts taken in so far to the asking process's (in its own thread)."""
+        while self._uncounted:
+            self.counts.add(self._uncounted.pop(0))
+
+    def wait_ready(self) -> None:
+        """Until every helper has started (or ended), for a caller that would rather wait than check alone."""
+        while self.starting:
+            self._read(5.0)
+
+    def offer(self, questions: list[Question]) -> None:
+        """Queue ``questions`` (in order) for idle helpers, instead of what was queued before: those may no
+        longer be asked."""
+        with self._lock:
+            self._read(0.0)
+            self._count()
+            done = {q for _, q in self.running.values()} | set(self.answers)
+            self.queue = [q for q in dict.fromkeys(questions) if q not in done]
+            self._dispatch()
+
+    def take(self, question: Question) -> dict[str, Any] | None:
+        """The helpers' answer to ``question``, waited for when one of them is on it; None when none is (then
+        it is dropped from their queue: the asking process answers it)."""
+        self._read(0.0)
+        with self._lock:
+            if question in self.queue:
+                self.queue.remove(question)
+        while question not in self.answers and any(q == question for _, q in self.running.values()):
+            self._read(5.0)
+        self._count()
+        return self.answers.get(question)
+
+    def _dispatch(self) -> None:
+        while self.idle and self.queue:
+            helper, question = self.idle.pop(), self.queue.pop(0)
+            assert helper.stdin is not None
+            try:
+                helper.stdin.write((json.dumps(asdict(question)) + "\n").encode())
+                helper.stdin.flush()
+            except OSError:  # it ended: it is not used again
+                self.queue.insert(0, question)
+                continue
+            self.running[helper.pid] = (helper, question)
+
+    def _read(self, timeout: float) -> bool:
+        """Take in what the helpers have said within ``timeout`` seconds: ready, or an answer. False when none was
+        starting or on a question."""
+        with self._lock:
+            return self._take_in(timeout)
+
+    def _take_in(self, timeout: float) -> bool:
+        waiting = {p.stdout.fileno(): p for p in [*self.starting, *(h for h, _ in self.running.values())]}  # type: ignore[union-attr]
+        if not waiting:
+            return False
+        ready, _, _ = select.select(list(waiting), [], [], timeout)
+        for fd in ready:
+            helper = waiting[fd]
+            assert helper.stdout is not None
+            line = helper.stdout.readline()
+            if helper in self.starting:
+                self.starting.remove(helper)
+                if line:
+                    self.idle.append(helper)
+                    self.log.write("helper", pid=helper.pid, **json.loads(line))
+                else:
+                    self._ended(helper, None)
+                continue
+            _, question = self.running.pop(helper.pid)
+            if not line:  # the helper died: its question is answered elsewhere (by the asking process at least)
+                self._ended(helper, question)
+                continue
+            answer = json.loads(line)
+            self._uncounted.append(answer.pop("counts", {}))
+            self.answers[question] = answer
+            self.idle.append(helper)
+        self._dispatch()
+        return True
+
+    def _ended(self, helper: subprocess.Popen[bytes], question: Question | None) -> None:
+        """Log a helper that ended, with the last line it wrote to stderr (why), and the question it was on."""
+        lines = self.errors[helper.pid].read_text(errors="replace").strip().splitlines()
+        why = lines[-1].strip()[:300] if lines else "it wrote nothing to stderr"  # a traceback's "Error: message"
+        asked = asdict(question) if question is not None else None
+        self.log.write("helper", pid=helper.pid, ready=False, ended=helper.wait(), error=why, question=asked)
+
+    def close(self) -> None:
+        self._count()
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+
+
+def private_stdout() -> Any:
+    """A copy of stdout for the replies; stdout itself then goes to stderr (what imports and compiles print)."""
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    return replies
+
+
+def serve(check: Callable[[Question], bool | None], counts: Any, scratch: str, replies: Any) -> None:
+    """Answer questions from stdin, one JSON line each, on ``replies``: ready first, then each answer with what
+    it cost."""
+    replies.write(json.dumps({"ready": True}) + "\n")
+    replies.flush()
+    for line in sys.stdin:
+        question = Question(**json.loads(line))
+        before = dict(asdict(counts))
+        answer = answer_here(question, lambda q=question: check(q), scratch)
+        answer["counts"] = {k: v - before[k] for k, v in asdict(counts).items()}
+        replies.write(json.dumps(answer) + "\n")
+        replies.flush()
+
+
+def helper_main(work: str) -> None:
+    """A helper process: set up as the diagnosis's child is (``child.helper_session``), then ``serve``."""
+    from .child import helper_session
+
+    replies = private_stdout()
+    with helper_session(Path(work)) as (check, counts):
+        serve(check, counts, work, replies)
