@@ -167,19 +167,25 @@ def without_slow(record: ItemRecord) -> Interval | None:
     return across_processes([Interval(s, s, s) for s in counted])
 
 
+def within_parts(widths: dict[bool, list[float]]) -> str:
+    """``launch-bound 13 of 18 within ±4% (median ±1.7%)`` for each kind with bands (``widths``: half-widths by
+    whether the entry is launch-bound), joined by ``; ``."""
+    return "; ".join(
+        f"{label} {sum(w <= target for w in widths[launch])} of {len(widths[launch])} within ±{target:.0%} "
+        f"(median ±{statistics.median(widths[launch]):.1%})"
+        for label, launch, target in KINDS
+        if widths[launch]
+    )
+
+
 def without_slow_lines(name: str, run: Run) -> list[str]:
     """What the stable count would be with each entry's mostly-slow timings left out of its band."""
     widths: dict[bool, list[float]] = {False: [], True: []}
     for record in compiled_bench(run).values():
         if (band := without_slow(record)) is not None:
             widths[bool(record.launch_bound)].append(band.half_width)
-    parts = [
-        f"{label} {sum(w <= target for w in widths[launch])} of {len(widths[launch])} within ±{target:.0%} "
-        f"(median ±{statistics.median(widths[launch]):.1%})"
-        for label, launch, target in KINDS
-        if widths[launch]
-    ]  # fmt: skip
-    return [f"{name}: mostly-slow timings left out: {'; '.join(parts)}"] if parts else []
+    parts = within_parts(widths)
+    return [f"{name}: mostly-slow timings left out: {parts}"] if parts else []
 
 
 def process_lines(name: str, run: Run) -> list[str]:
@@ -213,14 +219,8 @@ def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 
             if len(record.process_speedups) >= count:
                 band = across_processes([Interval(s, s, s) for s in record.process_speedups[:count]])
                 widths[bool(record.launch_bound)].append(band.half_width)
-        parts = [
-            f"{label} {sum(w <= target for w in widths[launch])} of {len(widths[launch])} within ±{target:.0%} "
-            f"(median ±{statistics.median(widths[launch]):.1%})"
-            for label, launch, target in KINDS
-            if widths[launch]
-        ]  # fmt: skip
-        if parts:
-            lines.append(f"{name}: over the first {count} timings: {'; '.join(parts)}")
+        if parts := within_parts(widths):
+            lines.append(f"{name}: over the first {count} timings: {parts}")
     return lines
 
 

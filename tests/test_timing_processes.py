@@ -166,10 +166,9 @@ class Loaded:
         return self
 
 
-def test_loads_sample_an_offset_each_compile_carries_and_the_band_covers_it() -> None:
-    """Three loads whose compiled code carries planted offsets (0%, +6%, -5%: what a compile's placement makes):
-    ``run_cell`` reloads the model under test for each later load, calls it as the check did, and times it; the
-    band over the loads holds the offsets' spread where the first load's own interval does not."""
+def timed_in_loads(reload: Callable[[], Loaded], plan: TimingPlan) -> Any:
+    """``run_cell``'s result for a passed check of a ``Loaded(1.0)`` model timed by ``plan`` against an eager call of
+    200 us, each later load from ``reload``."""
     from pytest_inductor_templates.check.inputs import Inputs
     from pytest_inductor_templates.check.result import CheckResult
     from pytest_inductor_templates.engine.cell import CheckPolicy, Subject, Verdict, run_cell
@@ -178,6 +177,21 @@ def test_loads_sample_an_offset_each_compile_carries_and_the_band_covers_it() ->
     from pytest_inductor_templates.templates.registry import BUILTIN_TEMPLATES
     from pytest_inductor_templates.templates.selection import Selection
 
+    def eager() -> None:
+        spin(200e-6)
+
+    default = next(t for t in BUILTIN_TEMPLATES if t.name == "default")
+    subject = Subject(
+        lambda: eager, Loaded(1.0), [Inputs(())], Selection(template=default), CPU,  # type: ignore[arg-type]
+        check_call=lambda model, inputs: model(), timed_call=lambda model, inputs: model(), reload=reload,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return run_cell(subject, CheckPolicy(), plan, Verdict(CheckResult(Outcome.PASS, "")))
+
+
+def test_loads_sample_an_offset_each_compile_carries_and_the_band_covers_it() -> None:
+    """Three loads whose compiled code carries planted offsets (0%, +6%, -5%: what a compile's placement makes):
+    ``run_cell`` reloads the model under test for each later load, calls it as the check did, and times it; the
+    band over the loads holds the offsets' spread where the first load's own interval does not."""
     offsets = iter((1.06, 0.95))
     reloads: list[Loaded] = []
 
@@ -185,18 +199,8 @@ def test_loads_sample_an_offset_each_compile_carries_and_the_band_covers_it() ->
         reloads.append(Loaded(next(offsets)))
         return reloads[-1]
 
-    def eager() -> str:
-        spin(200e-6)
-        return "eager"
-
-    default = next(t for t in BUILTIN_TEMPLATES if t.name == "default")
-    subject = Subject(
-        lambda: eager, Loaded(1.0), [Inputs(())], Selection(template=default), CPU,  # type: ignore[arg-type]
-        check_call=lambda model, inputs: model(), timed_call=lambda model, inputs: model(), reload=reload,  # type: ignore[arg-type]
-    )  # fmt: skip
     plan = TimingPlan(RoundsPlan(time.perf_counter, 1e-3, 0.3, 5), precision=0.01, loads=3)
-    passed = Verdict(CheckResult(Outcome.PASS, ""))
-    timing = run_cell(subject, CheckPolicy(), plan, passed).timing
+    timing = timed_in_loads(reload, plan).timing
     assert timing is not None and len(reloads) == 2
     assert [(r.load, r.pid) for r in timing.repeats] == [(1, os.getpid()), (2, os.getpid())]
     first, *later = [t.speedup for t in timing.processes]
@@ -213,14 +217,7 @@ def test_later_loads_stop_once_their_compiles_took_the_loads_budget(
     """A model whose every load compiles in full (a frozen graph: Inductor's cache bypasses it) is timed in as many
     loads as fit the loads' compile budget, not all eight: here each load's compile takes 0.15 s against a budget
     of 0.25 s, so two later loads run; stderr says why the rest did not."""
-    from pytest_inductor_templates.check.inputs import Inputs
-    from pytest_inductor_templates.check.result import CheckResult
     from pytest_inductor_templates.engine import cell
-    from pytest_inductor_templates.engine.cell import CheckPolicy, Subject, Verdict, run_cell
-    from pytest_inductor_templates.machine import CPU
-    from pytest_inductor_templates.outcomes import Outcome
-    from pytest_inductor_templates.templates.registry import BUILTIN_TEMPLATES
-    from pytest_inductor_templates.templates.selection import Selection
 
     class Compiling(Loaded):
         def __call__(self) -> str:
@@ -235,13 +232,8 @@ def test_later_loads_stop_once_their_compiles_took_the_loads_budget(
         reloads.append(Compiling(1.0))
         return reloads[-1]
 
-    default = next(t for t in BUILTIN_TEMPLATES if t.name == "default")
-    subject = Subject(
-        lambda: lambda: spin(200e-6), Loaded(1.0), [Inputs(())], Selection(template=default), CPU,  # type: ignore[arg-type]
-        check_call=lambda model, inputs: model(), timed_call=lambda model, inputs: model(), reload=reload,  # type: ignore[arg-type]
-    )  # fmt: skip
     plan = TimingPlan(RoundsPlan(time.perf_counter, 1e-3, 0.1, 5), precision=0.5, loads=8)
-    timing = run_cell(subject, CheckPolicy(), plan, Verdict(CheckResult(Outcome.PASS, ""))).timing
+    timing = timed_in_loads(reload, plan).timing
     assert timing is not None and len(reloads) == 2 and [r.load for r in timing.repeats] == [1, 2]
     assert "3 of 8 loads timed: compiles took 0.3 s" in capsys.readouterr().err
 
@@ -251,13 +243,7 @@ def test_a_load_that_raises_ends_the_loads_and_keeps_the_timings_before_it(
 ) -> None:
     """A later load whose copy of the model raises (out of memory on a large model) ends the loads: the item keeps
     its check's verdict, its own timing and the loads before, and stderr says which load and why."""
-    from pytest_inductor_templates.check.inputs import Inputs
-    from pytest_inductor_templates.check.result import CheckResult
-    from pytest_inductor_templates.engine.cell import CheckPolicy, Subject, Verdict, run_cell
-    from pytest_inductor_templates.machine import CPU
     from pytest_inductor_templates.outcomes import Outcome
-    from pytest_inductor_templates.templates.registry import BUILTIN_TEMPLATES
-    from pytest_inductor_templates.templates.selection import Selection
 
     reloads: list[int] = []
 
@@ -267,13 +253,8 @@ def test_a_load_that_raises_ends_the_loads_and_keeps_the_timings_before_it(
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return Loaded(1.0)
 
-    default = next(t for t in BUILTIN_TEMPLATES if t.name == "default")
-    subject = Subject(
-        lambda: lambda: spin(200e-6), Loaded(1.0), [Inputs(())], Selection(template=default), CPU,  # type: ignore[arg-type]
-        check_call=lambda model, inputs: model(), timed_call=lambda model, inputs: model(), reload=reload,  # type: ignore[arg-type]
-    )  # fmt: skip
     plan = TimingPlan(RoundsPlan(time.perf_counter, 1e-3, 0.1, 5), precision=0.5, loads=8)
-    cell = run_cell(subject, CheckPolicy(), plan, Verdict(CheckResult(Outcome.PASS, "")))
+    cell = timed_in_loads(reload, plan)
     assert cell.verdict.result.outcome is Outcome.PASS and cell.timing is not None
     assert cell.timing.paired is not None and [r.load for r in cell.timing.repeats] == [1]
     assert "load 3 not timed: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB" in capsys.readouterr().err
