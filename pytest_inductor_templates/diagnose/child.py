@@ -148,7 +148,7 @@ def options_as_patches(backend: str) -> bool:
 
 @contextlib.contextmanager
 def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], Any]]:
-    """A helper process's side of the diagnosis (``bisect.helper_main``): the request, the one draw and eager's
+    """A helper process's side of the diagnosis (``helpers.helper_main``): the request, the one draw and eager's
     half loaded from the work folder; yields its check of a bisector question and its counts."""
     import torch
     from torch._inductor import config
