@@ -211,6 +211,8 @@ def test_thread_setting_holds_for_the_plugins_items_and_an_impossible_precision_
         "inductor-templates: timing: 1 intra-op thread(s); CPU items timed by the process's CPU time "
         "(time.process_time); speedups paired with eager, until their 95% interval is within ±0.0%"
     ) in run.stdout
+    defaults = "each compiled item timed in 8 loads on CUDA (the band from the spread between them), once on the CPU"
+    assert f"; {defaults}\n" in run.stdout  # the loads' and processes' defaults, named where the run starts
     assert "INSIDE 1" in run.stdout and re.search(r"OUTSIDE (\d+) BEFORE \1\b", run.stdout)
     data = json.loads((tmp_path / "run.json").read_text())
     assert data["machine_info"]["timing_threads"] == 1

@@ -106,7 +106,7 @@ def test_a_compiled_item_is_timed_in_loads_of_other_worker_processes_working_sid
     the sample once (a sample that logs its builds: the model under test; the check's eager models, paired timing's
     and the loads' are copies of it as built); the record has each timing's speedup, pid and load, process by
     process, the speedup is their geometric mean with the first timing's own interval beside it, and the terminal
-    says what the band is over."""
+    says what the band is over, from its start."""
     builds = tmp_path / "builds.log"
     write_fault_sample(
         tmp_path / "corpus" / "logged", fault_model(init=f"open({str(builds)!r}, 'a').write(f'{{os.getpid()}}\\n')")
@@ -134,6 +134,7 @@ def test_a_compiled_item_is_timed_in_loads_of_other_worker_processes_working_sid
     assert bench["first_process_low"] <= speedups[0] <= bench["first_process_high"]
     assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
     assert "timed in 3 processes of 2 loads (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout
+    assert "; each compiled item timed in 3 processes of 2 loads (the band from the spread between" in done.stdout
     holds: dict[int, list[tuple[float, float]]] = {}
     for line in (tmp_path / "locks.log").read_text().splitlines():
         pid, group, _, start, end = line.split()

@@ -12,6 +12,7 @@ from ..dashboard import summary_table
 from ..outcomes import SHORT_NAMES, Outcome
 from ..record import EAGER, ItemRecord, geomean
 from ..tables import memory_cell, plural, render, speedup_cell, times
+from ..timing.processes import timings_text
 from .book import RecordBook
 from .records import CHECK_ENDED, diagnosis_total, matrix_params
 
@@ -47,18 +48,11 @@ def processes_note(bench: list[ItemRecord]) -> list[str]:
     counts = sorted({(r.timing_processes or 1, r.timing_loads or 1) for r in repeated})
     if not counts:
         return []
-    many = " or ".join(_timings(processes, loads) for processes, loads in counts)
+    many = " or ".join(timings_text(processes, loads) for processes, loads in counts)
     return [
         f"timed {many} (--inductor-timing-loads, --inductor-timing-processes): the speedup is the geometric mean of "
         "the timings' medians, its band from the spread between them; `report` shows each timing's figure"
     ]
-
-
-def _timings(processes: int, loads: int) -> str:
-    """``in 8 loads``, ``in 3 processes``, ``in 2 processes of 4 loads``."""
-    if processes == 1:
-        return f"in {loads} loads"
-    return f"in {processes} processes" + (f" of {loads} loads" if loads > 1 else "")
 
 
 def sample_grids(records: list[ItemRecord]) -> dict[str, list[str]]:

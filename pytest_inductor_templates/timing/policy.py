@@ -11,6 +11,7 @@ from ..cpu_speed import Steadiness, probe
 from ..settings import Settings
 from .measure import CPU_MAX_SECONDS, CUDA_MAX_SECONDS, CUDA_MIN_SECONDS, LAUNCH_BOUND_PRECISION
 from .paired import DEFAULT_PRECISION
+from .processes import loads_for, processes_for, timings_text
 from .threads import default_threads, load_average, load_warning, usable_cpus
 
 
@@ -27,6 +28,8 @@ class TimingPolicy:
     min_seconds: float | None = None  # each compiled item's paired rounds span at least this long
     cpu_time: bool = False  # CPU items' default timer is time.process_time
     follow_cpu: bool = False  # CUDA items' paired rounds move to a CPU at full speed (``fast_cpu``)
+    processes: int | None = None  # --inductor-timing-processes (None: each device type's default)
+    loads: int | None = None  # --inductor-timing-loads (None: each device type's default)
 
     @classmethod
     def from_settings(cls, chosen: Settings, workers: int | None = None, timer_chosen: bool = False) -> TimingPolicy:
@@ -44,6 +47,8 @@ class TimingPolicy:
             chosen.timing_min_seconds,
             cpu_time,
             chosen.timing_follow_cpu,
+            chosen.timing_processes,
+            chosen.timing_loads,
         )
 
     @cached_property
@@ -77,6 +82,20 @@ class TimingPolicy:
             "on the CPU (the max time, if longer); their compiled blocks are the item's pytest-benchmark rounds"
         )
 
+    def _repeats(self) -> str:
+        """How often each compiled item is timed: ``each compiled item timed in 8 loads on CUDA (...), once on the
+        CPU``."""
+        cuda, cpu = (
+            timings_text(processes_for(self.processes, device), loads_for(self.loads, device))
+            for device in ("cuda", "cpu")
+        )
+        spread = " (the band from the spread between them)"
+        if cuda == cpu:
+            return f"each compiled item timed {cuda}" + (spread if cuda != "once" else "")
+        return f"each compiled item timed {cuda} on CUDA{spread if cuda != 'once' else ''}, {cpu} on the CPU" + (
+            spread if cpu != "once" else ""
+        )
+
     def header_lines(self, timed: bool = True) -> list[str]:
         """The timing policy's header lines; where ``timed``, after the CPU-speed probe, its verdict."""
         clock = "; CPU items timed by the process's CPU time (time.process_time)" if self.cpu_time else ""
@@ -87,7 +106,7 @@ class TimingPolicy:
         )
         lines = [
             f"inductor-templates: timing: {self.threads} intra-op thread(s){clock}; speedups paired with eager, "
-            f"until their 95% interval is within {self._target()}; {self._span()}"
+            f"until their 95% interval is within {self._target()}; {self._span()}; {self._repeats()}"
         ]
         if warning := load_warning(self.threads, self.load_at_start, usable_cpus(), self.cpu_time):
             lines.append(f"inductor-templates: warning: {warning}")
