@@ -136,12 +136,17 @@ def test_a_compiled_item_is_timed_in_loads_of_other_worker_processes_working_sid
     assert "timed in 3 processes of 2 loads (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout
     assert "; each compiled item timed in 3 processes of 2 loads (the band from the spread between" in done.stdout
     holds: dict[int, list[tuple[float, float]]] = {}
+    order: dict[int, list[tuple[float, str]]] = {}
     for line in (tmp_path / "locks.log").read_text().splitlines():
         pid, group, _, start, end = line.split()
+        order.setdefault(int(pid), []).append((float(start), group))
         if group == "work":
             holds.setdefault(int(pid), []).append((float(start), float(end)))
     first, second = (holds[pid][1:] for pid in pids[2::2])  # each repeater's first hold: its start (importing torch)
     assert any(a < d and c < b for a, b in first for c, d in second), holds  # the repeats worked at the same time
+    for pid in pids[2::2]:  # one work hold before each load's timing: the copy, its compile and the eager model
+        groups = "".join(group[0] for _, group in sorted(order[pid]) if group in ("work", "timing"))
+        assert "twt" in groups and "twwt" not in groups, (pid, groups)
 
 
 def spin(seconds: float) -> None:

@@ -153,19 +153,26 @@ def compile_for_timing(subject: Subject) -> Verdict:
     return Verdict(CheckResult(Outcome.PASS, "a timing repeat: compiled, not checked"))
 
 
-def time_subject(subject: Subject, plan: TimingPlan, paired: bool) -> Timing:
-    """Time the model under test (compiled by the check: its steady state, without per-call scaffolding); with
-    ``paired``, in pairs with a fresh eager model called as the compiled one is."""
+def time_subject(subject: Subject, plan: TimingPlan, eager: Any | None) -> Timing:
+    """Time the model under test (compiled by the check: its steady state, without per-call scaffolding); in pairs
+    with ``eager`` where given (a fresh eager model, made within the caller's work), called as the compiled one is."""
     phases.enter(phases.TIMING)
     inputs, steady = subject.inputs[0], subject.model.steady()
     eager_run = None
-    if paired:
-        with host_lock.work():
-            eager = subject.make_eager()
+    if eager is not None:
         eager_call = no_grad_call(eager) if subject.selection.inference_only else eager
         eager_run = lambda: subject.timed_call(eager_call, inputs)  # noqa: E731
     run = lambda: subject.timed_call(steady, inputs)  # noqa: E731
     return measure(run, eager_run, subject.device.type == "cuda", plan)
+
+
+def eager_to_pair(subject: Subject, verdict: Verdict) -> Any | None:
+    """A fresh eager model for a compiled subject's paired timing, where its check passed (None otherwise): made by
+    the caller within the work that compiled or checked it, so that each timing waits for one work hold of its
+    process, not one more for the eager model (each hold's start waits for every timing asked meanwhile)."""
+    if not subject.selection.compiles or verdict.result.outcome is not Outcome.PASS:
+        return None
+    return subject.make_eager()
 
 
 def time_loads(subject: Subject, plan: TimingPlan) -> tuple[Repeat, ...]:
@@ -199,13 +206,14 @@ def _one_load(subject: Subject, plan: TimingPlan, load: int) -> tuple[Repeat | N
     assert subject.reload is not None
     compiled = None
     try:
-        with host_lock.work():
+        with host_lock.work():  # one hold: the copy, its compile and the eager model to pair it with
             compiled = subject.reload()
-        loaded = replace(subject, model=compiled)
-        verdict = compile_for_timing(loaded)
-        if verdict.result.outcome is not Outcome.PASS:
-            return None, compiled.stats.compile_seconds, verdict.result.reason
-        paired = time_subject(loaded, plan, paired=True).paired
+            loaded = replace(subject, model=compiled)
+            verdict = compile_for_timing(loaded)
+            if verdict.result.outcome is not Outcome.PASS:
+                return None, compiled.stats.compile_seconds, verdict.result.reason
+            eager = loaded.make_eager()
+        paired = time_subject(loaded, plan, eager).paired
         assert paired is not None  # a paired plan with rounds
         return Repeat(paired, os.getpid(), load), compiled.stats.compile_seconds, None
     except Exception as error:  # a copy, a compile or a timing that failed (out of memory): the loads end here
@@ -243,20 +251,27 @@ def run_cell(
     cache a repeat compiles its own code, and so checks it. All of it in the policy's TF32 mode; the check is work
     and the timing a timing, kept apart from the other processes of the session (``host_lock``)."""
     with device_scope(subject.device), tf32_scope(policy.tf32):
+        eager = None  # the paired timing's eager model, made in the work before it (one hold, one wait)
         if repeat and not policy.fresh_cache:
-            verdict = compile_for_timing(subject)
+            with host_lock.work():
+                verdict = compile_for_timing(subject)
+                eager = eager_to_pair(subject, verdict) if plan is not None else None
         elif verdict is None:
             with host_lock.work():
                 verdict = check(subject, policy)
+                eager = eager_to_pair(subject, verdict) if plan is not None else None
             if subject.selection.compiles and not policy.fresh_cache:  # a fresh cache serves nothing stale
                 verdict.compile_cache = subject.model.stats.cache_state
+        elif plan is not None:
+            with host_lock.work():
+                eager = eager_to_pair(subject, verdict)
         stats = subject.model.stats if subject.selection.compiles else None
         timing: Timing | None = None
         peak: PeakMemory | None = None
         if plan is not None and verdict.result.outcome not in NOT_TIMED:
-            paired = subject.selection.compiles and verdict.result.outcome is Outcome.PASS
-            timing = time_subject(subject, plan, paired)
-            if timing.paired is not None and not repeat:  # the fresh eager model of the paired rounds is gone by now
+            timing = time_subject(subject, plan, eager)
+            eager = None  # freed: the peaks below see the compiled model's memory alone
+            if timing.paired is not None and not repeat:
                 peak = peak_of(subject)
             if timing.paired is not None and plan.loads > 1 and subject.reload is not None:
                 timing.repeats = time_loads(subject, plan)
