@@ -169,6 +169,8 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
         assert cell.footprint is not None  # a triple built in a worker has its footprint
         record.process_pids = [cell.footprint.pid, *(repeat.pid for repeat in timing.repeats)]
         record.process_loads = loads
+        record.process_eager_ms = [round(p.eager_median * 1e3, 5) for p in processes]
+        record.process_compiled_ms = [round(p.compiled_median * 1e3, 5) for p in processes]
         record.first_process_low, record.first_process_high = first.speedup.low, first.speedup.high
         record.slow_cpu_processes = timing.slow_cpu_processes
     record.eager_device_time_ms = timing.eager_device_time_ms
