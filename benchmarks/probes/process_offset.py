@@ -13,7 +13,10 @@ sd of their logs). Where ``fixed`` spreads much less than ``random``, the offset
 ``no-aslr`` does, it is the address layout's. With RELOADS, each process also compiles the sample again that many
 times and times each load, and the spread is split into the loads' inside a process and the process's own: where the
 process's own part is near zero, a timing repeated in the same process after a fresh compile (no new process, no
-new build) samples what a repeat in another process would.
+new build) samples what a repeat in another process would. A reload is a Dynamo reset and the sample built again;
+with ``OFFSET_RELOAD=reset-clear``, also Inductor's in-memory caches cleared, as the plugin's loads do
+(``--inductor-timing-loads``): on an H100 three samples' first timing differed from their loads' by 20-50%, in every
+process, and the per-load eager and compiled medians printed say which side moved.
 
 Usage (GPU): OUT=/tmp/offset python benchmarks/probes/process_offset.py CORPUS SAMPLE [SAMPLE ...]
     (--device cpu for a dry run of the script on a small sample)
@@ -35,6 +38,7 @@ from typing import Any
 PROCESSES = int(os.environ.get("OFFSET_PROCESSES", "4"))  # per variant
 SECONDS = float(os.environ.get("OFFSET_SECONDS", "1.0"))
 RELOADS = int(os.environ.get("OFFSET_RELOADS", "0"))  # compiles again in the same process, each timed
+RELOAD = os.environ.get("OFFSET_RELOAD", "reset")  # a reload's reset: "reset" (Dynamo's), "reset-clear" (+ Inductor's)
 # PYTHONHASHSEED, and the command's prefix
 VARIANTS: dict[str, tuple[str | None, list[str]]] = {
     "random": (None, []),
@@ -70,9 +74,13 @@ def one_process(corpus: Path, relative: str, device_name: str) -> dict[str, Any]
     warm_up(eager, synchronize)
     timer = block_timer(cuda_synchronized_perf_counter if cuda else time.perf_counter, cuda)
     plan = PairedPlan(block_seconds=0.005, min_rounds=10, max_seconds=SECONDS, target=0.0, min_seconds=SECONDS)
+    from pytest_inductor_templates.compile import cache
+
     loads = []
-    for _ in range(1 + RELOADS):
+    for load in range(1 + RELOADS):
         torch._dynamo.reset()
+        if load and RELOAD == "reset-clear":
+            cache.clear_in_memory()
         compiled = functools.partial(call_without_grad, torch.compile(sample.make_model(device)), inputs)
         warm_up(compiled, synchronize)
         clocks = gpu_clocks() if cuda else ""
@@ -149,7 +157,9 @@ def main() -> int:
                 for run in mine:
                     if len(run["loads"]) > 1:
                         print("    loads in one process: " + " ".join(
-                            f"{load['speedup']:.3f} ({load['compiled_ms']:.3f} ms, host {load['compiled_host_share']}, "
+                            f"{load['speedup']:.3f} (eager {load['eager_ms']:.3f} ms, "
+                            f"compiled {load['compiled_ms']:.3f} ms, "
+                            f"host {load['compiled_host_share']}, "
                             f"{load['clocks']})" for load in run["loads"]), flush=True)  # fmt: skip
     for variant in chosen:
         spreads = [spread([r["speedup"] for r in runs if r["variant"] == variant]) for runs in kept.values()]
