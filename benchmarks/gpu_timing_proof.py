@@ -162,9 +162,10 @@ def without_slow(record: ItemRecord) -> Interval | None:
     speedups, probes, mark = record.process_speedups, record.process_probe_ms, record.full_speed_mark_ms
     if not speedups or len(speedups) < 2:
         return None
-    fast = [s for s, p in zip(speedups, probes or [], strict=False) if mark and p <= SLOW * mark]
-    counted = fast if 2 * len(fast) >= len(speedups) and len(fast) >= 2 else speedups
-    return across_processes([Interval(s, s, s) for s in counted])
+    pids = record.process_pids or list(range(len(speedups)))
+    fast = [(s, pid) for s, p, pid in zip(speedups, probes or [], pids, strict=False) if mark and p <= SLOW * mark]
+    counted = fast if 2 * len(fast) >= len(speedups) and len(fast) >= 2 else list(zip(speedups, pids, strict=True))
+    return across_processes([Interval(s, s, s) for s, _ in counted], [pid for _, pid in counted])
 
 
 def within_parts(widths: dict[bool, list[float]]) -> str:
@@ -209,15 +210,17 @@ def process_lines(name: str, run: Run) -> list[str]:
 
 
 def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5, 8)) -> list[str]:
-    """What K timings give: each entry's band over its first K timings' speedups (Student's t over their logs, as
-    the plugin's band over several timings), for each K, against the stable targets."""
+    """What K timings give: each entry's band over its first K timings' speedups (as the plugin's band over several
+    timings: Student's t over the processes' means, or over one process's loads), for each K, against the stable
+    targets."""
     entries = [r for r in compiled_bench(run).values() if r.process_speedups]
     lines = []
     for count in counts:
         widths: dict[bool, list[float]] = {False: [], True: []}
         for record in entries:
             if len(record.process_speedups) >= count:
-                band = across_processes([Interval(s, s, s) for s in record.process_speedups[:count]])
+                pids = (record.process_pids or list(range(len(record.process_speedups))))[:count]
+                band = across_processes([Interval(s, s, s) for s in record.process_speedups[:count]], pids)
                 widths[bool(record.launch_bound)].append(band.half_width)
         if parts := within_parts(widths):
             lines.append(f"{name}: over the first {count} timings: {parts}")

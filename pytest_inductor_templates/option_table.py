@@ -25,10 +25,10 @@ DIAGNOSE_BUDGET = 300.0  # --inductor-diagnose-budget's default, seconds
 CPU_PROBE_SECONDS = 1.0  # --inductor-cpu-probe's default
 DIAGNOSE_MAX = 20  # --inductor-diagnose-max's default
 DIAGNOSE_PROCESSES = 2  # --inductor-diagnose-processes' default
-CUDA_PROCESSES = 1  # --inductor-timing-processes' default on CUDA: the item's own (its loads sample the offsets)
+CUDA_PROCESSES = 4  # --inductor-timing-processes' default on CUDA: a process's loads share its offset
 CPU_PROCESSES = 1  # ... on the CPU (its rounds already meet the host's speeds within one process)
-CUDA_LOADS = 8  # --inductor-timing-loads' default on CUDA: the item's compiled model and seven loads more
-CPU_LOADS = 1  # ... on the CPU
+CUDA_TIMINGS = 8  # on CUDA --inductor-timing-loads' default is this over the processes timing an item (2 of 4)
+CPU_LOADS = 1  # --inductor-timing-loads' default on the CPU
 LOADS_COMPILE_SECONDS = 30.0  # a compiled item's later loads start only while their compiles took less than this
 REPRO_DIR = "inductor-repros"  # --inductor-repro-dir's default, under the invocation directory
 
@@ -252,8 +252,9 @@ OPTIONS = (
         "inductor_timing_processes",
         "a compiled sample item's paired timing runs in N worker processes: its own, then repeats of the same "
         "compiled code (from the compile cache) in others, each timing its share of the item's span, and its "
-        f"speedup's band comes from the spread between them (default: {CUDA_PROCESSES} on CUDA, {CPU_PROCESSES} on "
-        "the CPU; always 1 with --inductor-isolation=none, where only --inductor-timing-loads repeats a timing)",
+        f"speedup's band comes from the spread between their means (default: {CUDA_PROCESSES} on CUDA, "
+        f"{CPU_PROCESSES} on the CPU; always 1 with --inductor-isolation=none, where only --inductor-timing-loads "
+        "repeats a timing)",
         "N",
     ),
     Option(
@@ -261,8 +262,9 @@ OPTIONS = (
         "each process times a compiled sample item in N loads: the model as the check compiled it, then N-1 times "
         "compiled again from the compile cache (Dynamo reset, a fresh copy of the model), each load timing its share "
         f"of the item's span, a later load only while the loads' compiles took under {LOADS_COMPILE_SECONDS:g} s; the "
-        "speedup's band comes from the spread between all the loads of all the processes (default: "
-        f"{CUDA_LOADS} on CUDA, {CPU_LOADS} on the CPU)",
+        "speedup's band comes from the spread between the processes' means, or in one process between its loads "
+        f"(default: on CUDA {CUDA_TIMINGS} timings in all, {CUDA_TIMINGS // CUDA_PROCESSES} in each of "
+        f"{CUDA_PROCESSES} processes or {CUDA_TIMINGS} in one; {CPU_LOADS} on the CPU)",
         "N",
     ),
     Option(

@@ -21,8 +21,8 @@ from .outcomes import FAILURES, Outcome
 # check_rule, pid/rss_mib/cuda_mib; 4: a compiled item's rounds are its paired compiled blocks, with its speedup's
 # target, launch shares and timing seconds; 5: speedups over several processes (timing_processes, process_speedups,
 # process_pids, first_process_*; later slow_cpu_processes, process_probe_ms, full_speed_mark_ms, diagnosis_deferred,
-# cpu_moves, timing_loads, process_loads, process_eager_ms, process_compiled_ms; process_counted, written while slow processes were left out of the band, is
-# ignored). Format 3 and 4 files still read. Readers refuse others.
+# cpu_moves, timing_loads, process_loads, process_eager_ms, process_compiled_ms; process_counted, written while slow
+# processes were left out of the band, is ignored). Format 3 and 4 files still read. Readers refuse others.
 FORMAT = 5
 READS = (3, 4, 5)
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON

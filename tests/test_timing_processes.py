@@ -11,7 +11,7 @@ import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from graphnet_tree import fault_model, write_fault_sample
@@ -19,9 +19,9 @@ from inner_runs import run_pytest_warm
 
 from conftest import FAST, QUIET
 from pytest_inductor_templates.record import ItemRecord
-from pytest_inductor_templates.timing.measure import TimingPlan
+from pytest_inductor_templates.timing.measure import Timing, TimingPlan
 from pytest_inductor_templates.timing.paired import Interval, PairedPlan, time_paired
-from pytest_inductor_templates.timing.processes import across_processes, loads_for, processes_for
+from pytest_inductor_templates.timing.processes import Repeat, across_processes, loads_for, processes_for
 from pytest_inductor_templates.timing.rounds import RoundsPlan
 
 EAGER_SECONDS, SPEEDUP = 1e-3, 1.25
@@ -61,6 +61,31 @@ def test_the_band_covers_a_repeat_that_one_process_interval_does_not() -> None:
     assert across_processes(processes[:1]) == first  # one process: its own interval
 
 
+def test_loads_share_their_process_s_offset_so_the_band_over_processes_is_over_their_means() -> None:
+    """Three processes (offsets 0%, +4%, -3%) of three loads each, the loads of a process agreeing (their rounds'
+    noise alone): t over the nine timings as if each were a process of its own is narrow and misses a repeat whose
+    process met the -3% offset; the band over the processes' means (t with 2 degrees of freedom) holds it, centred
+    on the geometric mean of those means. A Timing numbers its timings' processes from its loads (each process's
+    load 0 starts it)."""
+    offsets = (1.0, 1.04, 0.97)
+    timings = [one_process(offset, seed=10 * p + load) for p, offset in enumerate(offsets) for load in range(3)]
+    processes = [p for p in range(3) for _ in range(3)]
+    as_if_apart, band = across_processes(timings), across_processes(timings, processes)
+    repeat = one_process(0.97, seed=99)
+    assert not as_if_apart.low <= repeat.median <= as_if_apart.high, (as_if_apart, repeat)
+    assert band.low <= repeat.median <= band.high, (band, repeat)
+    means = [statistics.fmean(math.log(t.median) for t in timings[3 * p : 3 * p + 3]) for p in range(3)]
+    assert math.isclose(math.log(band.median), statistics.fmean(means))
+    assert math.isclose(math.log(band.high / band.median), 4.303 * statistics.stdev(means) / math.sqrt(3), rel_tol=1e-3)
+    assert across_processes(timings[:3], [0, 0, 0]) == across_processes(timings[:3])  # one process: its loads
+
+    def repeated(load: int) -> Repeat:
+        return Repeat(cast(Any, None), pid=1, load=load)
+
+    timing = Timing(repeats=tuple(repeated(load) for load in (1, 2, 0, 1, 2, 0)))
+    assert timing.process_of == [0, 0, 0, 1, 1, 1, 2]
+
+
 def test_processes_that_agree_give_a_band_as_narrow_as_their_spread_whatever_their_own_widths() -> None:
     """Eight processes whose medians agree within 1% but whose own intervals (few rounds each) are ±20% wide: the
     band is Student's t over the medians alone. Each median already carries its rounds' noise, so the processes' own
@@ -74,9 +99,12 @@ def test_processes_that_agree_give_a_band_as_narrow_as_their_spread_whatever_the
     assert band.half_width < 0.01
 
 
-def test_the_default_is_eight_loads_in_one_process_on_cuda_and_one_on_the_cpu() -> None:
-    assert (processes_for(None, "cuda"), processes_for(None, "cpu"), processes_for(3, "cpu")) == (1, 1, 3)
-    assert (loads_for(None, "cuda"), loads_for(None, "cpu"), loads_for(3, "cpu")) == (8, 1, 3)
+def test_the_default_is_two_loads_in_each_of_four_processes_on_cuda_and_one_timing_on_the_cpu() -> None:
+    """On CUDA eight timings: two loads in each of four processes; where fewer processes time the item (none to
+    repeat in, unisolated), the eight are loads of those."""
+    assert (processes_for(None, "cuda"), processes_for(None, "cpu"), processes_for(3, "cpu")) == (4, 1, 3)
+    assert (loads_for(None, "cuda"), loads_for(None, "cpu"), loads_for(3, "cpu")) == (2, 1, 3)
+    assert (loads_for(None, "cuda", 1), loads_for(None, "cuda", 3), loads_for(5, "cuda", 1)) == (8, 2, 5)
 
 
 def test_processes_share_the_item_s_spans_and_each_aims_wider() -> None:
@@ -134,7 +162,7 @@ def test_a_compiled_item_is_timed_in_loads_of_other_worker_processes_working_sid
     assert bench["first_process_low"] <= speedups[0] <= bench["first_process_high"]
     eager, compiled = bench["process_eager_ms"], bench["process_compiled_ms"]  # which side each timing's offset is on
     assert len(eager) == len(compiled) == 6 and math.isclose(eager[0], bench["eager_median"] * 1e3, rel_tol=1e-3)
-    assert all(0.3 < e / c / s < 3 for e, c, s in zip(eager, compiled, speedups)), (eager, compiled, speedups)
+    assert all(0.3 < e / c / s < 3 for e, c, s in zip(eager, compiled, speedups, strict=True)), (eager, speedups)
     assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
     assert "timed in 3 processes of 2 loads (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout
     assert "; each compiled item timed in 3 processes of 2 loads (the band from the spread between" in done.stdout

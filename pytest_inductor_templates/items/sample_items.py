@@ -119,7 +119,7 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
     device_type = triple.case.device.type
     wanted = processes_for(state.options.timing_processes, device_type)
     processes = min(wanted, 1 + triple.repeat_processes)  # the paired timing's spans are shared among them
-    loads = loads_for(state.options.timing_loads, device_type)
+    loads = loads_for(state.options.timing_loads, device_type, processes)
     plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case), processes, loads)
     limit = item_limit(item, session.timeout)
     cell = triple.result(plan, limit)

@@ -120,7 +120,16 @@ class Timing:
     def speedup(self) -> Interval | None:
         """The speedup and its 95% band over the timings (one: that timing's interval); None unpaired."""
         processes = self.processes
-        return across_processes([timing.speedup for timing in processes]) if processes else None
+        return across_processes([timing.speedup for timing in processes], self.process_of) if processes else None
+
+    @property
+    def process_of(self) -> list[int]:
+        """The process each of ``processes`` ran in, numbered from 0 (this one): each process's loads follow its
+        first (load 0)."""
+        numbers = [0]
+        for repeat in self.repeats:
+            numbers.append(numbers[-1] + (repeat.load == 0))
+        return numbers
 
     @property
     def slow_cpu_processes(self) -> int:

@@ -28,7 +28,7 @@ class TimingPolicy:
     min_seconds: float | None = None  # each compiled item's paired rounds span at least this long
     cpu_time: bool = False  # CPU items' default timer is time.process_time
     follow_cpu: bool = False  # CUDA items' paired rounds move to a CPU at full speed (``fast_cpu``)
-    processes: int | None = None  # --inductor-timing-processes (None: each device type's default)
+    processes: int | None = None  # --inductor-timing-processes (None: each device type's default; 1 unisolated)
     loads: int | None = None  # --inductor-timing-loads (None: each device type's default)
 
     @classmethod
@@ -47,7 +47,7 @@ class TimingPolicy:
             chosen.timing_min_seconds,
             cpu_time,
             chosen.timing_follow_cpu,
-            chosen.timing_processes,
+            chosen.timing_processes if chosen.isolated else 1,  # no other process to repeat a timing in
             chosen.timing_loads,
         )
 
@@ -86,7 +86,10 @@ class TimingPolicy:
         """How often each compiled item is timed: ``each compiled item timed in 8 loads on CUDA (...), once on the
         CPU``."""
         cuda, cpu = (
-            timings_text(processes_for(self.processes, device), loads_for(self.loads, device))
+            timings_text(
+                processes_for(self.processes, device),
+                loads_for(self.loads, device, processes_for(self.processes, device)),
+            )
             for device in ("cuda", "cpu")
         )
         spread = " (the band from the spread between them)"

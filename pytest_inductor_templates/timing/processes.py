@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..option_table import CPU_LOADS, CPU_PROCESSES, CUDA_LOADS, CUDA_PROCESSES
+from ..option_table import CPU_LOADS, CPU_PROCESSES, CUDA_PROCESSES, CUDA_TIMINGS
 from .paired import T_975, Interval, PairedTiming
 
 
@@ -40,14 +40,16 @@ class Repeat:
 
 def processes_for(chosen: int | None, device_type: str) -> int:
     """Processes a compiled item's paired timing runs in: ``chosen`` (``--inductor-timing-processes``), else the
-    default of the device type (1 on CUDA and on the CPU)."""
+    default of the device type (4 on CUDA, 1 on the CPU)."""
     return _per_device(chosen, device_type, CUDA_PROCESSES, CPU_PROCESSES)
 
 
-def loads_for(chosen: int | None, device_type: str) -> int:
-    """Loads each process times a compiled item in: ``chosen`` (``--inductor-timing-loads``), else the default of the
-    device type (8 on CUDA, 1 on the CPU)."""
-    return _per_device(chosen, device_type, CUDA_LOADS, CPU_LOADS)
+def loads_for(chosen: int | None, device_type: str, processes: int | None = None) -> int:
+    """Loads each of ``processes`` (the processes timing the item; None: the device type's default) times a compiled
+    item in: ``chosen`` (``--inductor-timing-loads``), else on CUDA eight timings shared among the processes (2 in
+    each of 4; 8 in one, as with ``--inductor-isolation=none``), on the CPU 1."""
+    count = processes if processes is not None else processes_for(None, device_type)
+    return _per_device(chosen, device_type, max(1, CUDA_TIMINGS // count), CPU_LOADS)
 
 
 def timings_text(processes: int, loads: int) -> str:
@@ -69,15 +71,23 @@ def judged_together(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
     return [timing.judged_against(reference) for timing in timings]
 
 
-def across_processes(intervals: Sequence[Interval]) -> Interval:
-    """The speedup over the processes whose paired timings gave ``intervals`` (each a median and its 95% interval):
-    their geometric mean, with a 95% band of Student's t over the processes' log medians (the spread between
-    processes); with one process, that process's interval."""
+def across_processes(intervals: Sequence[Interval], processes: Sequence[int] | None = None) -> Interval:
+    """The speedup over the timings that gave ``intervals`` (each a median and its 95% interval), ``processes``
+    naming the process each ran in (None: each its own): the geometric mean of the processes' geometric means, with
+    a 95% band of Student's t over those means. Loads of one process share its offset, which their spread does not
+    show (on an H100 two processes' four loads each differed by a median of 1.3%, as much as a repeat of the run
+    moved, while each process's loads agreed within it): so over several processes the band comes from the spread
+    between them; in one process, from the spread between its loads; with one timing, its own interval."""
     if not intervals:
         raise ValueError("no intervals")
     if len(intervals) == 1:
         return intervals[0]
-    logs = [math.log(i.median) for i in intervals]
+    by_process: dict[int, list[float]] = {}
+    for key, interval in zip(processes if processes is not None else range(len(intervals)), intervals, strict=True):
+        by_process.setdefault(key, []).append(math.log(interval.median))
+    logs = [statistics.fmean(loads) for loads in by_process.values()]
+    if len(logs) == 1:  # one process: its loads
+        logs = next(iter(by_process.values()))
     centre = statistics.fmean(logs)
     count = len(logs)
     between = T_975[min(count - 2, len(T_975) - 1)] * statistics.stdev(logs) / math.sqrt(count)
