@@ -77,7 +77,9 @@ checks = [r for r in read_log(work / "steps.jsonl") if r["step"] == "bisect_chec
 pids = sorted({{r["pid"] for r in checks if r.get("pid")}})
 asked = [[r["backend"], r["subsystem"], r["run_state"], r.get("low"), r.get("high")] for r in checks]
 ended = [r for r in read_log(work / "steps.jsonl") if r["step"] == "helper" and r.get("error")]
-print("RESULT " + json.dumps({{"stage": found.describe(), "pids": pids, "asked": asked, "ended": ended}}))
+implied = [[r.get("low"), r.get("high"), r["implied_by"], r.get("pid")] for r in checks if r.get("implied_by")]
+print("RESULT " + json.dumps({{"stage": found.describe(), "pids": pids, "asked": asked, "ended": ended,
+                              "implied": implied}}))
 """
 
 
@@ -177,6 +179,8 @@ DIE = f"(sys.stderr.write({PLANTED_REASON!r} + '\\n'), sys.stderr.flush(), __imp
 DYING_HELPER = HELPER.replace("serve(fails,", f"serve(lambda question: {DIE},")
 RAISE = "exec('raise RuntimeError(\"planted: this helper cannot check\")')"
 RAISING_HELPER = HELPER.replace("serve(fails,", f"serve(lambda question: {RAISE},")
+SLOW = "(__import__('time').sleep(120) if question.low == 20 and question.high == 39 else None, fails(question))[1]"
+SLOW_HELPER = HELPER.replace("serve(fails,", f"serve(lambda question: {SLOW},")  # one bisection step takes 2 minutes
 
 
 def bisect(tmp_path: Path, helpers: int, helper: str = HELPER) -> dict:
@@ -210,6 +214,17 @@ def test_checks_in_helper_processes_choose_the_serial_orders_answer(tmp_path: Pa
     steps = [q for q in serial["asked"] if q[2] == "bisect"]
     assert steps and all(isinstance(q[3], int) and isinstance(q[4], int) for q in steps), serial["asked"]
     assert serial["pids"] == [] and len(parallel["pids"]) == helpers, parallel  # every helper answered some
+
+
+def test_a_slow_bisection_step_is_settled_by_an_answer_beyond_it(tmp_path: Path, serial: dict) -> None:
+    """A helper whose check of one bisection step (the range 20-39, whose midpoint 29 fails) takes two minutes, as
+    one range's code generation did on opus-mt: with three helpers the asker does not wait for it. A later step's
+    answer (a failing midpoint at or below 29) settles it, as torch's binary search assumes answers are monotone;
+    the stage and the questions asked are the serial run's, and the log says which step settled it."""
+    found = bisect(tmp_path, 3, SLOW_HELPER)
+    assert found["stage"] == serial["stage"] and found["asked"] == serial["asked"], found
+    ((low, high, by, pid),) = found["implied"]
+    assert (low, high, pid) == (20, 39, None) and by != [20, 39] and (by[0] + by[1]) // 2 <= 29, found["implied"]
 
 
 @pytest.mark.parametrize("helper", [DYING_HELPER, RAISING_HELPER], ids=["dies", "raises"])

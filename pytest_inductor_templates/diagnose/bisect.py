@@ -101,6 +101,31 @@ class Answers:
         answer = helpers.get(switch)
         return answer is not None and not answer.get("error") and answer.get("failing") is not False
 
+    def _implied(self, question: Question) -> dict[str, Any] | None:
+        """The answer to a bisection step that an answered step of the same subsystem implies, or None. A step asks
+        whether the fault still shows with the applications up to its midpoint enabled, so the answer is monotone
+        in the midpoint (torch's binary search assumes it): one that fails implies that every larger midpoint
+        fails, one that passes that every smaller one passes. So a step whose check is slow (on opus-mt, one
+        range's code generation took 103 s where the others' took 2 s) is settled as soon as a helper answers a
+        step beyond it. The last steps (ranges of two or fewer) are checked: their compile names the application."""
+        if question.run_state != "bisect" or question.low is None or question.high is None:
+            return None
+        if question.high - question.low < 2:
+            return None
+        midpoint = (question.low + question.high) // 2
+        helpers = self.helpers.answers if self.helpers is not None else {}
+        answered = [(q, failing) for q, failing in self.known.items()]
+        answered += [(q, a.get("failing")) for q, a in helpers.items() if not a.get("error")]
+        for other, failing in answered:
+            if (other.backend, other.subsystem, other.run_state) != (question.backend, question.subsystem, "bisect"):
+                continue
+            if other.low is None or other.high is None or failing is None:
+                continue
+            beyond = (other.low + other.high) // 2
+            if (failing and beyond <= midpoint) or (not failing and beyond >= midpoint):
+                return {"failing": failing, "implied_by": [other.low, other.high]}
+        return None
+
     def __call__(self) -> bool | None:
         question = Question.now()
         if question not in self.known:
@@ -120,7 +145,7 @@ class Answers:
         answer = None
         if self.helpers is not None:
             self.helpers.offer(question.questions_ahead(len(self.helpers.processes), self._settled))
-            answer = self.helpers.take(question)
+            answer = self.helpers.take(question, lambda: self._implied(question))
         if answer is not None and answer.get("error") is not None:  # the helper's check could not run there:
             self.log.write("helper", pid=answer.get("pid"), error=answer["error"], question=asdict(question))
             answer = None  # asked here, where the serial order would have asked it
@@ -130,7 +155,9 @@ class Answers:
             CompilerBisector.update_bisect_range(question.backend, question.subsystem, *answer["range"])
         if answer.get("debug_info"):  # the last bisection steps: what each application was
             remember_applications(question.backend, question.subsystem, answer["debug_info"])  # type: ignore[arg-type]
-        fields = {k: answer.get(k) for k in ("seconds", "pid", *PARTS, "kernels") if answer.get(k) is not None}
+        fields = {
+            k: answer.get(k) for k in ("seconds", "pid", *PARTS, "kernels", "implied_by") if answer.get(k) is not None
+        }
         self.log.write("bisect_check", **where, failing=answer.get("failing"), **fields)
         return answer.get("failing")
 

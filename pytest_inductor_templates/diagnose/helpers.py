@@ -92,15 +92,23 @@ class Helpers:
             self.queue = [q for q in dict.fromkeys(questions) if q not in done]
             self._dispatch()
 
-    def take(self, question: Question) -> dict[str, Any] | None:
-        """The helpers' answer to ``question``, waited for when one of them is on it; None when none is (then
-        it is dropped from their queue: the asking process answers it)."""
+    def take(
+        self, question: Question, implied: Callable[[], dict[str, Any] | None] = lambda: None
+    ) -> dict[str, Any] | None:
+        """The helpers' answer to ``question``, waited for when one of them is on it, or what ``implied`` makes of
+        the answers in (before or while waiting: a helper on it goes on, its answer kept); None when neither is
+        (then it is dropped from their queue: the asking process answers it)."""
         self._read(0.0)
         with self._lock:
             if question in self.queue:
                 self.queue.remove(question)
-        while question not in self.answers and any(q == question for _, q in self.running.values()):
-            self._read(5.0)
+        while question not in self.answers:
+            if (settled := implied()) is not None:
+                self._count()
+                return settled
+            if not any(q == question for _, q in self.running.values()):
+                break
+            self._read(5.0)  # returns as soon as any helper answers
         self._count()
         return self.answers.get(question)
 
