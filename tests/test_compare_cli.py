@@ -454,6 +454,23 @@ def test_runs_in_different_tf32_modes_are_kept_apart(runs, tmp_path: Path) -> No
     assert same.returncode == 0 and "TF32" not in same.stdout.replace(", TF32 off)", ")")
 
 
+def test_runs_timed_in_different_processes_and_loads_say_so(runs, tmp_path: Path) -> None:
+    """Entries timed once in base and in four processes of two loads in new (their bands made differently): the
+    comparison says how many were timed which way; a run against itself says nothing of it."""
+    data = json.loads(runs["base"].read_text())
+    for record in data["inductor_templates"]["items"]:
+        if record["template"] != "eager" and record.get("speedup") is not None:
+            record.update(timing_processes=4, timing_loads=2)
+    (tmp_path / "spread.json").write_text(json.dumps(data))
+    result = cli("compare", str(runs["base"]), str(tmp_path / "spread.json"), *GATE)
+    assert re.search(
+        r"note: compiled entries timed differently \(\d+ timed once in base, in 4 processes of 2 loads in new; "
+        r"--inductor-timing-processes, --inductor-timing-loads\): their bands are made differently",
+        result.stdout,
+    ), result.stdout
+    assert "timed differently" not in cli("compare", str(runs["base"]), str(runs["base"]), *GATE).stdout
+
+
 def test_help_names_every_command() -> None:
     result = cli("--help")
     assert result.returncode == 0 and "Compare, merge, report and plot" in result.stdout

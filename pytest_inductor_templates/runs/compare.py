@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ..outcomes import FAILURES, Outcome
 from ..record import EAGER, ItemRecord, geomean
 from ..tables import times
+from ..timing.processes import timings_text
 from . import compile_changes
 from .compile_changes import CompileComparison
 from .files import Cell, Key, Run
@@ -240,6 +241,18 @@ class RunComparison:
         """The rows whose sample passed its weights differently in the two runs: their speedups are not compared."""
         return [r for t in self.templates for r in t.rows if r.weights_differ]
 
+    @property
+    def timed_differently(self) -> Counter[tuple[str, str]]:
+        """How the compared rows whose runs timed them differently were timed (``in 8 loads``, ``in 4 processes of
+        2 loads``: base, new), counted: their bands are made differently (over one process's loads, or over
+        processes' means), so a change inside one band may not be inside the other."""
+        return Counter(
+            (timed_as(row.base), timed_as(row.new))
+            for template in self.templates
+            for row in template.compared
+            if timed_as(row.base) != timed_as(row.new)
+        )
+
     def incomparable(self, speedups: bool) -> str | None:
         """Why nothing could be compared: no entry in both runs; or, when ``speedups`` are asked for, runs from
         different GPUs, or no compiled entry timed in both. None when there is something to compare."""
@@ -316,6 +329,13 @@ def compare_runs(base: Run, new: Run) -> RunComparison:
     return RunComparison(
         base, new, list(templates.values()), newly_failing, newly_passing, only_base, only_new, compiles
     )
+
+
+def timed_as(record: ItemRecord | None) -> str:
+    """How a record's speedup was timed: ``once``, ``in 8 loads``, ``in 4 processes of 2 loads``."""
+    if record is None:
+        return "once"
+    return timings_text(record.timing_processes or 1, record.timing_loads or 1)
 
 
 def weights_change(rows: list[Row]) -> str:

@@ -109,6 +109,13 @@ def notes(comparison: RunComparison) -> list[str]:
             f"({weights_change(comparison.weights_differ)}): those speedups are not compared, nor in the geomeans "
             "or the gate"
         )
+    if differently := comparison.timed_differently:
+        ways = "; ".join(f"{count} timed {base} in base, {new} in new" for (base, new), count in differently.items())
+        found.append(
+            f"note: compiled entries timed differently ({ways}; --inductor-timing-processes, --inductor-timing-loads): "
+            "their bands are made differently (over one process's loads, or over processes), so the same change may "
+            "lie inside one run's band and outside the other's"
+        )
     found += [f"newly failing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_failing]
     found += [f"newly passing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_passing]
     found += [f"only in base: {'/'.join(k)}" for k in comparison.only_in_base]
