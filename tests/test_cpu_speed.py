@@ -82,14 +82,15 @@ def test_following_the_full_speed_pins_the_thread_for_a_round_and_gives_its_cpus
 
 
 @pinnable
-def test_a_run_on_an_unsteady_cpu_says_so_in_its_header_its_json_and_its_report(
+def test_a_run_on_an_unsteady_cpu_says_so_in_its_header_its_json_its_results_file_and_its_report(
     tmp_path: Path, two_speed_cpu: int
 ) -> None:
     result = run_pytest_warm(
         tmp_path, "--inductor-samples", "--inductor-template=default", "--inductor-backend=eager",
         "--inductor-devices=cpu", "--inductor-isolation=none",  # the session's probe, not the sample: no worker
         "-k", "embedding and bench", "--inductor-cpu-probe=1.5", "--benchmark-max-time=0.05",
-        "--benchmark-min-rounds=3", "--benchmark-json=run.json", "-p", "no:cacheprovider", "-W", "ignore",
+        "--benchmark-min-rounds=3", "--benchmark-json=run.json", "--inductor-results=run.jsonl",
+        "-p", "no:cacheprovider", "-W", "ignore",
         cpus=frozenset({two_speed_cpu}),  # the run shares the hog's CPU, as a preexec_fn would pin a fresh process
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:]
@@ -98,11 +99,11 @@ def test_a_run_on_an_unsteady_cpu_says_so_in_its_header_its_json_and_its_report(
     info = json.loads((tmp_path / "run.json").read_text())["machine_info"]
     assert info["cpu_probe_seconds"] == 1.5 and info["cpu_slow_share"] > UNSTEADY_SHARE
     assert f"{info['cpu_slow_share']:.0%} of {info['cpu_probe_loops']} loops" in header
-    report = cli("report", str(tmp_path / "run.json"))
-    assert report.returncode == 0, report.stderr
-    assert f"Note: the CPU's speed moved during this run's start ({info['cpu_slow_share']:.0%} of its probe's" in (
-        report.stdout
-    )
+    for saved in ("run.json", "run.jsonl"):  # the results file was started before the probe: its end line has it
+        report = cli("report", str(tmp_path / saved))
+        assert report.returncode == 0, report.stderr
+        note = f"Note: the CPU's speed moved during this run's start ({info['cpu_slow_share']:.0%} of its probe's"
+        assert note in report.stdout, saved
     compared = cli("compare", str(tmp_path / "run.json"), str(tmp_path / "run.json"))
     assert compared.stdout.count(f"ran over {SLOW}x the fastest): launch-bound speedups may differ") == 2
 

@@ -118,5 +118,6 @@ class RecordBook:
                 "pytest ended with an internal error" if exitstatus == pytest.ExitCode.INTERNAL_ERROR else None
             )
             self.results.end(
-                int(exitstatus), interrupted is None, left_out, interrupted, diagnosis_seconds(self.records)
-            )
+                int(exitstatus), interrupted is None, left_out, interrupted, diagnosis_seconds(self.records),
+                self._machine_info(),  # what the header's CPU-speed probe saw came after the file's start
+            )  # fmt: skip

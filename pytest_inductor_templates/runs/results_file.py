@@ -58,10 +58,14 @@ class ResultsWriter:
         left_out: list[tuple[str, str]],
         why: str | None = None,
         diagnosis_seconds: float | None = None,
+        machine_info: dict[str, Any] | None = None,
     ) -> None:
         """The last line; ``complete`` False (with ``why``) for a run that was interrupted; the seconds the run's
-        diagnoses took in all, where it diagnosed any."""
+        diagnoses took in all, where it diagnosed any; ``machine_info`` as it ended (what the run learnt after the
+        header line was written: the CPU-speed probe's verdict), read over the header's."""
         end: dict[str, Any] = {"exitstatus": exitstatus, "complete": complete, "finished": _now()}
+        if machine_info:
+            end["machine_info"] = machine_info
         if diagnosis_seconds is not None:
             end["diagnosis_seconds"] = diagnosis_seconds
         if why:
@@ -130,5 +134,6 @@ def as_run_data(header: dict[str, Any], records: list[dict[str, Any]], end: dict
         section["partial"] = (end or {}).get("interrupted") or "the results file has no end line: the run was cut off"
     if header.get("argv") is not None:
         section["argv"] = header["argv"]
-    data = {"machine_info": header.get("machine_info", {}), "benchmarks": [], "inductor_templates": section}
+    machine_info = {**header.get("machine_info", {}), **(end or {}).get("machine_info", {})}
+    data = {"machine_info": machine_info, "benchmarks": [], "inductor_templates": section}
     return {**data, "datetime": header["started"]} if header.get("started") else data
