@@ -13,7 +13,7 @@ from html import escape
 from ..dashboard import by_template, summary_rows
 from ..outcomes import FAILURES, SHORT_NAMES, Outcome
 from ..record import EAGER, ItemRecord
-from ..tables import seconds, speedup_text, times
+from ..tables import processes_text, seconds, speedup_text, times
 from . import svg
 from .files import Cell, Run
 from .html_parts import Grid, bullets, document, facts, machine_facts, run_warnings, story, table
@@ -93,6 +93,8 @@ def _cell(grid: Grid, cell: Cell | None, eager: Cell | None) -> list[object] | N
         lines.append(f"eager {seconds(bench.median)}")
     elif bench is not None and bench.speedup is not None:
         lines.append(speedup_text(bench, eager.bench if eager else None))
+        if (timings := processes_text(bench)) is not None:
+            lines.append(timings)  # each timing's figure, as report's markdown gives it
     memory = bench.memory_ratio if bench is not None else None
     if memory is not None:
         lines.append(f"memory {times(memory)}")
