@@ -84,6 +84,13 @@ def speedup_text(record: ItemRecord, eager: ItemRecord | None = None) -> str:
     return text
 
 
+def timings_text(processes: int, loads: int) -> str:
+    """``once``, ``in 8 loads``, ``in 3 processes``, ``in 2 processes of 4 loads``."""
+    if processes == 1:
+        return "once" if loads == 1 else f"in {loads} loads"
+    return f"in {processes} processes" + (f" of {loads} loads" if loads > 1 else "")
+
+
 def processes_text(record: ItemRecord) -> str | None:
     """``over 3 timings: 1.21x, 1.25x, 1.23x`` (the item's own first), where there was more than one (loads,
     processes)."""

@@ -52,10 +52,18 @@ class RecordBook:
         self.interrupted: str | None = None  # why the run was cut short
         self.results = results
         self._machine_info = machine_info  # a thunk: torch is imported only when the results file starts
+        self._started_with: dict[str, Any] = {}  # the machine_info the results file started with
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.results is not None:
-            self.results.start(self._machine_info())
+            self._started_with = self._machine_info()
+            self.results.start(self._started_with)
+
+    def _learnt(self) -> dict[str, Any]:
+        """What machine_info gained or changed since the results file started (the header's CPU-speed probe, run
+        after it)."""
+        now = self._machine_info()
+        return {key: value for key, value in now.items() if self._started_with.get(key) != value}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not counted(report):
@@ -119,5 +127,5 @@ class RecordBook:
             )
             self.results.end(
                 int(exitstatus), interrupted is None, left_out, interrupted, diagnosis_seconds(self.records),
-                self._machine_info(),  # what the header's CPU-speed probe saw came after the file's start
+                self._learnt(),
             )  # fmt: skip

@@ -11,8 +11,7 @@ import pytest
 from ..dashboard import summary_table
 from ..outcomes import SHORT_NAMES, Outcome
 from ..record import EAGER, ItemRecord, geomean
-from ..tables import memory_cell, plural, render, speedup_cell, times
-from ..timing.processes import timings_text
+from ..tables import memory_cell, plural, render, speedup_cell, times, timings_text
 from .book import RecordBook
 from .records import CHECK_ENDED, diagnosis_total, matrix_params
 

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 
 from ..outcomes import FAILURES, Outcome
 from ..record import EAGER, ItemRecord, geomean
-from ..tables import times
-from ..timing.processes import timings_text
+from ..tables import times, timings_text
 from . import compile_changes
 from .compile_changes import CompileComparison
 from .files import Cell, Key, Run

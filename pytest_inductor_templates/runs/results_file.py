@@ -61,8 +61,8 @@ class ResultsWriter:
         machine_info: dict[str, Any] | None = None,
     ) -> None:
         """The last line; ``complete`` False (with ``why``) for a run that was interrupted; the seconds the run's
-        diagnoses took in all, where it diagnosed any; ``machine_info`` as it ended (what the run learnt after the
-        header line was written: the CPU-speed probe's verdict), read over the header's."""
+        diagnoses took in all, where it diagnosed any; ``machine_info``: what the run learnt of the machine after the
+        first line was written (the CPU-speed probe's verdict), read over the first line's."""
         end: dict[str, Any] = {"exitstatus": exitstatus, "complete": complete, "finished": _now()}
         if machine_info:
             end["machine_info"] = machine_info

@@ -9,9 +9,10 @@ from typing import Any
 
 from ..cpu_speed import Steadiness, probe
 from ..settings import Settings
+from ..tables import timings_text
 from .measure import CPU_MAX_SECONDS, CUDA_MAX_SECONDS, CUDA_MIN_SECONDS, LAUNCH_BOUND_PRECISION
 from .paired import DEFAULT_PRECISION
-from .processes import loads_for, processes_for, timings_text
+from .processes import loads_for, processes_for
 from .threads import default_threads, load_average, load_warning, usable_cpus
 
 

@@ -52,13 +52,6 @@ def loads_for(chosen: int | None, device_type: str, processes: int | None = None
     return _per_device(chosen, device_type, max(1, CUDA_TIMINGS // count), CPU_LOADS)
 
 
-def timings_text(processes: int, loads: int) -> str:
-    """``once``, ``in 8 loads``, ``in 3 processes``, ``in 2 processes of 4 loads``."""
-    if processes == 1:
-        return "once" if loads == 1 else f"in {loads} loads"
-    return f"in {processes} processes" + (f" of {loads} loads" if loads > 1 else "")
-
-
 def _per_device(chosen: int | None, device_type: str, cuda: int, cpu: int) -> int:
     if chosen is not None:
         return chosen
