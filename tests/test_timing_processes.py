@@ -108,14 +108,22 @@ def test_the_default_is_two_loads_in_each_of_four_processes_on_cuda_and_one_timi
 
 
 def test_processes_share_the_item_s_spans_and_each_aims_wider() -> None:
-    """Five processes time a fifth of the item's spans each, and each stops at the target times root five: their
-    mean then meets the item's target (the timing costs what one process did)."""
+    """Five processes time a fifth of the item's spans each, and each stops at the target times root five, times
+    1.96 over the t of the band over five processes (2.776): with no offset between them, that band then meets the
+    item's target (the timing costs what one process did). Four processes of two loads aim by t over four means;
+    eight loads of one process by t over eight loads."""
     rounds = RoundsPlan(timer=time.perf_counter, min_time=5e-3, max_time=1.0, min_rounds=5)
     one, five = TimingPlan(rounds), TimingPlan(rounds, processes=5)
     alone, shared = one.paired(cuda=True, launch_bound=True), five.paired(cuda=True, launch_bound=True)
     assert (alone.min_seconds, alone.max_seconds, alone.target) == (2.0, 4.0, 0.04)
     assert (shared.min_seconds, shared.max_seconds) == (0.4, 0.8)
-    assert math.isclose(shared.target, 0.04 * math.sqrt(5)) and five.target(launch_bound=True) == 0.04
+    assert (
+        math.isclose(shared.target, 0.04 * math.sqrt(5) * 1.959964 / 2.776) and five.target(launch_bound=True) == 0.04
+    )
+    four_of_two = TimingPlan(rounds, processes=4, loads=2).paired(cuda=True, launch_bound=True)
+    assert math.isclose(four_of_two.target, 0.04 * math.sqrt(8) * 1.959964 / 3.182)
+    eight = TimingPlan(rounds, loads=8).paired(cuda=True, launch_bound=True)
+    assert math.isclose(eight.target, 0.04 * math.sqrt(8) * 1.959964 / 2.365)
     assert shared.block_seconds == alone.block_seconds and shared.min_rounds == alone.min_rounds
 
 

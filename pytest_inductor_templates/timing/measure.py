@@ -26,6 +26,7 @@ from .paired import (
     FULL_SPEED_ROUNDS,
     PROBE_LOOP,
     SLOW_CPU_ROUNDS,
+    T_975,
     Interval,
     PairedPlan,
     PairedTiming,
@@ -41,6 +42,7 @@ CUDA_MIN_SECONDS = 2.0  # paired rounds on CUDA span at least this long by defau
 CUDA_MAX_SECONDS = 4.0  # ... and at most this long (or the item's max time, if longer) while the band is wider
 CPU_MAX_SECONDS = 2.0  # on the CPU, up to this long (or the max time, if longer) while the band is wider
 LAUNCH_BOUND_PRECISION = 0.04  # the default target where the host's CPU speed is in the figure (launch-bound)
+Z_975 = 1.959964  # the normal's 97.5th percentile
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,13 @@ class TimingPlan:
         """The paired timings the item's spans are shared among: every load of every process."""
         return self.processes * self.loads
 
+    @property
+    def _band_factor(self) -> float:
+        """The normal's 97.5th percentile over Student's t of the band over the timings: t over the processes'
+        means where several processes time, else over one process's loads (1 with one timing)."""
+        count = self.processes if self.processes > 1 else self.loads
+        return Z_975 / T_975[min(count - 2, len(T_975) - 1)] if count > 1 else 1.0
+
     def target(self, launch_bound: bool = False) -> float:
         """The half-width the item's speedup aims for, over all its processes."""
         if self.precision is not None:
@@ -74,9 +83,10 @@ class TimingPlan:
         """One process's paired rounds: blocks at least as long as a round (5 ms on CUDA, 1 ms on the CPU), for the
         item's whole max time; on CUDA at least 2 s and, while the band is wider than its target, up to 4 s (up to
         2 s on the CPU); with ``min_seconds`` set, from that span to the max time. Over several timings (loads,
-        processes) each gets its share of those spans and stops at the target times the root of their number (a
-        stop rule: were they to share no offset, their mean would then be within the target; the band comes from
-        the spread between them). ``reference_probe``: the host's mark of full speed so far."""
+        processes) each gets its share of those spans and stops at the target times the root of their number,
+        times the normal's 1.96 over the Student's t the band will take (of the processes' means, or of one
+        process's loads): were they to share no offset, the band over them would then be within the target.
+        ``reference_probe``: the host's mark of full speed so far."""
         assert self.rounds is not None
         floor = CUDA_MIN_ROUND_SECONDS if cuda else CPU_BLOCK_SECONDS
         min_seconds = self.min_seconds if self.min_seconds is not None else (CUDA_MIN_SECONDS if cuda else 0.0)
@@ -86,7 +96,7 @@ class TimingPlan:
             block_seconds=max(self.rounds.min_time, floor),
             min_rounds=max(self.rounds.min_rounds, PAIRED_MIN_ROUNDS),
             max_seconds=max_seconds / self.timings,
-            target=self.target(launch_bound) * math.sqrt(self.timings),
+            target=self.target(launch_bound) * math.sqrt(self.timings) * self._band_factor,
             min_seconds=min_seconds / self.timings,
             reference_probe=reference_probe,
         )
