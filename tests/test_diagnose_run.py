@@ -223,6 +223,7 @@ def test_a_slow_bisection_step_is_settled_by_an_answer_beyond_it(tmp_path: Path,
     the stage and the questions asked are the serial run's, and the log says which step settled it."""
     found = bisect(tmp_path, 3, SLOW_HELPER)
     assert found["stage"] == serial["stage"] and found["asked"] == serial["asked"], found
+    assert len(found["implied"]) == 1, found
     ((low, high, by, pid),) = found["implied"]
     assert (low, high, pid) == (20, 39, None) and by != [20, 39] and (by[0] + by[1]) // 2 <= 29, found["implied"]
 
@@ -375,6 +376,10 @@ def test_helpers_beyond_a_steps_halves_are_offered_the_quarters() -> None:
     assert ranges(step.questions_ahead(3)) == [(0, 7), (8, 15), (0, 3), (4, 7), (8, 11), (12, 15)]
     assert len(step.questions_ahead(7)) == 2 + 4 + 8
     assert Question("inductor", "lowerings", "bisect", 4, 5).questions_ahead(3) == []
+    # halves answered already (0-7 failing, 8-15 passing): each followed by the one step its answer selects
+    known = {(0, 7): True, (8, 15): False}
+    answered = step.questions_ahead(2, lambda q: (q.low, q.high) in known, lambda q: known.get((q.low, q.high)))
+    assert ranges(answered) == [(0, 3), (12, 15)]
 
 
 def test_a_switch_s_helpers_are_offered_the_later_switches_then_the_count_of_its_applications() -> None:

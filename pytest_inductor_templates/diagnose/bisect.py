@@ -5,13 +5,16 @@ one by one (``stage.find_stage``) and ``Answers`` answers each
 - without compiling, where the check cannot change the answer (``skips``: the CUDA-graph switch of a template
   with no CUDA graphs, the random-op fallback of a graph with no random operators, the layout switch of a graph
   without convolutions, precision casts of a graph without float16 or bfloat16, stride padding on the CPU),
+- from an answered step inside a bisection step's range whose answer implies its own (answers are monotone in a
+  step's midpoint, as torch's binary search assumes): a step a helper is slow on is settled so,
 - else by a check in the asking process, while helper processes (``helpers``), each with a bisector state of
   its own set to its question's, answer the questions torch may ask next (the later stages, the later subsystems'
   switches, both halves of a bisection step, and their halves where there are more helpers than halves); an
   answer a helper has, or is working on, is taken from it.
 
-torch still asks in its order and stops at its first answer, so the answer is the serial one; the processes in
-all are at most ``DiagnosisRequest.processes`` and the usable CPUs.
+torch still asks in its order and stops at its first answer, so the answer is the serial one (for a fault whose
+answers are monotone, as torch's bisection assumes); the processes in all are at most
+``DiagnosisRequest.processes`` and the usable CPUs.
 """
 
 from __future__ import annotations
@@ -84,12 +87,24 @@ class Answers:
             return "the item's own check failed there"
         return None
 
+    def _known(self, question: Question) -> bool | None:
+        """``question``'s answer where it is known (here, from a helper, or implied), else None."""
+        if question in self.known:
+            return self.known[question]
+        answer = self.helpers.answers.get(question) if self.helpers is not None else None
+        if answer is not None and not answer.get("error"):
+            return answer.get("failing")
+        implied = self._implied(question)
+        return implied["failing"] if implied is not None else None
+
     def _settled(self, question: Question) -> bool:
         """Whether a helper asked ``question`` would be wasted: its answer is known (here, from a helper, or without
         a check), or it is the count of a switch known not to fix the fault (torch counts only after one that does;
         a check that could not run counts as still failing)."""
         helpers = self.helpers.answers if self.helpers is not None else {}
         if question in self.known or question in helpers or self._free(question) is not None:
+            return True
+        if self._implied(question) is not None:
             return True
         if question.run_state != "find_max_bounds":
             return False
@@ -102,28 +117,31 @@ class Answers:
         return answer is not None and not answer.get("error") and answer.get("failing") is not False
 
     def _implied(self, question: Question) -> dict[str, Any] | None:
-        """The answer to a bisection step that an answered step of the same subsystem implies, or None. A step asks
+        """The answer to a bisection step that an answered step inside its range implies, or None. A step asks
         whether the fault still shows with the applications up to its midpoint enabled, so the answer is monotone
         in the midpoint (torch's binary search assumes it): one that fails implies that every larger midpoint
         fails, one that passes that every smaller one passes. So a step whose check is slow (on opus-mt, one
         range's code generation took 103 s where the others' took 2 s) is settled as soon as a helper answers a
-        step beyond it. The last steps (ranges of two or fewer) are checked: their compile names the application."""
+        step below it that implies it. Only steps inside its range count (a fault whose answers are not monotone
+        then still bisects as the serial order would within the range); the last steps, over three applications or
+        fewer, are checked: torch records what each application was there."""
         if question.run_state != "bisect" or question.low is None or question.high is None:
             return None
-        if question.high - question.low < 2:
+        if question.high - question.low <= 2:
             return None
         midpoint = (question.low + question.high) // 2
         helpers = self.helpers.answers if self.helpers is not None else {}
-        answered = [(q, failing) for q, failing in self.known.items()]
-        answered += [(q, a.get("failing")) for q, a in helpers.items() if not a.get("error")]
-        for other, failing in answered:
-            if (other.backend, other.subsystem, other.run_state) != (question.backend, question.subsystem, "bisect"):
+        answered = list(self.known.items()) + [(q, a.get("failing")) for q, a in helpers.items() if not a.get("error")]
+        for step, failing in answered:
+            if (step.backend, step.subsystem, step.run_state) != (question.backend, question.subsystem, "bisect"):
                 continue
-            if other.low is None or other.high is None or failing is None:
+            if step == question or step.low is None or step.high is None or failing is None:
                 continue
-            beyond = (other.low + other.high) // 2
-            if (failing and beyond <= midpoint) or (not failing and beyond >= midpoint):
-                return {"failing": failing, "implied_by": [other.low, other.high]}
+            if not question.low <= step.low <= step.high <= question.high:
+                continue
+            step_midpoint = (step.low + step.high) // 2
+            if (failing and step_midpoint <= midpoint) or (not failing and step_midpoint >= midpoint):
+                return {"failing": failing, "implied_by": [step.low, step.high]}
         return None
 
     def __call__(self) -> bool | None:
@@ -144,7 +162,7 @@ class Answers:
             return True
         answer = None
         if self.helpers is not None:
-            self.helpers.offer(question.questions_ahead(len(self.helpers.processes), self._settled))
+            self.helpers.offer(question.questions_ahead(len(self.helpers.processes), self._settled, self._known))
             answer = self.helpers.take(question, lambda: self._implied(question))
         if answer is not None and answer.get("error") is not None:  # the helper's check could not run there:
             self.log.write("helper", pid=answer.get("pid"), error=answer["error"], question=asdict(question))

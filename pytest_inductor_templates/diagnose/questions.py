@@ -61,11 +61,27 @@ class Question:
             return later
         return [*later, Question(self.backend, self.subsystem, "find_max_bounds")]
 
-    def questions_ahead(self, wanted: int, answered: Callable[[Question], bool] = lambda q: False) -> list[Question]:
+    def after(self, failing: bool | None) -> list[Question]:
+        """The one question torch asks after this bisection step once its answer is ``failing`` (the half of its
+        range the fault is in: failing, up to the midpoint; passing, beyond it); none for another question or an
+        unknown answer."""
+        if self.run_state != "bisect" or self.low is None or self.high is None or failing is None:
+            return []
+        middle = (self.low + self.high) // 2
+        low, high = (self.low, middle) if failing else (middle + 1, self.high)
+        return [Question(self.backend, self.subsystem, "bisect", low, high)] if low < high else []
+
+    def questions_ahead(
+        self,
+        wanted: int,
+        answered: Callable[[Question], bool] = lambda q: False,
+        answer: Callable[[Question], bool | None] = lambda q: None,
+    ) -> list[Question]:
         """The questions torch may ask after this one that need a check (not ``answered`` already or without one),
         level by level (the next ones, then theirs: a bisection step's halves, then their halves; after the
         subsystems' switches, their counts), whole levels until there are at least ``wanted``; each is a check of
-        its own, whichever of them torch goes on to ask."""
+        its own, whichever of them torch goes on to ask. An answered bisection step is followed by the one step its
+        ``answer`` selects (where that is known), not by both halves."""
         ahead: list[Question] = []
         seen: set[Question] = set()
         level = self.next_questions()
@@ -75,8 +91,8 @@ class Question:
             ahead += [q for q in fresh if not answered(q)]
             if len(ahead) >= wanted:
                 break
-            # an answered question's own successors follow its answer, which is known: not guessed at
-            level = [n for q in fresh if not answered(q) for n in q.next_questions() if n not in seen]
+            following = [q.next_questions() if not answered(q) else q.after(answer(q)) for q in fresh]
+            level = [n for successors in following for n in successors if n not in seen]
         return ahead
 
 
