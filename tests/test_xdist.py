@@ -172,6 +172,12 @@ def test_the_auto_count_is_the_least_bound_and_never_fewer_than_one_worker_per_g
     assert eight.count == 8 and eight.line().endswith("8 GPUs, their memory unknown; at least one a GPU)")
     budget = AutoWorkers(cpus=64, memory=None, gpus=2, gpu_free=9 * gib, sample_bytes=2 * gib)  # 5 GiB a worker
     assert (budget.by_gpu_memory, budget.count) == (2, 2) and "memory unknown" in budget.line()
+    repeating = AutoWorkers(cpus=16, memory=45 * gib, gpus=1, gpu_free=139 * gib, repeaters=3)  # the CUDA default
+    assert repeating.line() == (
+        "-n auto: 4 workers, each with 3 timing repeater(s) (16 CPUs / 2 a worker; memory allows 4: 45.00 GiB "
+        "available / 10.00 GiB a worker; 1 GPU, whose memory allows 11: 139.00 GiB free on the fullest / 12.00 GiB a "
+        "worker)"
+    )
 
 
 NVIDIA_SMI = """#!/bin/sh

@@ -1,9 +1,11 @@
 """``-n auto`` for a run of samples: as many pytest-xdist workers as the host's CPUs, memory and GPUs fit.
 
 Each worker is an xdist worker and its sample worker, both with torch loaded, one sample's model built twice (the
-model under test and a fresh eager one, with their inputs) and, on a GPU, a CUDA context. The count is the least
-of what the CPUs, the host memory and the GPUs' memory allow, and never fewer than one worker per GPU (so that the
-workers share the GPUs and time there). pytest-xdist's own count stands when no sample runs, under ``-n logical``
+model under test and a fresh eager one, with their inputs) and, on a GPU, a CUDA context; on shared GPUs also the
+processes its compiled items' timings are repeated in (``--inductor-timing-processes``: torch loaded, the sample's
+copy as built in host memory, its model and an eager one on the GPU). The count is the least of what the CPUs, the
+host memory and the GPUs' memory allow, and never fewer than one worker per GPU (so that the workers share the GPUs
+and time there). pytest-xdist's own count stands when no sample runs, under ``-n logical``
 and when ``PYTEST_XDIST_AUTO_NUM_WORKERS`` is set.
 """
 
@@ -17,6 +19,7 @@ import pytest
 from ..machine import gpu_free_memory
 from ..memory import available_memory, format_size
 from ..settings import Settings
+from ..timing.processes import processes_for
 from ..timing.threads import usable_cpus
 
 GiB = 1024**3
@@ -24,6 +27,7 @@ CPUS_PER_WORKER = 2  # one for the worker's own Python (building, checking, laun
 WORKER_MEMORY = 2 * GiB  # an xdist worker and its sample worker, torch and Inductor loaded
 GPU_WORKER_MEMORY = 1 * GiB  # a CUDA context and the libraries' workspaces
 SAMPLE_MEMORY = 1 * GiB  # one sample's tensors, unless --inductor-memory-budget bounds them
+REPEATER_MEMORY = 1 * GiB  # a process a compiled item's timing is repeated in: torch and Inductor loaded
 
 
 @dataclass(frozen=True)
@@ -35,14 +39,15 @@ class AutoWorkers:
     gpus: int  # the GPUs the workers share (0: none)
     gpu_free: int | None  # the least free memory of those GPUs (bytes), None where unknown
     sample_bytes: int = SAMPLE_MEMORY  # one sample's tensors at most
+    repeaters: int = 0  # the processes each worker repeats its compiled items' timings in
 
     @property
     def worker_memory(self) -> int:
-        return WORKER_MEMORY + 2 * self.sample_bytes
+        return WORKER_MEMORY + 2 * self.sample_bytes + self.repeaters * (REPEATER_MEMORY + self.sample_bytes)
 
     @property
     def gpu_worker_memory(self) -> int:
-        return GPU_WORKER_MEMORY + 2 * self.sample_bytes
+        return (1 + self.repeaters) * (GPU_WORKER_MEMORY + 2 * self.sample_bytes)
 
     @property
     def by_memory(self) -> int | None:
@@ -87,7 +92,8 @@ class AutoWorkers:
         if self.count > self.fitting:
             parts.append("at least one a GPU")
         plural = "s" if self.count != 1 else ""
-        return f"-n auto: {self.count} worker{plural} ({'; '.join(parts)})"
+        repeating = f", each with {self.repeaters} timing repeater(s)" if self.repeaters else ""
+        return f"-n auto: {self.count} worker{plural}{repeating} ({'; '.join(parts)})"
 
 
 def auto_workers(config: pytest.Config, settings: Settings) -> AutoWorkers | None:
@@ -102,5 +108,6 @@ def auto_workers(config: pytest.Config, settings: Settings) -> AutoWorkers | Non
     shared = devices is None or str(devices.value).strip() == "cuda"  # the workers then share the GPUs
     gpus = torch.cuda.device_count() if shared else 0
     free = gpu_free_memory(gpus) if gpus else None
+    repeaters = processes_for(settings.timing_processes, "cuda") - 1 if gpus and settings.isolated else 0
     return AutoWorkers(usable_cpus(), available_memory(), gpus, min(free) if free else None,
-                       settings.memory_budget or SAMPLE_MEMORY)  # fmt: skip
+                       settings.memory_budget or SAMPLE_MEMORY, repeaters)  # fmt: skip
