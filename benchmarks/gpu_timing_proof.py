@@ -209,21 +209,30 @@ def process_lines(name: str, run: Run) -> list[str]:
     return lines
 
 
-def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5, 8)) -> list[str]:
-    """What K timings give: each entry's band over its first K timings' speedups (as the plugin's band over several
-    timings: Student's t over the processes' means, or over one process's loads), for each K, against the stable
-    targets."""
+def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 4, 8)) -> list[str]:
+    """What K processes give (K loads, for entries timed in one process): each entry's band over its first K
+    processes' timings (all their loads; as the plugin's band: Student's t over the processes' means, or over one
+    process's loads), for each K, against the stable targets."""
     entries = [r for r in compiled_bench(run).values() if r.process_speedups]
     lines = []
     for count in counts:
         widths: dict[bool, list[float]] = {False: [], True: []}
         for record in entries:
-            if len(record.process_speedups) >= count:
-                pids = (record.process_pids or list(range(len(record.process_speedups))))[:count]
-                band = across_processes([Interval(s, s, s) for s in record.process_speedups[:count]], pids)
-                widths[bool(record.launch_bound)].append(band.half_width)
+            speedups = record.process_speedups
+            pids = record.process_pids or list(range(len(speedups)))
+            order = list(dict.fromkeys(pids))
+            if len(order) > 1:  # the first K processes, each with all its loads
+                if len(order) < count:
+                    continue
+                kept = [(s, pid) for s, pid in zip(speedups, pids, strict=True) if pid in order[:count]]
+            elif len(speedups) >= count:  # one process: its first K loads
+                kept = list(zip(speedups[:count], pids[:count], strict=True))
+            else:
+                continue
+            band = across_processes([Interval(s, s, s) for s, _ in kept], [pid for _, pid in kept])
+            widths[bool(record.launch_bound)].append(band.half_width)
         if parts := within_parts(widths):
-            lines.append(f"{name}: over the first {count} timings: {parts}")
+            lines.append(f"{name}: over the first {count} processes (loads in one): {parts}")
     return lines
 
 

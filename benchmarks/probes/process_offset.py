@@ -61,6 +61,7 @@ def one_process(corpus: Path, relative: str, device_name: str) -> dict[str, Any]
     reset, from the caches) and time again: a figure that moves with each load is the load's, not the process's."""
     import torch
 
+    from pytest_inductor_templates.compile import cache
     from pytest_inductor_templates.engine.triples import call_without_grad
     from pytest_inductor_templates.samples.graphnet import GraphNetSample
     from pytest_inductor_templates.timing.paired import PairedPlan, time_paired
@@ -69,13 +70,9 @@ def one_process(corpus: Path, relative: str, device_name: str) -> dict[str, Any]
     sample, device = GraphNetSample(corpus, relative), torch.device(device_name)
     cuda = device.type == "cuda"
     inputs = sample.make_inputs(device)[0]
-    eager = functools.partial(call_without_grad, sample.make_model(device), inputs)
     synchronize = torch.cuda.synchronize if cuda else None
-    warm_up(eager, synchronize)
     timer = block_timer(cuda_synchronized_perf_counter if cuda else time.perf_counter, cuda)
     plan = PairedPlan(block_seconds=0.005, min_rounds=10, max_seconds=SECONDS, target=0.0, min_seconds=SECONDS)
-    from pytest_inductor_templates.compile import cache
-
     loads = []
     for load in range(1 + RELOADS):
         torch._dynamo.reset()
@@ -83,6 +80,8 @@ def one_process(corpus: Path, relative: str, device_name: str) -> dict[str, Any]
             cache.clear_in_memory()
         compiled = functools.partial(call_without_grad, torch.compile(sample.make_model(device)), inputs)
         warm_up(compiled, synchronize)
+        eager = functools.partial(call_without_grad, sample.make_model(device), inputs)  # fresh, as the plugin pairs
+        warm_up(eager, synchronize)
         clocks = gpu_clocks() if cuda else ""
         timing = time_paired(eager, compiled, timer, plan)
         loads.append({"speedup": timing.all_rounds.median, "rounds": timing.rounds,

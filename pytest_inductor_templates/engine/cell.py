@@ -166,11 +166,12 @@ def time_subject(subject: Subject, plan: TimingPlan, eager: Any | None) -> Timin
     return measure(run, eager_run, subject.device.type == "cuda", plan)
 
 
-def eager_to_pair(subject: Subject, verdict: Verdict) -> Any | None:
-    """A fresh eager model for a compiled subject's paired timing, where its check passed (None otherwise): made by
-    the caller within the work that compiled or checked it, so that each timing waits for one work hold of its
-    process, not one more for the eager model (each hold's start waits for every timing asked meanwhile)."""
-    if not subject.selection.compiles or verdict.result.outcome is not Outcome.PASS:
+def eager_to_pair(subject: Subject, verdict: Verdict, plan: TimingPlan | None) -> Any | None:
+    """A fresh eager model for a compiled subject's paired timing, where a ``plan`` times it and its check passed
+    (None otherwise): made by the caller within the work that compiled or checked it, so that each timing waits for
+    one work hold of its process, not one more for the eager model (each hold's start waits for every timing asked
+    meanwhile)."""
+    if plan is None or not subject.selection.compiles or verdict.result.outcome is not Outcome.PASS:
         return None
     return subject.make_eager()
 
@@ -212,7 +213,7 @@ def _one_load(subject: Subject, plan: TimingPlan, load: int) -> tuple[Repeat | N
             verdict = compile_for_timing(loaded)
             if verdict.result.outcome is not Outcome.PASS:
                 return None, compiled.stats.compile_seconds, verdict.result.reason
-            eager = loaded.make_eager()
+            eager = eager_to_pair(loaded, verdict, plan)
         paired = time_subject(loaded, plan, eager).paired
         assert paired is not None  # a paired plan with rounds
         return Repeat(paired, os.getpid(), load), compiled.stats.compile_seconds, None
@@ -252,19 +253,15 @@ def run_cell(
     and the timing a timing, kept apart from the other processes of the session (``host_lock``)."""
     with device_scope(subject.device), tf32_scope(policy.tf32):
         eager = None  # the paired timing's eager model, made in the work before it (one hold, one wait)
-        if repeat and not policy.fresh_cache:
+        if verdict is None or plan is not None:
             with host_lock.work():
-                verdict = compile_for_timing(subject)
-                eager = eager_to_pair(subject, verdict) if plan is not None else None
-        elif verdict is None:
-            with host_lock.work():
-                verdict = check(subject, policy)
-                eager = eager_to_pair(subject, verdict) if plan is not None else None
-            if subject.selection.compiles and not policy.fresh_cache:  # a fresh cache serves nothing stale
-                verdict.compile_cache = subject.model.stats.cache_state
-        elif plan is not None:
-            with host_lock.work():
-                eager = eager_to_pair(subject, verdict)
+                if repeat and not policy.fresh_cache:
+                    verdict = compile_for_timing(subject)
+                elif verdict is None:
+                    verdict = check(subject, policy)
+                    if subject.selection.compiles and not policy.fresh_cache:  # a fresh cache serves nothing stale
+                        verdict.compile_cache = subject.model.stats.cache_state
+                eager = eager_to_pair(subject, verdict, plan)
         stats = subject.model.stats if subject.selection.compiles else None
         timing: Timing | None = None
         peak: PeakMemory | None = None

@@ -163,7 +163,7 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
     processes = timing.processes  # every timing: each process's loads
     first = processes[0]  # this process's first load's rounds, judged with its repeats'
     loads = [0, *(repeat.load for repeat in timing.repeats)]
-    record.timing_processes, record.timing_loads = 1 + sum(load == 0 for load in loads[1:]), 1 + max(loads)
+    record.timing_processes, record.timing_loads = 1 + max(timing.process_of), 1 + max(loads)
     if timing.repeats:
         record.process_speedups = [p.speedup.median for p in processes]
         assert cell.footprint is not None  # a triple built in a worker has its footprint

@@ -1,15 +1,15 @@
 """A speedup over several timings (loads and processes): the band from the spread between them.
 
-Each load of a compiled model carries its own offset (where its memory landed, which CPU state it met, how its
-kernels were placed), and that offset does not shrink with more rounds inside one timing: on a GPU most of a
-speedup's variance sits between timings a compile apart. A compiled item's paired timing is therefore repeated: in
-the same process, compiled again from the compile cache (a Dynamo reset and a fresh copy of the model: a load),
-and, where asked, in other worker processes (the same code and autotune choices). Its speedup is the geometric
-mean of the timings' medians, with a 95% band from the spread between them (Student's t over their logs). Each
-timing's median carries its own rounds' noise, so that spread already holds it; the timings' own intervals,
-combined, no longer set a floor under it: from about ten rounds each they overstate their medians' noise (on an
-H100 that floor widened 13 of 18 bands past the spread, 7 of them past ±4%, where eight processes agreed within
-it). With one timing the band is that timing's interval.
+A timing carries an offset that more rounds inside it do not shrink: a load's (which CPU state it met, where its
+memory landed) and, shared by every load of it, a process's (on an H100 two processes' means differed by a median
+1.3%, as much as a repeat of the run moved, while each one's loads agreed within a few tenths). A compiled item's
+paired timing is therefore repeated: in the same process, compiled again from the compile cache (a Dynamo reset and
+a fresh copy of the model: a load), and in other worker processes (the same code and autotune choices). Its speedup
+is the geometric mean of the processes' geometric means, with a 95% band of Student's t over those means (in one
+process, over its loads). Each timing's median carries its own rounds' noise, so that spread already holds it;
+the timings' own intervals, combined, no longer set a floor under it: from about ten rounds each they overstate
+their medians' noise (on an H100 that floor widened 13 of 18 bands past the spread, 7 of them past ±4%, where eight
+processes agreed within it). With one timing the band is that timing's interval.
 The processes' rounds are judged against the fastest mark of full speed any of them left; a process whose rounds ran
 mostly slow, too few at full speed (``slow-CPU rounds``), is counted with all its rounds: on the H200 leaving such
 processes out left bands over one or two processes (a mark few processes met) and moved repeats more, not less.
@@ -46,10 +46,10 @@ def processes_for(chosen: int | None, device_type: str) -> int:
 
 def loads_for(chosen: int | None, device_type: str, processes: int | None = None) -> int:
     """Loads each of ``processes`` (the processes timing the item; None: the device type's default) times a compiled
-    item in: ``chosen`` (``--inductor-timing-loads``), else on CUDA eight timings shared among the processes (2 in
-    each of 4; 8 in one, as with ``--inductor-isolation=none``), on the CPU 1."""
+    item in: ``chosen`` (``--inductor-timing-loads``), else on CUDA at least eight timings shared among the
+    processes (2 in each of 4, 3 in each of 3; 8 in one, as with ``--inductor-isolation=none``), on the CPU 1."""
     count = processes if processes is not None else processes_for(None, device_type)
-    return _per_device(chosen, device_type, max(1, CUDA_TIMINGS // count), CPU_LOADS)
+    return _per_device(chosen, device_type, -(-CUDA_TIMINGS // count), CPU_LOADS)
 
 
 def _per_device(chosen: int | None, device_type: str, cuda: int, cpu: int) -> int:
