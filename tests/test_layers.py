@@ -27,7 +27,18 @@ LAYERS = (  # top to bottom, as docs/design.md draws them; a module may import i
     ("option_table",),
     ("tables", "dashboard"),
     ("record",),
-    ("outcomes", "tolerance", "machine", "memory", "phases", "limits", "cpu_speed", "conftest_files", "parent_watch"),
+    (
+        "outcomes",
+        "tolerance",
+        "machine",
+        "memory",
+        "phases",
+        "limits",
+        "cpu_speed",
+        "conftest_files",
+        "parent_watch",
+        "student",
+    ),
 )
 ENGINE_ONLY = {"run_check", "effects_of", "default_code_of", "measure", "time_paired", "time_rounds"}
 

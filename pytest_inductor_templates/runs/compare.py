@@ -11,22 +11,26 @@ from dataclasses import dataclass, field
 
 from ..outcomes import FAILURES, Outcome
 from ..record import EAGER, ItemRecord, geomean
+from ..student import Z_975, band_units, t_975
 from ..tables import times, timings_text
 from . import compile_changes
 from .compile_changes import CompileComparison
 from .files import Cell, Key, Run
 
-Z95 = 1.959964  # the normal quantile of a two-sided 95% interval
 PASS = Outcome.PASS.value
 
 
 def log_error(record: ItemRecord | None) -> float | None:
-    """The standard error of log(speedup) that the record's 95% interval implies, or None without one."""
+    """The standard error of log(speedup) that the record's 95% interval implies, or None without one: its
+    half-width over the quantile it was made with (Student's t over the processes' means or one process's loads,
+    where it was timed several times; else the normal's)."""
     if record is None or record.speedup is None or record.speedup_low is None or record.speedup_high is None:
         return None
     if record.speedup_low <= 0:
         return None
-    return (math.log(record.speedup_high) - math.log(record.speedup_low)) / (2 * Z95)
+    units = band_units(record.timing_processes, record.timing_loads)
+    quantile = t_975(units) if units > 1 else Z_975
+    return (math.log(record.speedup_high) - math.log(record.speedup_low)) / (2 * quantile)
 
 
 def weights_of(record: ItemRecord | None, other: ItemRecord | None) -> str | None:
@@ -127,7 +131,7 @@ def interval_of(log_change: float | None, log_error: float | None) -> tuple[floa
     """The 95% interval of a relative change from its log and that log's standard error."""
     if log_change is None or log_error is None:
         return None
-    return math.expm1(log_change - Z95 * log_error), math.expm1(log_change + Z95 * log_error)
+    return math.expm1(log_change - Z_975 * log_error), math.expm1(log_change + Z_975 * log_error)
 
 
 def regressed(change: float | None, interval: tuple[float, float] | None, limit: float) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cpu_speed import loop_ms
+from ..student import Z_975, band_units, t_975
 from . import host_lock, probe_reference
 from .fast_cpu import following
 from .paired import (
@@ -26,7 +27,6 @@ from .paired import (
     FULL_SPEED_ROUNDS,
     PROBE_LOOP,
     SLOW_CPU_ROUNDS,
-    T_975,
     Interval,
     PairedPlan,
     PairedTiming,
@@ -42,7 +42,6 @@ CUDA_MIN_SECONDS = 2.0  # paired rounds on CUDA span at least this long by defau
 CUDA_MAX_SECONDS = 4.0  # ... and at most this long (or the item's max time, if longer) while the band is wider
 CPU_MAX_SECONDS = 2.0  # on the CPU, up to this long (or the max time, if longer) while the band is wider
 LAUNCH_BOUND_PRECISION = 0.04  # the default target where the host's CPU speed is in the figure (launch-bound)
-Z_975 = 1.959964  # the normal's 97.5th percentile
 
 
 @dataclass(frozen=True)
@@ -70,8 +69,8 @@ class TimingPlan:
     def _band_factor(self) -> float:
         """The normal's 97.5th percentile over Student's t of the band over the timings: t over the processes'
         means where several processes time, else over one process's loads (1 with one timing)."""
-        count = self.processes if self.processes > 1 else self.loads
-        return Z_975 / T_975[min(count - 2, len(T_975) - 1)] if count > 1 else 1.0
+        count = band_units(self.processes, self.loads)
+        return Z_975 / t_975(count) if count > 1 else 1.0
 
     def target(self, launch_bound: bool = False) -> float:
         """The half-width the item's speedup aims for, over all its processes."""

@@ -37,6 +37,7 @@ from functools import cached_property
 from typing import Any
 
 from ..cpu_speed import SLOW, loop_ms
+from ..student import T_975
 from .fast_cpu import FastCpu
 
 BlockTimer = Callable[[Callable[[], Any], int], tuple[float, float | None]]
@@ -53,7 +54,6 @@ PROBE_LOOP = 3_000  # iterations of the CPU-speed probe timed before each round 
 FULL_SPEED_MIN_ROUNDS = 10  # fewer full-speed rounds than this give no full-speed speedup
 FULL_SPEED_ROUNDS, ALL_ROUNDS = "full-speed rounds", "all rounds"  # what a speedup is the median of ...
 SLOW_CPU_ROUNDS = "slow-CPU rounds"  # ... every round, most of them slow and too few at full speed
-T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365)  # Student's t, 97.5th percentile, 1 to 7 degrees of freedom
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..option_table import CPU_LOADS, CPU_PROCESSES, CUDA_PROCESSES, CUDA_TIMINGS
-from .paired import T_975, Interval, PairedTiming
+from ..student import t_975
+from .paired import Interval, PairedTiming
 
 
 @dataclass(frozen=True)
@@ -83,5 +84,5 @@ def across_processes(intervals: Sequence[Interval], processes: Sequence[int] | N
         logs = next(iter(by_process.values()))
     centre = statistics.fmean(logs)
     count = len(logs)
-    between = T_975[min(count - 2, len(T_975) - 1)] * statistics.stdev(logs) / math.sqrt(count)
+    between = t_975(count) * statistics.stdev(logs) / math.sqrt(count)
     return Interval(math.exp(centre), math.exp(centre - between), math.exp(centre + between))
