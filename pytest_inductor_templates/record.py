@@ -21,8 +21,9 @@ from .outcomes import FAILURES, Outcome
 # check_rule, pid/rss_mib/cuda_mib; 4: a compiled item's rounds are its paired compiled blocks, with its speedup's
 # target, launch shares and timing seconds; 5: speedups over several processes (timing_processes, process_speedups,
 # process_pids, first_process_*; later slow_cpu_processes, process_probe_ms, full_speed_mark_ms, diagnosis_deferred,
-# cpu_moves, timing_loads, process_loads, process_eager_ms, process_compiled_ms; process_counted, written while slow
-# processes were left out of the band, is ignored). Format 3 and 4 files still read. Readers refuse others.
+# cpu_moves, timing_loads, process_loads, process_eager_ms, process_compiled_ms, band_quantile; process_counted,
+# written while slow processes were left out of the band, is ignored). Format 3 and 4 files still read. Readers
+# refuse others.
 FORMAT = 5
 READS = (3, 4, 5)
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
@@ -112,6 +113,7 @@ class ItemRecord:
     process_compiled_ms: list[float] | None = None  # ... and compiled median: which side a timing's offset is on
     full_speed_mark_ms: float | None = None  # the mark of full speed the processes' rounds were judged against (ms)
     cpu_moves: list[int] | None = None  # each process's rounds that moved to a CPU at full speed (following it)
+    band_quantile: float | None = None  # the Student's t the band over several timings was made with (compare reads it)
     first_process_low: float | None = None  # the interval of the item's own process's rounds, around
     first_process_high: float | None = None  # ... ``process_speedups[0]``, beside the band over the processes
     launch_bound: bool | None = None  # CUDA: eager or compiled spends at least half of a call launching it
@@ -154,7 +156,7 @@ class ItemRecord:
         self.timing_processes = self.process_speedups = self.process_pids = self.slow_cpu_processes = None
         self.timing_loads = self.process_loads = None
         self.process_probe_ms = self.full_speed_mark_ms = self.cpu_moves = None
-        self.process_eager_ms = self.process_compiled_ms = None
+        self.process_eager_ms = self.process_compiled_ms = self.band_quantile = None
         self.first_process_low = self.first_process_high = None
         self.launch_bound = self.eager_host_share = self.compiled_host_share = None
         self.eager_peak_mib = self.compiled_peak_mib = self.memory_ratio = None

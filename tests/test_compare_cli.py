@@ -472,9 +472,10 @@ def test_runs_timed_in_different_processes_and_loads_say_so(runs, tmp_path: Path
 
 
 def test_a_band_over_processes_is_read_back_as_the_error_its_t_implies() -> None:
-    """compare reads a record's band back as a standard error by the quantile it was made with: Student's t over four
-    processes' means (3.182) for the CUDA default, t over eight loads of one process (2.365), the normal's for one
-    timing; reading a t band by the normal's quantile would widen every change's interval by up to 1.6x."""
+    """compare reads a record's band back as a standard error by the quantile it was made with (``band_quantile``):
+    Student's t over four processes' means (3.182) for the CUDA default, t over eight loads of one process (2.365),
+    the normal's for one timing and for a record saved without it (its band's rule unknown: read wide, never
+    narrow); reading a t band by the normal's quantile widens a change's interval by up to 1.6x."""
     import dataclasses
     import math
 
@@ -482,11 +483,13 @@ def test_a_band_over_processes_is_read_back_as_the_error_its_t_implies() -> None
 
     band = ItemRecord("s", "default", "cuda:0", "bench", speedup=1.2, speedup_low=1.2 / 1.03, speedup_high=1.2 * 1.03)
     width = math.log(1.03**2)
-    four = dataclasses.replace(band, timing_processes=4, timing_loads=2)
-    eight = dataclasses.replace(band, timing_processes=1, timing_loads=8)
+    four = dataclasses.replace(band, timing_processes=4, timing_loads=2, band_quantile=3.182)
+    eight = dataclasses.replace(band, timing_processes=1, timing_loads=8, band_quantile=2.365)
+    older = dataclasses.replace(band, timing_processes=2, timing_loads=4)  # saved before band_quantile: read wide
     assert math.isclose(log_error(four), width / (2 * 3.182))  # type: ignore[arg-type]
     assert math.isclose(log_error(eight), width / (2 * 2.365))  # type: ignore[arg-type]
     assert math.isclose(log_error(band), width / (2 * 1.959964))  # type: ignore[arg-type]
+    assert math.isclose(log_error(older), width / (2 * 1.959964))  # type: ignore[arg-type]
 
 
 def test_help_names_every_command() -> None:

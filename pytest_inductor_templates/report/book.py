@@ -62,6 +62,8 @@ class RecordBook:
     def _learnt(self) -> dict[str, Any]:
         """What machine_info gained or changed since the results file started (the header's CPU-speed probe, run
         after it)."""
+        if self._machine_info is None or not self._started_with:  # no results file was started
+            return {}
         now = self._machine_info()
         return {key: value for key, value in now.items() if self._started_with.get(key) != value}
 

@@ -21,6 +21,7 @@ from ..diagnose import Diagnosis
 from ..engine.cell import CellResult, Verdict
 from ..outcomes import FAILURES, Outcome
 from ..record import ItemRecord
+from ..student import band_units, t_975
 from ..templates.matrix import Case
 from ..templates.selection import Selection
 
@@ -169,6 +170,7 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
         assert cell.footprint is not None  # a triple built in a worker has its footprint
         record.process_pids = [cell.footprint.pid, *(repeat.pid for repeat in timing.repeats)]
         record.process_loads = loads
+        record.band_quantile = t_975(band_units(record.timing_processes, record.timing_loads))
         record.process_eager_ms = [round(p.eager_median * 1e3, 5) for p in processes]
         record.process_compiled_ms = [round(p.compiled_median * 1e3, 5) for p in processes]
         record.first_process_low, record.first_process_high = first.speedup.low, first.speedup.high

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..outcomes import FAILURES, Outcome
 from ..record import EAGER, ItemRecord, geomean
-from ..student import Z_975, band_units, t_975
+from ..student import Z_975
 from ..tables import times, timings_text
 from . import compile_changes
 from .compile_changes import CompileComparison
@@ -22,14 +22,14 @@ PASS = Outcome.PASS.value
 
 def log_error(record: ItemRecord | None) -> float | None:
     """The standard error of log(speedup) that the record's 95% interval implies, or None without one: its
-    half-width over the quantile it was made with (Student's t over the processes' means or one process's loads,
-    where it was timed several times; else the normal's)."""
+    half-width over the quantile it was made with (``band_quantile``: Student's t over the processes' means or one
+    process's loads, where it was timed several times; else, and for records saved before the field, the normal's,
+    which reads an older t band wider than it was: the gate then errs towards not flagging)."""
     if record is None or record.speedup is None or record.speedup_low is None or record.speedup_high is None:
         return None
     if record.speedup_low <= 0:
         return None
-    units = band_units(record.timing_processes, record.timing_loads)
-    quantile = t_975(units) if units > 1 else Z_975
+    quantile = record.band_quantile or Z_975
     return (math.log(record.speedup_high) - math.log(record.speedup_low)) / (2 * quantile)
 
 
