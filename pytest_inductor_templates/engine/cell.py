@@ -251,7 +251,6 @@ def run_cell(
     another process's timing is compiled instead of checked, and its peaks are not measured; under the policy's fresh
     cache a repeat compiles its own code, and so checks it. All of it in the policy's TF32 mode; the check is work
     and the timing a timing, kept apart from the other processes of the session (``host_lock``)."""
-    assert plan is not None or not repeat, "a repeat is asked for to be timed"
     with device_scope(subject.device), tf32_scope(policy.tf32):
         eager = None  # the paired timing's eager model, made in the work before it (one hold, one wait)
         if verdict is None or plan is not None:
