@@ -492,6 +492,30 @@ def test_a_band_over_processes_is_read_back_as_the_error_its_t_implies() -> None
     assert math.isclose(log_error(older), width / (2 * 1.959964))  # type: ignore[arg-type]
 
 
+def test_a_row_timed_several_times_reads_its_sides_and_its_change_over_every_timing() -> None:
+    """An entry timed in four processes whose first eager timing was an outlier (the first timing's medians are the
+    record's ``eager_median``): the row's eager and compiled changes are over every timing's medians, as its speedup
+    is, so they agree with the speedup's change; and the change's interval takes the bands' Student's t, not the
+    normal's 1.96."""
+    import dataclasses
+    import math
+
+    from pytest_inductor_templates.runs.compare import Row
+
+    base = ItemRecord("s", "default", "cuda:0", "bench", speedup=2.0, speedup_low=1.9, speedup_high=2.1,
+                      eager_median=1.3e-3, compiled_median=0.5e-3, timing_processes=4, timing_loads=1,
+                      process_eager_ms=[1.3, 1.0, 1.0, 1.0], process_compiled_ms=[0.5, 0.5, 0.5, 0.5],
+                      band_quantile=3.182)  # fmt: skip
+    new = dataclasses.replace(base, process_eager_ms=[1.0, 1.0, 1.0, 1.0], eager_median=1.0e-3)
+    row = Row("s", "cuda:0", base, new, "pass", "pass")
+    eager = row.eager_change
+    assert eager is not None and math.isclose(eager, (1.0 / (1.3 * 1.0**3) ** 0.25) - 1)  # -6.3%, not -23%
+    assert row.time_change == 0.0
+    low, high = row.change_interval  # type: ignore[misc]
+    error = math.log(2.1 / 1.9) / (2 * 3.182) * math.sqrt(2)
+    assert math.isclose(math.log1p(high), 3.182 * error, rel_tol=1e-6) and math.isclose(math.log1p(low), -3.182 * error)
+
+
 def test_help_names_every_command() -> None:
     result = cli("--help")
     assert result.returncode == 0 and "Compare, merge, report and plot" in result.stdout

@@ -177,7 +177,7 @@ def test_a_compiled_item_is_timed_in_loads_of_other_worker_processes_working_sid
     assert all(0.3 < e / c / s < 3 for e, c, s in zip(eager, compiled, speedups, strict=True)), (eager, speedups)
     assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
     assert "timed in 3 processes of 2 loads (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout
-    assert "; each compiled item timed in 3 processes of 2 loads (the band from the spread between" in done.stdout
+    assert "; each compiled sample item timed in 3 processes of 2 loads (the band from the spread" in done.stdout
     holds: dict[int, list[tuple[float, float]]] = {}
     order: dict[int, list[tuple[float, str]]] = {}
     for line in (tmp_path / "locks.log").read_text().splitlines():

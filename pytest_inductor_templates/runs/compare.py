@@ -92,20 +92,30 @@ class Row:
 
     @property
     def change_interval(self) -> tuple[float, float] | None:
-        return interval_of(self.log_change, self.log_error)
+        """The change's 95% interval: its log's standard error times the larger of the two bands' quantiles (a band
+        over a few processes' means knows its spread only roughly: Student's t, not the normal's 1.96)."""
+        quantiles = [r.band_quantile for r in (self.base, self.new) if r is not None and r.band_quantile]
+        return interval_of(self.log_change, self.log_error, max([Z_975, *quantiles]))
 
     @property
     def time_change(self) -> float | None:
-        """The change of the compiled model's time per call: of the median of its paired blocks, the speedup's own
-        compiled side, where both runs have it (else of pytest-benchmark's median)."""
-        paired = self._change_of("compiled_median")
+        """The change of the compiled model's time per call: of the geometric mean of its timings' medians of paired
+        blocks (the speedup's own compiled side, over every timing), where both runs have it (else of
+        pytest-benchmark's median)."""
+        paired = self._side_change("process_compiled_ms", "compiled_median")
         return paired if paired is not None else self._change_of("median")
 
     @property
     def eager_change(self) -> float | None:
-        """The change of eager's time per call (the median of its paired blocks): the speedup's other side. A speedup
-        that moved because eager did (the machine, eager's own code) is no change of the compiled program."""
-        return self._change_of("eager_median")
+        """The change of eager's time per call (as the compiled side's): the speedup's other side. A speedup that
+        moved because eager did (the machine, eager's own code) is no change of the compiled program."""
+        return self._side_change("process_eager_ms", "eager_median")
+
+    def _side_change(self, timings: str, median: str) -> float | None:
+        """new / base - 1 of one side of the speedup: over every timing (the geometric mean of ``timings``, in ms)
+        where a record has several, else its one ``median``."""
+        sides = [_side_seconds(record, timings, median) for record in (self.base, self.new)]
+        return None if not sides[0] or sides[1] is None else sides[1] / sides[0] - 1
 
     @property
     def base_memory_ratio(self) -> float | None:
@@ -127,11 +137,22 @@ class Row:
         return None if not base or new is None else new / base - 1
 
 
-def interval_of(log_change: float | None, log_error: float | None) -> tuple[float, float] | None:
-    """The 95% interval of a relative change from its log and that log's standard error."""
+def _side_seconds(record: ItemRecord | None, timings: str, median: str) -> float | None:
+    """One side of a record's speedup in seconds per call: the geometric mean of its timings' medians (``timings``,
+    ms) where it was timed several times, else its one ``median``; None where it has neither."""
+    if record is None:
+        return None
+    mean = geomean(getattr(record, timings) or [])
+    return mean / 1e3 if mean is not None else getattr(record, median)
+
+
+def interval_of(
+    log_change: float | None, log_error: float | None, quantile: float = Z_975
+) -> tuple[float, float] | None:
+    """The 95% interval of a relative change from its log, that log's standard error and the quantile to take."""
     if log_change is None or log_error is None:
         return None
-    return math.expm1(log_change - Z_975 * log_error), math.expm1(log_change + Z_975 * log_error)
+    return math.expm1(log_change - quantile * log_error), math.expm1(log_change + quantile * log_error)
 
 
 def regressed(change: float | None, interval: tuple[float, float] | None, limit: float) -> bool:

@@ -113,8 +113,8 @@ def notes(comparison: RunComparison) -> list[str]:
         ways = "; ".join(f"{count} timed {base} in base, {new} in new" for (base, new), count in differently.items())
         found.append(
             f"note: compiled entries timed differently ({ways}; --inductor-timing-processes, --inductor-timing-loads): "
-            "their bands are made differently (over one process's loads, or over processes), so the same change may "
-            "lie inside one run's band and outside the other's"
+            "their bands are made differently (one timing's rounds, one process's loads, or the processes' means), so "
+            "the same change may lie inside one run's band and outside the other's"
         )
     found += [f"newly failing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_failing]
     found += [f"newly passing: {'/'.join(k)} ({b} -> {n})" for k, b, n in comparison.newly_passing]

@@ -84,8 +84,8 @@ class TimingPolicy:
         )
 
     def _repeats(self) -> str:
-        """How often each compiled item is timed: ``each compiled item timed in 8 loads on CUDA (...), once on the
-        CPU``."""
+        """How often each compiled sample item is timed (a user's ``inductor_benchmark`` test: once): ``each compiled
+        sample item timed in 4 processes of 2 loads on CUDA (...), once on the CPU``."""
         cuda, cpu = (
             timings_text(
                 processes_for(self.processes, device),
@@ -95,8 +95,8 @@ class TimingPolicy:
         )
         spread = " (the band from the spread between them)"
         if cuda == cpu:
-            return f"each compiled item timed {cuda}" + (spread if cuda != "once" else "")
-        return f"each compiled item timed {cuda} on CUDA{spread if cuda != 'once' else ''}, {cpu} on the CPU" + (
+            return f"each compiled sample item timed {cuda}" + (spread if cuda != "once" else "")
+        return f"each compiled sample item timed {cuda} on CUDA{spread if cuda != 'once' else ''}, {cpu} on the CPU" + (
             spread if cpu != "once" else ""
         )
 
