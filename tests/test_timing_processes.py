@@ -238,10 +238,11 @@ def timed_in_loads(reload: Callable[[], Loaded], plan: TimingPlan) -> Any:
 
 
 def test_loads_sample_an_offset_each_compile_carries_and_the_band_covers_it() -> None:
-    """Three loads whose compiled code carries planted offsets (0%, +6%, -5%: what a compile's placement makes):
-    ``run_cell`` reloads the model under test for each later load, calls it as the check did, and times it; the
-    band over the loads holds the offsets' spread where the first load's own interval does not."""
-    offsets = iter((1.06, 0.95))
+    """Three loads whose compiled code carries planted offsets (0%, +25%, -20%: what a compile's placement makes,
+    made larger than the noise of a first load's tenth of a second on a loaded 2-core machine, where its interval
+    read ±28%): ``run_cell`` reloads the model under test for each later load, calls it as the check did, and times
+    it; the band over the loads holds the offsets' spread where the first load's own interval does not."""
+    offsets = iter((1.25, 0.8))
     reloads: list[Loaded] = []
 
     def reload() -> Loaded:

@@ -80,8 +80,9 @@ def pristine_or_none(model: Any) -> Pristine | None:
     again."""
     import torch
 
-    if not isinstance(model, torch.nn.Module):
-        return None
+    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
+        return None  # a ScriptModule's tensors are new Python objects at each read: the checks below see them by id,
+        # which a freed object's id can match (a traced module was kept about one time in seven)
     try:
         kept = Pristine(model)
         held = _tensors(kept.model)
