@@ -146,12 +146,14 @@ def test_failed_items_show_their_outcome_and_are_kept_in_the_json(tmp_path: Path
     (tmp_path / "test_user.py").write_text(USER_TESTS)
     run = run_pytest_warm(
         tmp_path, "--inductor-backend=broken", "--inductor-samples", "-k", "launch_bound or block_speed",
-        "--inductor-devices=cpu", "--inductor-isolation=none", "--benchmark-json=run.json", *FAST, *QUIET,
+        "--inductor-devices=cpu", "--inductor-isolation=none", "--inductor-timing-processes=3",
+        "--benchmark-json=run.json", *FAST, *QUIET,
     )  # fmt: skip
     assert run.returncode == 1
     assert "PytestBenchmarkWarning" not in run.stdout + run.stderr  # untimed items fail without noise
     assert "compile_fail: compile failed in backend 'broken': RuntimeError: planted compile error" in run.stdout
     assert "each compiled sample item timed in 8 loads on CUDA" in run.stdout  # unisolated: no process to repeat in
+    assert "; --inductor-timing-processes=3 needs --inductor-isolation=process (no other process" in run.stdout
     table = run.stdout[run.stdout.index(SPEEDUP_TITLE) :].splitlines()
     assert any(line.startswith("builtin/launch_bound [cpu]") and line.split()[-1] == "COMPILE" for line in table)
     assert any(line.startswith("test_user.py::test_block_speed [cpu]") and "COMPILE" in line for line in table)

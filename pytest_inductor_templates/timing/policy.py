@@ -31,6 +31,7 @@ class TimingPolicy:
     follow_cpu: bool = False  # CUDA items' paired rounds move to a CPU at full speed (``fast_cpu``)
     processes: int | None = None  # --inductor-timing-processes (None: each device type's default; 1 unisolated)
     loads: int | None = None  # --inductor-timing-loads (None: each device type's default)
+    processes_unused: int | None = None  # --inductor-timing-processes as given where no process can repeat a timing
 
     @classmethod
     def from_settings(cls, chosen: Settings, workers: int | None = None, timer_chosen: bool = False) -> TimingPolicy:
@@ -40,16 +41,18 @@ class TimingPolicy:
         (``--benchmark-timer``), CPU items are timed by the process's CPU time: a shared CPU's waits stay out."""
         threads = chosen.timing_threads or default_threads(workers)
         cpu_time = threads == 1 and not timer_chosen
+        unused = not chosen.isolated and (chosen.timing_processes or 1) > 1  # no other process to repeat a timing in
         return cls(
             threads,
-            chosen.speedup_precision,
-            load_average(),
-            chosen.cpu_probe,
-            chosen.timing_min_seconds,
-            cpu_time,
-            chosen.timing_follow_cpu,
-            chosen.timing_processes if chosen.isolated else 1,  # no other process to repeat a timing in
-            chosen.timing_loads,
+            precision=chosen.speedup_precision,
+            load_at_start=load_average(),
+            probe_seconds=chosen.cpu_probe,
+            min_seconds=chosen.timing_min_seconds,
+            cpu_time=cpu_time,
+            follow_cpu=chosen.timing_follow_cpu,
+            processes=chosen.timing_processes if chosen.isolated else 1,
+            loads=chosen.timing_loads,
+            processes_unused=chosen.timing_processes if unused else None,
         )
 
     @cached_property
@@ -85,7 +88,8 @@ class TimingPolicy:
 
     def _repeats(self) -> str:
         """How often each compiled sample item is timed (a user's ``inductor_benchmark`` test: once): ``each compiled
-        sample item timed in 4 processes of 2 loads on CUDA (...), once on the CPU``."""
+        sample item timed in 4 processes of 2 loads on CUDA (...), once on the CPU``; and where
+        ``--inductor-timing-processes`` cannot be had (unisolated), that it is not."""
         cuda, cpu = (
             timings_text(
                 processes_for(self.processes, device),
@@ -93,12 +97,17 @@ class TimingPolicy:
             )
             for device in ("cuda", "cpu")
         )
-        spread = " (the band from the spread between them)"
-        if cuda == cpu:
-            return f"each compiled sample item timed {cuda}" + (spread if cuda != "once" else "")
-        return f"each compiled sample item timed {cuda} on CUDA{spread if cuda != 'once' else ''}, {cpu} on the CPU" + (
-            spread if cpu != "once" else ""
-        )
+
+        def spread(timed: str, where: str = "") -> str:
+            return timed + where + (" (the band from the spread between them)" if timed != "once" else "")
+
+        text = spread(cuda) if cuda == cpu else f"{spread(cuda, ' on CUDA')}, {spread(cpu, ' on the CPU')}"
+        if self.processes_unused is not None:
+            text += (
+                f"; --inductor-timing-processes={self.processes_unused} needs --inductor-isolation=process (no other "
+                "process repeats a timing here)"
+            )
+        return f"each compiled sample item timed {text}"
 
     def header_lines(self, timed: bool = True) -> list[str]:
         """The timing policy's header lines; where ``timed``, after the CPU-speed probe, its verdict."""
