@@ -87,13 +87,16 @@ class Answers:
             return "the item's own check failed there"
         return None
 
+    def _answered(self) -> dict[Question, bool | None]:
+        """Every answer so far: this process's, and the helpers' whose checks ran."""
+        helpers = self.helpers.answers if self.helpers is not None else {}
+        return {**{q: a.get("failing") for q, a in helpers.items() if not a.get("error")}, **self.known}
+
     def _known(self, question: Question) -> bool | None:
         """``question``'s answer where it is known (here, from a helper, or implied), else None."""
-        if question in self.known:
-            return self.known[question]
-        answer = self.helpers.answers.get(question) if self.helpers is not None else None
-        if answer is not None and not answer.get("error"):
-            return answer.get("failing")
+        answered = self._answered()
+        if question in answered:
+            return answered[question]
         implied = self._implied(question)
         return implied["failing"] if implied is not None else None
 
@@ -125,22 +128,17 @@ class Answers:
         step below it that implies it. Only steps inside its range count (a fault whose answers are not monotone
         then still bisects as the serial order would within the range); the last steps, over three applications or
         fewer, are checked: torch records what each application was there."""
-        if question.run_state != "bisect" or question.low is None or question.high is None:
+        midpoint = question.midpoint
+        if question.run_state != "bisect" or midpoint is None or question.high - question.low <= 2:  # type: ignore[operator]
             return None
-        if question.high - question.low <= 2:
-            return None
-        midpoint = (question.low + question.high) // 2
-        helpers = self.helpers.answers if self.helpers is not None else {}
-        answered = list(self.known.items()) + [(q, a.get("failing")) for q, a in helpers.items() if not a.get("error")]
-        for step, failing in answered:
+        for step, failing in self._answered().items():
             if (step.backend, step.subsystem, step.run_state) != (question.backend, question.subsystem, "bisect"):
                 continue
-            if step == question or step.low is None or step.high is None or failing is None:
+            if step == question or step.midpoint is None or failing is None:
                 continue
-            if not question.low <= step.low <= step.high <= question.high:
+            if not question.low <= step.low <= step.high <= question.high:  # type: ignore[operator]
                 continue
-            step_midpoint = (step.low + step.high) // 2
-            if (failing and step_midpoint <= midpoint) or (not failing and step_midpoint >= midpoint):
+            if (failing and step.midpoint <= midpoint) or (not failing and step.midpoint >= midpoint):
                 return {"failing": failing, "implied_by": [step.low, step.high]}
         return None
 

@@ -48,9 +48,7 @@ class Question:
             later = list(BACKENDS)[list(BACKENDS).index(self.backend) + 1 :]
             return [Question(b) for b in later]
         if self.run_state == "bisect" and self.low is not None and self.high is not None:
-            middle = (self.low + self.high) // 2
-            halves = [(self.low, middle), (middle + 1, self.high)]
-            return [Question(self.backend, self.subsystem, "bisect", a, b) for a, b in halves if a < b]
+            return self.after(True) + self.after(False)
         if self.run_state != "test_disable":
             return []
         subsystems = BACKENDS[self.backend]
@@ -61,15 +59,19 @@ class Question:
             return later
         return [*later, Question(self.backend, self.subsystem, "find_max_bounds")]
 
+    @property
+    def midpoint(self) -> int | None:
+        """A bisection step's midpoint: it asks whether the fault shows with the applications up to it enabled."""
+        return (self.low + self.high) // 2 if self.low is not None and self.high is not None else None
+
     def after(self, failing: bool | None) -> list[Question]:
         """The one question torch asks after this bisection step once its answer is ``failing`` (the half of its
-        range the fault is in: failing, up to the midpoint; passing, beyond it); none for another question or an
-        unknown answer."""
-        if self.run_state != "bisect" or self.low is None or self.high is None or failing is None:
+        range the fault is in: failing, up to the midpoint; passing, beyond it; none once the range is one
+        application); none for another question or an unknown answer."""
+        if self.run_state != "bisect" or self.midpoint is None or failing is None:
             return []
-        middle = (self.low + self.high) // 2
-        low, high = (self.low, middle) if failing else (middle + 1, self.high)
-        return [Question(self.backend, self.subsystem, "bisect", low, high)] if low < high else []
+        low, high = (self.low, self.midpoint) if failing else (self.midpoint + 1, self.high)
+        return [Question(self.backend, self.subsystem, "bisect", low, high)] if low < high else []  # type: ignore[operator]
 
     def questions_ahead(
         self,
