@@ -174,6 +174,7 @@ def test_a_compiled_item_is_timed_in_loads_of_other_worker_processes_working_sid
     assert bench["band_quantile"] == 4.303  # Student's t over the three processes' means: what compare reads back
     eager, compiled = bench["process_eager_ms"], bench["process_compiled_ms"]  # which side each timing's offset is on
     assert len(eager) == len(compiled) == 6 and math.isclose(eager[0], bench["eager_median"] * 1e3, rel_tol=1e-3)
+    assert math.isclose(compiled[0], bench["compiled_median"] * 1e3, rel_tol=1e-3)  # each side where it belongs
     assert all(0.3 < e / c / s < 3 for e, c, s in zip(eager, compiled, speedups, strict=True)), (eager, speedups)
     assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
     assert "timed in 3 processes of 2 loads (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout

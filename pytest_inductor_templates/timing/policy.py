@@ -90,13 +90,12 @@ class TimingPolicy:
         """How often each compiled sample item is timed (a user's ``inductor_benchmark`` test: once): ``each compiled
         sample item timed in 4 processes of 2 loads on CUDA (...), once on the CPU``; and where
         ``--inductor-timing-processes`` cannot be had (unisolated), that it is not."""
-        cuda, cpu = (
-            timings_text(
-                processes_for(self.processes, device),
-                loads_for(self.loads, device, processes_for(self.processes, device)),
-            )
-            for device in ("cuda", "cpu")
-        )
+
+        def timed(device: str) -> str:
+            processes = processes_for(self.processes, device)
+            return timings_text(processes, loads_for(self.loads, device, processes))
+
+        cuda, cpu = timed("cuda"), timed("cpu")
 
         def spread(timed: str, where: str = "") -> str:
             return timed + where + (" (the band from the spread between them)" if timed != "once" else "")
