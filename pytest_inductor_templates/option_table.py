@@ -27,7 +27,7 @@ DIAGNOSE_MAX = 20  # --inductor-diagnose-max's default
 DIAGNOSE_PROCESSES = 2  # --inductor-diagnose-processes' default
 CUDA_PROCESSES = 4  # --inductor-timing-processes' default on CUDA: a process's loads share its offset
 CPU_PROCESSES = 1  # ... on the CPU (its rounds already meet the host's speeds within one process)
-CUDA_TIMINGS = 8  # on CUDA --inductor-timing-loads' default is this over the processes timing an item (2 of 4)
+CUDA_TIMINGS = 4  # on CUDA --inductor-timing-loads' default is this over the processes timing an item (1 in each of 4)
 CPU_LOADS = 1  # --inductor-timing-loads' default on the CPU
 LOADS_COMPILE_SECONDS = 30.0  # a compiled item's later loads start only while their compiles took less than this
 REPRO_DIR = "inductor-repros"  # --inductor-repro-dir's default, under the invocation directory
@@ -264,7 +264,8 @@ OPTIONS = (
         f"of the item's span, a later load only while the loads' compiles took under {LOADS_COMPILE_SECONDS:g} s; the "
         "speedup's band comes from the spread between the processes' means, or in one process between its loads "
         f"(default: on CUDA at least {CUDA_TIMINGS} timings in all, {CUDA_TIMINGS // CUDA_PROCESSES} in each of "
-        f"{CUDA_PROCESSES} processes or {CUDA_TIMINGS} in one; {CPU_LOADS} on the CPU)",
+        f"{CUDA_PROCESSES} processes or {CUDA_TIMINGS} in one; {CPU_LOADS} on the CPU; on CUDA a later load's speedup "
+        "can differ from a fresh process's by tens of percent: the guide says where)",
         "N",
     ),
     Option(

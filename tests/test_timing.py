@@ -152,7 +152,7 @@ def test_failed_items_show_their_outcome_and_are_kept_in_the_json(tmp_path: Path
     assert run.returncode == 1
     assert "PytestBenchmarkWarning" not in run.stdout + run.stderr  # untimed items fail without noise
     assert "compile_fail: compile failed in backend 'broken': RuntimeError: planted compile error" in run.stdout
-    assert "each compiled sample item timed in 8 loads on CUDA" in run.stdout  # unisolated: no process to repeat in
+    assert "each compiled sample item timed in 4 loads on CUDA" in run.stdout  # unisolated: no process to repeat in
     assert "; --inductor-timing-processes=3 needs --inductor-isolation=process (no other process" in run.stdout
     table = run.stdout[run.stdout.index(SPEEDUP_TITLE) :].splitlines()
     assert any(line.startswith("builtin/launch_bound [cpu]") and line.split()[-1] == "COMPILE" for line in table)
@@ -215,7 +215,7 @@ def test_thread_setting_holds_for_the_plugins_items_and_an_impossible_precision_
         "(time.process_time); speedups paired with eager, until their 95% interval is within ±0.0%"
     ) in run.stdout
     defaults = (
-        "each compiled sample item timed in 4 processes of 2 loads on CUDA (the band from the spread between them), "
+        "each compiled sample item timed in 4 processes on CUDA (the band from the spread between them), "
         "once on the CPU"
     )
     assert f"; {defaults}\n" in run.stdout  # the loads' and processes' defaults, named where the run starts

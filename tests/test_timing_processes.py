@@ -102,12 +102,13 @@ def test_processes_that_agree_give_a_band_as_narrow_as_their_spread_whatever_the
     assert band.half_width < 0.01
 
 
-def test_the_default_is_two_loads_in_each_of_four_processes_on_cuda_and_one_timing_on_the_cpu() -> None:
-    """On CUDA eight timings: two loads in each of four processes; where fewer processes time the item (none to
-    repeat in, unisolated), at least eight loads of those (three in each of three)."""
+def test_the_default_is_one_load_in_each_of_four_processes_on_cuda_and_one_timing_on_the_cpu() -> None:
+    """On CUDA four timings: the first load of each of four processes (a later load's figure can be off); where
+    fewer processes time the item (none to repeat in, unisolated), at least four loads of those (two in each of
+    three)."""
     assert (processes_for(None, "cuda"), processes_for(None, "cpu"), processes_for(3, "cpu")) == (4, 1, 3)
-    assert (loads_for(None, "cuda"), loads_for(None, "cpu"), loads_for(3, "cpu")) == (2, 1, 3)
-    assert (loads_for(None, "cuda", 1), loads_for(None, "cuda", 3), loads_for(5, "cuda", 1)) == (8, 3, 5)
+    assert (loads_for(None, "cuda"), loads_for(None, "cpu"), loads_for(3, "cpu")) == (1, 1, 3)
+    assert (loads_for(None, "cuda", 1), loads_for(None, "cuda", 3), loads_for(5, "cuda", 1)) == (4, 2, 5)
 
 
 def test_processes_share_the_item_s_spans_and_each_aims_wider() -> None:

@@ -88,7 +88,7 @@ class TimingPolicy:
 
     def _repeats(self) -> str:
         """How often each compiled sample item is timed (a user's ``inductor_benchmark`` test: once): ``each compiled
-        sample item timed in 4 processes of 2 loads on CUDA (...), once on the CPU``; and where
+        sample item timed in 4 processes on CUDA (...), once on the CPU``; and where
         ``--inductor-timing-processes`` cannot be had (unisolated), that it is not."""
 
         def timed(device: str) -> str:

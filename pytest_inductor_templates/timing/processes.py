@@ -6,7 +6,10 @@ memory landed) and, shared by every load of it, a process's (on an H100 two proc
 paired timing is therefore repeated: in the same process, compiled again from the compile cache (a Dynamo reset and
 a fresh copy of the model: a load), and in other worker processes (the same code and autotune choices). Its speedup
 is the geometric mean of the processes' geometric means, with a 95% band of Student's t over those means (in one
-process, over its loads). Each timing's median carries its own rounds' noise, so that spread already holds it;
+process, over its loads). By default on CUDA each process times its first load only: on an H100 a later load's
+speedup differed from the same process's first, and from a fresh process's, by 20-50% on 3 of 18 samples in two runs,
+in every process (a fresh process compiling the sample again after a reset did not), so loads stand in for processes
+only where there are no others. Each timing's median carries its own rounds' noise, so that spread already holds it;
 the timings' own intervals, combined, no longer set a floor under it: from about ten rounds each they overstate
 their medians' noise (on an H100 that floor widened 13 of 18 bands past the spread, 7 of them past ±4%, where eight
 processes agreed within it). With one timing the band is that timing's interval.
@@ -47,8 +50,8 @@ def processes_for(chosen: int | None, device_type: str) -> int:
 
 def loads_for(chosen: int | None, device_type: str, processes: int | None = None) -> int:
     """Loads each of ``processes`` (the processes timing the item; None: the device type's default) times a compiled
-    item in: ``chosen`` (``--inductor-timing-loads``), else on CUDA at least eight timings shared among the
-    processes (2 in each of 4, 3 in each of 3; 8 in one, as with ``--inductor-isolation=none``), on the CPU 1."""
+    item in: ``chosen`` (``--inductor-timing-loads``), else on CUDA at least four timings shared among the
+    processes (1 in each of 4, 2 in each of 3 or 2; 4 in one, as with ``--inductor-isolation=none``), on the CPU 1."""
     count = processes if processes is not None else processes_for(None, device_type)
     return _per_device(chosen, device_type, -(-CUDA_TIMINGS // count), CPU_LOADS)
 
