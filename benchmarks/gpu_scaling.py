@@ -59,7 +59,7 @@ from pytest_inductor_templates.runs.files import Run, RunError, load
 from pytest_inductor_templates.samples.builtin import BUILTIN_SAMPLES
 from pytest_inductor_templates.samples.graphnet import discover
 from pytest_inductor_templates.tables import render, seconds, speedup_text
-from pytest_inductor_templates.timing.host_lock import TIMING, WORK
+from pytest_inductor_templates.timing.host_lock import COMPILE, TIMING, WORK
 
 DEFAULT_TIMING: list[str] = []  # the plugin's default timing
 
@@ -125,9 +125,18 @@ def busy_profile(log: Path, own: set[int]) -> str | None:
     span = final - min(start for *_, start, _ in holds)
     order = ["0", "1 (own)", "1 (other)", "2", "3", "4", "5-9", "10+"]
     profile = " | ".join(f"{key}: {by_count[key]:.0f}" for key in order if by_count[key] >= 0.5)
+    compiles = [(start, end) for _, group, start, end in holds if group == COMPILE]
+    timings = [(start, end) for _, group, start, end in holds if group == TIMING]
+    beside = sum(max(0.0, min(end, stop) - max(start, begin)) for start, end in compiles for begin, stop in timings)
+    compiled = (
+        f"; compiles beside timings (--inductor-compile-beside-timing) {sum(e - s for s, e in compiles):.0f} s, "
+        f"{beside:.0f} s of it during a timing"
+        if compiles
+        else ""
+    )
     return (
         f"span {span:.0f} s; timing {timing:.0f} s; work {sum(end - start for _, start, end in work):.0f} s "
-        f"({mine:.0f} s in the items' own processes); seconds by processes at work: {profile}"
+        f"({mine:.0f} s in the items' own processes); seconds by processes at work: {profile}{compiled}"
     )
 
 

@@ -237,8 +237,8 @@ OPTIONS = (
         "inductor_lock_log",
         "under pytest-xdist, or where compiled items are timed in several processes, write a line to FILE for "
         "each time a sample worker held the host lock (PID GROUP "
-        "DETAIL START END: work, a timing and its device, the start of Inductor's compile pool): what ran beside "
-        "each timing, for debugging",
+        "DETAIL START END: work, a timing and its device, a compile beside timings, the start of Inductor's compile "
+        "pool): what ran beside each timing, for debugging",
         "FILE",
     ),
     Option(
@@ -280,6 +280,14 @@ OPTIONS = (
         "on: before each paired round on CUDA, the timing thread moves to a CPU that runs at full speed (where a "
         "VM switches each vCPU between two speeds, a launch-bound speedup then meets the same speed in every "
         "process); off: the rounds stay where the scheduler puts them (default off; Linux only)",
+        values=ON_OFF,
+    ),
+    Option(
+        "inductor_compile_beside_timing",
+        "on: the host's CPUs are split, a quarter (whole cores) for timings and the rest for work, and a compile "
+        "that does not touch the GPU (no autotuning, freezing or C++ wrapper) goes on beside the other processes' "
+        "CUDA timings instead of waiting for them, and they for it; off: no work beside a timing (default off; CUDA "
+        "devices only; Linux only)",
         values=ON_OFF,
     ),
     Option(

@@ -112,6 +112,7 @@ class Settings:
         span = self.get("inductor_timing_min_seconds")
         self.timing_min_seconds = _seconds_or_zero(span) if span is not None else None
         self.timing_follow_cpu = _on_off(self.get("inductor_timing_follow_cpu"), default=False)
+        self.compile_beside_timing = _on_off(self.get("inductor_compile_beside_timing"), default=False)
         probe = self.get("inductor_cpu_probe")
         self.cpu_probe = _seconds_or_zero(probe) if probe is not None else CPU_PROBE_SECONDS
         self.fullgraph = bool(self.value("inductor_fullgraph"))

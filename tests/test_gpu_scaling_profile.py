@@ -30,3 +30,21 @@ def test_the_span_is_split_by_how_many_processes_worked_at_once(tmp_path: Path) 
         "seconds by processes at work: 0: 3 | 1 (own): 8 | 1 (other): 1 | 2: 2"
     ), profile
     assert gpu_scaling.busy_profile(tmp_path / "none.log", own=set()) is None
+
+
+def test_compiles_beside_timings_are_summed_with_their_time_during_a_timing(tmp_path: Path) -> None:
+    """A compile that left the work group (``compile``) for 5 s, 2 s of which a timing ran: the profile adds both."""
+    sys.path.insert(0, str(BENCHMARKS))
+    import gpu_scaling
+
+    log = tmp_path / "run.lock.log"
+    log.write_text(
+        "1 work - 100.0 101.0\n"  # tracing
+        "1 compile - 101.0 106.0\n"  # code generation, beside the other process's timing
+        "2 timing gpu 104.0 106.5\n"
+        "1 work - 106.5 107.0\n"  # the first run, after the timing
+    )
+    profile = gpu_scaling.busy_profile(log, own={1})
+    assert profile is not None and profile.endswith(
+        "; compiles beside timings (--inductor-compile-beside-timing) 5 s, 2 s of it during a timing"
+    ), profile

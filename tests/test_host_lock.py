@@ -19,10 +19,15 @@ from typing import Any
 import pytest
 from inner_runs import runpytest_warm
 
+from conftest import usage_error_line
 from pytest_inductor_templates import phases
+from pytest_inductor_templates.compile.compiled import CompiledModel, compiles_off_the_gpu
 from pytest_inductor_templates.integrations.benchmark import timing_switched_off_by
 from pytest_inductor_templates.integrations.xdist import HOST_LOCK, LOCK_LOG, PINNED_GPU, TIMED_DEVICE, XdistHooks
-from pytest_inductor_templates.timing import host_lock
+from pytest_inductor_templates.templates.registry import TemplateRegistry
+from pytest_inductor_templates.templates.selection import Selection
+from pytest_inductor_templates.timing import cores, host_lock
+from pytest_inductor_templates.timing.cores import Split
 from pytest_inductor_templates.timing.host_lock import HostLock
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock is POSIX")
@@ -390,3 +395,159 @@ def test_waiting_for_the_other_group_is_a_phase_of_its_own(tmp_path: Path) -> No
     with phases.listening(seen.append), HostLock(tmp_path).timing():
         pass
     assert seen == [phases.WAITING, phases.COMPILED_CALL]  # a timeout meanwhile names the wait
+
+
+BESIDE = textwrap.dedent(
+    """
+    import json, os, sys, time
+    from pathlib import Path
+    from pytest_inductor_templates.timing.cores import Split
+    from pytest_inductor_templates.timing.host_lock import HostLock, Sharing
+
+    folder, name, split = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "split"
+    cpus = tuple(sorted(os.sched_getaffinity(0)))
+    lock = HostLock(Sharing(str(folder), log=str(folder / "lock.log"), split=Split(cpus, cpus) if split else None))
+    with lock.work():
+        (folder / f"{name}.began").touch()
+        with lock.beside_timings():  # a compile that does not touch the GPU
+            (folder / f"{name}.beside").touch()
+            while not (folder / f"{name}.rejoin").exists():
+                time.sleep(0.01)
+        (folder / f"{name}.rejoined").touch()  # in the work group again: its compiled code may run
+        while not (folder / f"{name}.release").exists():
+            time.sleep(0.01)
+    """
+)
+
+
+def _start_beside(holders: Holders, name: str, split: bool) -> None:
+    script = holders.folder / "beside.py"
+    script.write_text(BESIDE)
+    args = [sys.executable, str(script), str(holders.folder), name, "split" if split else "whole"]
+    holders.processes[name] = subprocess.Popen(args)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
+@pytest.mark.parametrize("split", [True, False], ids=["split", "whole"])
+def test_a_compile_beside_timings_lets_a_timing_run_and_joins_work_again_after_it(tmp_path: Path, split: bool) -> None:
+    """Where the session splits its CPUs, a compile that does not touch the GPU leaves the work group: another
+    process's timing runs meanwhile (it would wait for work in progress); when the compile ends, it joins the work
+    group again only after that timing (its compiled code touches the GPU); the lock log has the work split around
+    the compile. Without a split the compile stays work, and the timing waits for it."""
+    holders = Holders(tmp_path)
+    _start_beside(holders, "compile", split)
+    holders.wait((tmp_path / "compile.beside").exists, "the compile beside timings")
+    holders.start("timing", "timing:cuda")
+    if not split:  # it stays work: the timing waits for it
+        holders.wait(lambda: held_by_another(tmp_path / host_lock.TURNSTILE), "timing waiting in the turnstile")
+        assert not (tmp_path / "timing.began").exists()
+        (tmp_path / "compile.rejoin").touch()
+        holders.release("compile")
+        holders.holding("timing")
+        holders.release("timing")
+        return
+    holders.holding("timing")  # beside the compile
+    (tmp_path / "compile.rejoin").touch()
+    holders.wait(lambda: blocked_on_a_lock(holders.processes["compile"].pid), "the compile waiting to rejoin")
+    assert not (tmp_path / "compile.rejoined").exists()  # its compiled code waits for the timing
+    holders.release("timing")
+    holders.wait((tmp_path / "compile.rejoined").exists, "the compile back in the work group")
+    holders.release("compile")
+    rows = [line.split() for line in (tmp_path / "lock.log").read_text().splitlines()]
+    mine = [(group, float(start), float(end)) for pid, group, _, start, end in rows
+            if pid == str(holders.processes["compile"].pid)]  # fmt: skip
+    assert [group for group, _, _ in mine] == ["work", "compile", "work"], rows
+    (_, _, left), (_, beside_start, beside_end), (_, rejoined, _) = mine
+    timed = next(s for s in holders.spans() if s["name"] == "timing")
+    assert left <= beside_start <= timed["began"] <= beside_end <= timed["ended"] <= rejoined, (mine, timed)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2, reason="2 CPUs")
+def test_a_split_host_works_on_the_work_cpus_and_times_on_the_timing_cpus(tmp_path: Path) -> None:
+    """A process that shares a split host moves onto the work CPUs (and a thread it starts later is there too); a
+    timing moves every thread onto the timing CPUs for its duration and back after."""
+    script = tmp_path / "split.py"
+    script.write_text(textwrap.dedent(
+        """
+        import json, os, sys, threading
+        from pytest_inductor_templates.timing import host_lock
+        from pytest_inductor_templates.timing.cores import Split
+
+        cpus = sorted(os.sched_getaffinity(0))
+        host_lock.use(host_lock.Sharing(sys.argv[1], split=Split(tuple(cpus[-1:]), tuple(cpus[:-1]))))
+        seen = {"work": sorted(os.sched_getaffinity(0))}
+        later = threading.Thread(target=lambda: seen.update(thread=sorted(os.sched_getaffinity(0))))
+        later.start(); later.join()
+        with host_lock.timing("cuda"):
+            seen["timing"] = sorted(os.sched_getaffinity(0))
+        seen["after"] = sorted(os.sched_getaffinity(0))
+        print(json.dumps({"cpus": cpus, **seen}))
+        """
+    ))  # fmt: skip
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, check=True)
+    seen = json.loads(done.stdout)
+    cpus = seen["cpus"]
+    assert seen["work"] == seen["thread"] == seen["after"] == cpus[:-1], seen
+    assert seen["timing"] == cpus[-1:], seen
+
+
+def test_the_cpus_split_into_whole_cores_a_quarter_for_timings() -> None:
+    """Whole cores (hardware threads together) from the last, until a quarter of the CPUs; none where the host has
+    a single core."""
+    smt = {cpu: frozenset({cpu % 8, cpu % 8 + 8}) for cpu in range(16)}
+    assert cores.split(list(range(16)), smt) == Split((6, 7, 14, 15), (0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13))
+    assert cores.split([0, 1], {}) == Split((1,), (0,))
+    assert cores.split([0, 1], {0: frozenset({0, 1}), 1: frozenset({0, 1})}) == Split((), (0, 1))  # one core
+    assert cores.split([0], {}) == Split((), (0,))
+    assert cores.split(list(range(8)), {}) == Split((6, 7), (0, 1, 2, 3, 4, 5))
+    assert cores.cpu_list((0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13)) == "0-5,8-13" and cores.cpu_list((7,)) == "7"
+
+
+def test_only_inductors_own_compiles_without_autotuning_freezing_or_cpp_wrapper_leave_the_gpu_alone() -> None:
+    """Those may go beside timings: `default`, `cudagraphs`, `triton`; not `max_autotune`, `tma`, `cutlass`, `aten`
+    (GEMM autotuning), `freezing` (constants folded on the device), `cpp_wrapper`, a user's backend, nor a compile
+    under an Inductor config set to autotune outside the plugin."""
+    import torch._inductor.config
+
+    registry = TemplateRegistry()
+    beside = {name for name in registry.names() if compiles_off_the_gpu(Selection(template=registry[name]))}
+    assert beside - {"eager"} == {"default", "cudagraphs", "triton"}, beside
+    assert not compiles_off_the_gpu(Selection(template=registry["default"], backend="aot_eager"))
+    with torch._inductor.config.patch(max_autotune_pointwise=True):
+        assert not compiles_off_the_gpu(Selection(template=registry["default"]))
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
+def test_the_plugins_compile_leaves_the_work_group_where_the_host_is_split(tmp_path: Path) -> None:
+    """A real Inductor compile through the plugin's compiled model, within work as a check compiles: with the host
+    split, its code generation is a ``compile`` line of the lock log between two work holds (tracing before it, the
+    first run after it); unsplit, one work hold."""
+    import torch
+
+    from pytest_inductor_templates.compile.isolation import isolated_compile_state
+
+    cpus = tuple(sorted(os.sched_getaffinity(0)))
+    for split in (Split(cpus, cpus), None):
+        log = tmp_path / f"{'split' if split else 'whole'}.log"
+        host_lock.use(host_lock.Sharing(str(tmp_path), log=str(log), split=split))
+        try:
+            with isolated_compile_state() as watcher, host_lock.work():
+                model = CompiledModel(lambda x: x.sin() + 1, Selection(template=TemplateRegistry()["default"]), watcher)
+                model(torch.ones(4))
+        finally:
+            host_lock.use(None)
+        groups = [line.split()[1] for line in log.read_text().splitlines()]
+        assert groups == (["work", "compile", "work"] if split else ["work"]), groups
+
+
+def test_compiles_beside_timings_need_cuda_devices_only_and_say_so_in_one_line(sentinel_test: pytest.Pytester) -> None:
+    """A CPU timing would share its CPUs with the compiles beside it: refused before any test runs."""
+    line = usage_error_line(
+        sentinel_test.runpytest_inprocess("--inductor-compile-beside-timing=on", "--inductor-devices=cpu")
+    )
+    assert line == (
+        "ERROR: --inductor-compile-beside-timing (command line): needs CUDA devices only: a CPU timing would share "
+        "its CPUs with the compiles"
+    )
+    line = usage_error_line(sentinel_test.runpytest_inprocess("--inductor-compile-beside-timing=yes"))
+    assert line == "ERROR: --inductor-compile-beside-timing (command line): expected on or off, got 'yes'"

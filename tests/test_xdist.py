@@ -141,6 +141,30 @@ def test_two_workers_a_gpu_time_every_cuda_bench_item_one_at_a_time_per_gpu(tmp_
     print(f"{len(timings)} timings on {gpus} GPU(s), {len(pools)} compile pool start(s), all within work")
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_compiles_beside_timings_leave_the_work_group_and_no_work_runs_beside_a_timing(tmp_path: Path) -> None:
+    """-n 2 on one GPU with --inductor-compile-beside-timing=on: the header names the CPUs of timings and of work;
+    the compiles (default template: off the GPU) are ``compile`` lines of the lock log, each between work holds of
+    its process; no work hold overlaps a timing; every compiled bench item has a speedup."""
+    run = run_pytest(
+        tmp_path, "-n", "2", "--inductor-samples", "--inductor-template=default", "--inductor-devices=cuda:0", "-k",
+        "conv_bn or launch_bound or attention or norm_softmax", "--inductor-compile-beside-timing=on",
+        "--inductor-lock-log=lock.log", "--inductor-results=run.jsonl", *QUIET,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "go on beside CUDA timings (--inductor-compile-beside-timing): timings on CPUs " in run.stdout
+    records = load(str(tmp_path / "run.jsonl")).records
+    assert all(r.speedup is not None for r in records if r.kind == "bench" and r.template == "default")
+    found = spans(tmp_path / "lock.log")
+    timings, compiles = [s for s in found if s[1] == "timing"], [s for s in found if s[1] == "compile"]
+    assert compiles and timings
+    for timing in timings:
+        assert [s for s in found if s[1] == "work" and overlap(s, timing)] == []
+    beside = sum(any(overlap(c, t) for t in timings) for c in compiles)
+    print(f"{len(compiles)} compiles off the GPU, {beside} of them beside a timing; {len(timings)} timings")
+
+
 @no_cuda_machine
 def test_n_auto_starts_the_workers_the_host_fits_and_says_why(tmp_path: Path) -> None:
     run = run_pytest_warm(

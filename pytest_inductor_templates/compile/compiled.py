@@ -92,6 +92,7 @@ class RecordingBackend:
     """A torch.compile backend that runs the selected one and records every graph it compiles."""
 
     def __init__(self, selection: Selection, stats: CompileStats, skips: _SkipTracker) -> None:
+        self.selection = selection
         self.inner = _inner_backend(selection)
         self.compiler_name = self.__name__ = getattr(self.inner, "compiler_name", selection.backend)
         self.stats = stats
@@ -122,7 +123,8 @@ class RecordingBackend:
             with host_lock.work():
                 start = time.perf_counter()  # after any wait for another worker's timing
                 skips = self.skips.span(lambda: _unlogged_skip_reason(example_inputs))
-                with skips, gather(self.evidence), torch_deprecations_quiet():
+                beside = host_lock.beside_timings(compiles_off_the_gpu(self.selection))
+                with beside, skips, gather(self.evidence), torch_deprecations_quiet():
                     compiled = self.inner(graph_module, example_inputs, **kwargs)
                 self.backend_seconds += time.perf_counter() - start
         except RestartAnalysis:  # Dynamo's signal to trace the frame again, not a failure
@@ -140,6 +142,35 @@ class RecordingBackend:
     def get_compiler_config(self) -> Any:
         getter = getattr(self.inner, "get_compiler_config", None)
         return getter() if getter else None
+
+
+# Inductor settings under which a compile runs code on the GPU: autotuning (GEMM choices and their epilogues, fusions,
+# kernels' configs), freezing (constants folded on the device), the C++ wrapper (it autotunes while it compiles)
+GPU_AT_COMPILE = (
+    "max_autotune", "max_autotune_gemm", "max_autotune_pointwise", "coordinate_descent_tuning", "benchmark_fusion",
+    "benchmark_kernel", "freezing", "cpp_wrapper", "triton.autotune_at_compile_time",
+)  # fmt: skip
+
+
+def compiles_off_the_gpu(selection: Selection) -> bool:
+    """Whether Inductor compiles for ``selection`` without running anything on the GPU (so that the compile may go
+    on beside a timing): its own backend, none of ``GPU_AT_COMPILE`` on, in the selection's settings or in the
+    Inductor config in force. A user's backend may do anything: never off the GPU."""
+    from torch._inductor import config
+
+    if selection.backend != "inductor":
+        return False
+    chosen = selection.effective_settings
+
+    def on(key: str) -> bool:
+        if key in chosen:
+            return bool(chosen[key])
+        value: Any = config
+        for part in key.split("."):
+            value = getattr(value, part, None)
+        return bool(value)
+
+    return not any(on(key) for key in GPU_AT_COMPILE)
 
 
 def no_grad_call(target: Callable[..., Any]) -> Callable[..., Any]:

@@ -21,7 +21,7 @@ import pytest
 
 from ..report.records import ROOT_NODEID, SAMPLE_NODEID, crashed_record
 from ..tables import plural
-from ..timing import host_lock
+from ..timing import cores, host_lock
 from ..timing.threads import COMPILE_THREADS, compile_threads_share
 from .auto_workers import AutoWorkers
 
@@ -29,6 +29,7 @@ PINNED_GPU = "inductor_pinned_gpu"  # pytest-xdist workerinput key: the GPU this
 HOST_LOCK = "inductor_host_lock"  # ... the folder of the work/timing lock the session's workers share
 TIMED_DEVICE = "inductor_timed_device"  # ... the device type whose sample items it times: cuda or cpu
 LOCK_LOG = "inductor_lock_log"  # ... the lock log (--inductor-lock-log), if any
+CPU_SPLIT = "inductor_cpu_split"  # ... the CPUs of timings and of work (--inductor-compile-beside-timing), if split
 
 
 def pinned_gpu(config: pytest.Config) -> str | None:
@@ -38,12 +39,14 @@ def pinned_gpu(config: pytest.Config) -> str | None:
 
 def shared_host(config: pytest.Config) -> host_lock.Sharing | None:
     """How this pytest-xdist worker's sample worker shares the host with the session's others (the lock folder,
-    its GPU's timing slot, the lock log), or None when the workers time nothing."""
+    its GPU's timing slot, the lock log, the CPUs split between timings and work), or None when the workers time
+    nothing."""
     given = getattr(config, "workerinput", {})
     if given.get(HOST_LOCK) is None:
         return None
     gpu = given.get(PINNED_GPU)
-    return host_lock.Sharing(given[HOST_LOCK], f"gpu{gpu}" if gpu is not None else "gpu", given.get(LOCK_LOG))
+    split = cores.Split(*map(tuple, given[CPU_SPLIT])) if given.get(CPU_SPLIT) else None
+    return host_lock.Sharing(given[HOST_LOCK], f"gpu{gpu}" if gpu is not None else "gpu", given.get(LOCK_LOG), split)
 
 
 def timed_device(config: pytest.Config) -> str | None:
@@ -117,6 +120,7 @@ class XdistHooks:
         lock_log: Path | None = None,
         auto: AutoWorkers | None = None,
         samples: bool = False,
+        split: cores.Split | None = None,
     ) -> None:
         self.gpus = gpus or []  # the GPUs the workers share, worker i on GPU i mod G (empty: no pinning)
         self.cases = cases or []  # (template, device) of the matrix, to recognise a crashed user test
@@ -128,6 +132,7 @@ class XdistHooks:
         self.workers = workers
         self.auto = auto  # how -n auto was sized, when it was
         self.samples = samples  # sample items run (in the sample worker): under loadgroup, a sample is one group
+        self.split = split  # the CPUs of timings and of work, where compiles go on beside timings
         # the lock files the workers share: one timing at a time per device, and no work beside a timing
         shared = timed is not None and untimed is None
         self.lock_folder = tempfile.mkdtemp(prefix="inductor-templates-lock-") if shared else None
@@ -175,6 +180,7 @@ class XdistHooks:
             node.workerinput[HOST_LOCK] = self.lock_folder
             node.workerinput[TIMED_DEVICE] = self.timed
             node.workerinput[LOCK_LOG] = self.lock_log
+            node.workerinput[CPU_SPLIT] = [list(self.split.timing), list(self.split.work)] if self.split else None
 
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         self.users.pop(node.gateway.id, None)  # a replacement worker takes its GPU

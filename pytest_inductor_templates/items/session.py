@@ -27,7 +27,7 @@ from ..templates import selection as selection_module
 from ..templates.matrix import Case, select_devices
 from ..templates.registry import EAGER, TemplateRegistry
 from ..templates.user import TemplateDefinitionError, add_user_templates, hook_definitions, load_templates_file
-from ..timing import host_lock
+from ..timing import cores, host_lock
 from ..timing.policy import TimingPolicy
 from ..timing.processes import processes_for
 from ..timing.threads import COMPILE_THREADS, ThreadScope, compile_threads_share, xdist_workers
@@ -74,6 +74,7 @@ class InductorSession:
         left_out: list[tuple[str, str]] | None = None,
         triples: TripleCache | RemoteTriples | None = None,
         timeout: float | None = None,
+        split: cores.Split | None = None,
     ) -> None:
         self.registry = registry
         self.left_out = left_out or []  # (template, why) that --inductor-template=all leaves out here
@@ -85,6 +86,7 @@ class InductorSession:
         self.policy = policy or CheckPolicy()
         self.triples = triples if triples is not None else TripleCache(tolerance, self.policy)
         self.timeout = timeout  # --inductor-timeout
+        self.split = split  # the CPUs of timings and of work, where compiles go on beside timings
 
     @classmethod
     def from_settings(cls, config: pytest.Config, settings: Settings) -> InductorSession:
@@ -92,9 +94,10 @@ class InductorSession:
         visible = visible_devices()
         policy = CheckPolicy(settings.require_effect, settings.second_opinion, settings.tf32, settings.fresh_cache)
         devices = select_devices(settings.get("inductor_devices"), visible)
+        split = cpu_split(settings, devices)
         triples: TripleCache | RemoteTriples
         if settings.isolated:
-            triples = remote_triples(config, settings, policy, plugin_state(config).timing, devices)
+            triples = remote_triples(config, settings, policy, plugin_state(config).timing, devices, split)
         else:
             triples = TripleCache(settings.tolerance, policy, settings.memory_budget)
         return cls(
@@ -108,6 +111,7 @@ class InductorSession:
             selection_module.left_out_by_all(settings, registry, visible),
             triples,
             settings.timeout,
+            split,
         )
 
     def times_without_benchmark(self, case: Case) -> bool:
@@ -220,6 +224,12 @@ class InductorSession:
                 lines.append(f"inductor-templates: {weights}")
         if self.timeout is not None:
             lines.append(f"inductor-templates: a sample item is stopped after {self.timeout:g} s (--inductor-timeout)")
+        if self.split is not None:
+            lines.append(
+                "inductor-templates: compiles that leave the GPU alone go on beside CUDA timings "
+                f"(--inductor-compile-beside-timing): timings on CPUs {cores.cpu_list(self.split.timing)}, work on "
+                f"CPUs {cores.cpu_list(self.split.work)}"
+            )
         if self.policy.fresh_cache:
             lines.append(
                 "inductor-templates: compile caches: an empty one for each triple and user test "
@@ -240,7 +250,7 @@ class InductorSession:
         untimed = timing_switched_off_by(config) if settings.isolated else "--inductor-isolation=none"
         samples = bool(self.samples) and settings.isolated
         return XdistHooks(gpus, self.matrix_cases, timed, untimed, workers, settings.lock_log, auto,
-                          samples)  # fmt: skip
+                          samples, self.split)  # fmt: skip
 
 
 def templates_listing(config: pytest.Config, settings: Settings) -> str:
@@ -268,11 +278,31 @@ def conftest_modules(config: pytest.Config) -> list[tuple[str, str]]:
     return sorted(found, key=lambda module: (len(Path(module[1]).parts), module[1]))
 
 
+def cpu_split(settings: Settings, devices: list[Device]) -> cores.Split | None:
+    """The host's CPUs split between timings and work (``--inductor-compile-beside-timing=on``), or None (off)."""
+    if not settings.compile_beside_timing:
+        return None
+    chosen = settings.get("inductor_compile_beside_timing")
+    assert chosen is not None
+    if any(device.type != "cuda" for device in devices):
+        raise chosen.usage_error("needs CUDA devices only: a CPU timing would share its CPUs with the compiles")
+    split = cores.host_split()
+    if not split.timing:
+        raise chosen.usage_error("needs two or more CPU cores this process may run on, and Linux")
+    return split
+
+
 def remote_triples(
-    config: pytest.Config, settings: Settings, policy: CheckPolicy, timing: TimingPolicy, devices: list[Device]
+    config: pytest.Config,
+    settings: Settings,
+    policy: CheckPolicy,
+    timing: TimingPolicy,
+    devices: list[Device],
+    split: cores.Split | None = None,
 ) -> RemoteTriples:
     """The session's triples in a worker process set up like this one (its ``sys.path``, its conftest files,
-    its intra-op threads), with the repeat processes its ``devices``' timings use."""
+    its intra-op threads), with the repeat processes its ``devices``' timings use; ``split``: the CPUs of timings
+    and of work, where compiles go on beside timings."""
 
     # as many repeaters as the session's devices use (the most of any: on CUDA four by default, on the CPU none);
     # they compile from the cache the first process filled, so they start no compile pool of their own; they work
@@ -282,13 +312,14 @@ def remote_triples(
     sharing, own_lock = shared_host(config), None
     if sharing is None and repeats and host_lock.available():
         own_lock = tempfile.mkdtemp(prefix="inductor-templates-lock-")
-        sharing = host_lock.Sharing(own_lock, log=host_lock.new_log(settings.lock_log))
+        sharing = host_lock.Sharing(own_lock, log=host_lock.new_log(settings.lock_log), split=split)
 
     def hello() -> protocol.Hello:
         return protocol.Hello(list(sys.path), conftest_modules(config), settings.tolerance, policy,
                               settings.memory_budget, timing.threads, sharing)  # fmt: skip
 
-    share = compile_threads_share(xdist_workers())  # each xdist worker's sample worker gets its share of the CPUs
+    work_cpus = len(sharing.split.work) if sharing is not None and sharing.split is not None else None
+    share = compile_threads_share(xdist_workers(), work_cpus)  # each xdist worker's sample worker: its share
     environment = {COMPILE_THREADS: str(share)} if share is not None else {}
     worker = WorkerProcess(hello, environment=environment)
     repeaters = [WorkerProcess(hello, environment={COMPILE_THREADS: "1"}) for _ in range(repeats)]

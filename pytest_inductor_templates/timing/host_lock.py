@@ -21,9 +21,17 @@ the GPU so each waited for about half of the run). Before it leaves the work gro
 started in the background (Inductor's compile pool: ``compile.pool``), so that it does not run on beside a timing. Locks
 held by a process that dies are released by the kernel. Where ``fcntl`` does not exist (Windows), nothing is kept apart.
 
+With ``--inductor-compile-beside-timing=on`` (CUDA timings only) the host's CPUs are split (``timing.cores``): a few
+whole cores for timings, the rest for work. Every process that shares the lock works on the work CPUs, and a timing
+moves onto the timing CPUs while it times; a compile that does not touch the GPU (Inductor's code generation and its
+Triton compiles, without autotuning or freezing) then leaves the work group for its duration (``beside_timings``):
+timings go on beside it, on CPUs it does not use, and it joins the work group again, as any work asks, before the
+compiled code first runs.
+
 With ``--inductor-lock-log`` each hold appends a line ``PID GROUP DETAIL START END`` (wall-clock seconds; GROUP
-``work``, ``timing`` with its slot as DETAIL, or ``pool`` with the compile pool's process id, started and ready
-within the work that started it): what ran beside what, for debugging and for the tests.
+``work``, ``timing`` with its slot as DETAIL, ``compile`` for a compile beside timings, or ``pool`` with the compile
+pool's process id, started and ready within the work that started it): what ran beside what, for debugging and for
+the tests.
 """
 
 from __future__ import annotations
@@ -36,8 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import phases
+from . import cores
 
-TURNSTILE, TIMING, WORK, POOL, PENDING = "turnstile", "timing", "work", "pool", "pending"
+TURNSTILE, TIMING, WORK, POOL, PENDING, COMPILE = "turnstile", "timing", "work", "pool", "pending", "compile"
 CPU_SLOT = "cpu"
 _held_fds: set[int] = set()  # this process's locked descriptors, which a forked child must not keep
 
@@ -48,11 +57,13 @@ Settle = Callable[[], tuple[str, float, float] | None]
 @dataclass(frozen=True)
 class Sharing:
     """How one process shares the host with the session's others: the lock folder, the slot its CUDA timings take
-    (its GPU: ``gpu1``), and the lock log (``--inductor-lock-log``), if any."""
+    (its GPU: ``gpu1``), the lock log (``--inductor-lock-log``), if any, and the CPUs split between timings and
+    work, where compiles go on beside timings."""
 
     folder: str
     gpu_slot: str = "gpu"
     log: str | None = None
+    split: cores.Split | None = None  # with --inductor-compile-beside-timing: the CPUs of timings and of work
 
     def slot(self, device_type: str) -> str:
         """The timing slot of a device type: this process's GPU, or the CPU."""
@@ -95,6 +106,16 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
+@dataclass
+class _Hold:
+    """A hold of one group: its locks, and when it began."""
+
+    group: str
+    detail: str
+    locks: list[_Held]  # the group's own lock first, then the slot's and ``pending``, where taken
+    start: float
+
+
 class HostLock:
     """The session's work/timing exclusion, from the folder holding its lock files."""
 
@@ -102,17 +123,12 @@ class HostLock:
         self.sharing = sharing if isinstance(sharing, Sharing) else Sharing(str(sharing))
         self.folder = Path(self.sharing.folder)
         self.settle = settle  # called before leaving the work group
-        self._held: str | None = None  # the group this process is in: a nested request joins it
+        self._held: _Hold | None = None  # the group this process is in: a nested request joins it
 
-    @contextlib.contextmanager
-    def _group(self, mine: str, other: str, slot: str | None = None) -> Iterator[None]:
+    def _enter(self, mine: str, other: str, slot: str | None = None) -> _Hold:
+        """Wait for ``mine``'s turn (``phases.WAITING`` meanwhile) and hold it."""
         import fcntl
 
-        if self._held is not None:  # already in a group: a compile within the check's work, or during a timing
-            if self._held == WORK and mine == TIMING:
-                raise RuntimeError("a timing was asked for within work: it would run beside the others' work")
-            yield
-            return
         before = phases.current()
         phases.enter(phases.WAITING)  # a timeout meanwhile says so
         if mine == WORK:
@@ -134,21 +150,52 @@ class HostLock:
             raise
         if before is not None:
             phases.enter(before)
-        self._held, start, settled = mine, time.time(), None
+        return _Hold(mine, slot or "-", [held, *(t for t in (own, pending) if t is not None)], time.time())
+
+    def _leave(self, hold: _Hold, settle: bool = True) -> None:
+        """Let go of ``hold`` (work settles what it started in the background first, unless ``settle`` is off) and
+        log it."""
+        settled = self.settle() if hold.group == WORK and settle and self.settle is not None else None
+        end = time.time()
+        for lock in hold.locks:
+            lock.close()
+        self._log(hold.group, hold.detail, hold.start, end)
+        if settled is not None:
+            self._log(POOL, *settled)
+
+    @contextlib.contextmanager
+    def _group(self, mine: str, other: str, slot: str | None = None) -> Iterator[None]:
+        if self._held is not None:  # already in a group: a compile within the check's work, or during a timing
+            if self._held.group == WORK and mine == TIMING:
+                raise RuntimeError("a timing was asked for within work: it would run beside the others' work")
+            yield
+            return
+        self._held = self._enter(mine, other, slot)
+        split = self.sharing.split if mine == TIMING else None
+        try:
+            with cores.moved_to(split.timing) if split is not None else contextlib.nullcontext():
+                yield
+        finally:
+            hold, self._held = self._held, None
+            if hold is not None:  # None: leaving a compile beside timings was interrupted before it joined again
+                self._leave(hold)
+
+    @contextlib.contextmanager
+    def beside_timings(self) -> Iterator[None]:
+        """Around a compile that does not touch the GPU, within work: where the session splits its CPUs, the work
+        group is left for the block (timings go on beside it, on their own CPUs; nothing is settled: the compile
+        uses its pool) and joined again after it, as any work joins; elsewhere the work goes on as it was."""
+        if self.sharing.split is None or self._held is None or self._held.group != WORK:
+            yield
+            return
+        hold, self._held = self._held, None
+        self._leave(hold, settle=False)
+        start = time.time()
         try:
             yield
         finally:
-            if mine == WORK and self.settle is not None:
-                settled = self.settle()
-            end = time.time()
-            self._held = None
-            held.close()
-            for taken in (own, pending):
-                if taken is not None:
-                    taken.close()
-            self._log(mine, slot or "-", start, end)
-            if settled is not None:
-                self._log(POOL, *settled)
+            self._log(COMPILE, "-", start, time.time())
+            self._held = self._enter(WORK, TIMING)
 
     def _log(self, group: str, detail: str, start: float, end: float) -> None:
         if self.sharing.log is None:
@@ -174,10 +221,13 @@ _active: HostLock | None = None
 
 def use(sharing: Sharing | None, settle: Settle | None = None) -> None:
     """Keep this process's work and timings apart from those of the other processes sharing ``sharing.folder``
-    (None: from nobody's), settling what work started in the background with ``settle``. Set once, in a sample
-    worker process, from what its pytest-xdist worker was given."""
+    (None: from nobody's), settling what work started in the background with ``settle``; where the session splits
+    the host's CPUs, this process moves onto the work CPUs. Set once, in a sample worker process, from what its
+    pytest-xdist worker was given."""
     global _active
     _active = HostLock(sharing, settle) if sharing is not None and available() else None
+    if _active is not None and _active.sharing.split is not None:
+        cores.move_to(_active.sharing.split.work)  # its compile pool, started later, inherits them
 
 
 def new_log(path: str | os.PathLike[str] | None) -> str | None:
@@ -208,6 +258,12 @@ def timing(device_type: str) -> contextlib.AbstractContextManager[None]:
     """Around a timing on ``device_type`` (``cpu``, ``cuda``): alone on its device and beside no work, when this
     process shares a lock."""
     return _active.timing(device_type) if _active is not None else contextlib.nullcontext()
+
+
+def beside_timings(off_the_gpu: bool) -> contextlib.AbstractContextManager[None]:
+    """Around a compile: one ``off_the_gpu`` (no autotuning, no freezing: code generation alone) goes on beside the
+    other processes' timings, on the work CPUs, where the session splits the host's CPUs; otherwise it stays work."""
+    return _active.beside_timings() if _active is not None and off_the_gpu else contextlib.nullcontext()
 
 
 def sharing() -> Sharing | None:

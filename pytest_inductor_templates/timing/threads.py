@@ -37,13 +37,13 @@ def default_threads(workers: int | None = None) -> int:
     return 1 if share <= SMALL_SHARE else share
 
 
-def compile_threads_share(workers: int) -> int | None:
-    """Inductor's compile threads for each of ``workers`` pytest-xdist workers: the usable CPUs shared among them
-    (Inductor's default takes them all in every process); None for one worker, or when the user set
-    ``TORCHINDUCTOR_COMPILE_THREADS`` (their count stands)."""
+def compile_threads_share(workers: int, cpus: int | None = None) -> int | None:
+    """Inductor's compile threads for each of ``workers`` pytest-xdist workers: the usable CPUs (or ``cpus``: those
+    work may use) shared among them (Inductor's default takes them all in every process); None for one worker, or
+    when the user set ``TORCHINDUCTOR_COMPILE_THREADS`` (their count stands)."""
     if workers <= 1 or COMPILE_THREADS in os.environ:
         return None
-    return max(1, usable_cpus() // workers)
+    return max(1, (cpus if cpus is not None else usable_cpus()) // workers)
 
 
 class ThreadScope:
