@@ -40,6 +40,17 @@ def percent(fraction: float) -> str:
     return f"{fraction * 100:.0f}%" if fraction >= 1 else f"{fraction * 100:.2g}%"
 
 
+def band_percent(half_width: float, target: float | None, unstable: bool | None) -> str:
+    """A band's half-width as ``percent`` writes it, with more digits where that would read as within the target
+    of an ``unstable`` band (``2.04%``, not ``2%``, against 2%)."""
+    shown = percent(half_width)
+    for digits in (3, 4):
+        if not unstable or target is None or float(shown.rstrip("%")) / 100 > target:
+            break
+        shown = f"{half_width * 100:.{digits}g}%"
+    return shown
+
+
 def seconds(value: float) -> str:
     """A duration with three significant digits in a fitting unit: ``2.31 s``, ``412 ms``, ``3.1 us``, ``80 ns``."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
@@ -75,7 +86,7 @@ def speedup_text(record: ItemRecord, eager: ItemRecord | None = None) -> str:
     else:
         text = times(record.speedup)
         if low is not None and high is not None:
-            text += f" ±{percent((high - low) / 2 / record.speedup)}"
+            text += f" ±{band_percent((high - low) / 2 / record.speedup, record.speedup_target, record.unstable)}"
         text += " unstable" if record.unstable else ""
     ratio = medians_ratio(record, eager) if not record.launch_bound else None
     if ratio is not None and low is not None and high is not None:

@@ -263,3 +263,15 @@ def test_a_skipped_test_keeps_its_template_and_a_warning_points_at_the_users_tes
     )
     assert "\n?" not in result.stdout.str()
     result.stdout.fnmatch_lines(["*/test_user.py:4: NoEffectWarning: template 'aten' had no effect: aten: no GEMM*"])
+
+
+def test_an_unstable_band_never_prints_as_within_its_target() -> None:
+    """A band of ±2.04% against a 2% target printed ``±2% unstable``: it takes the digits that show it is wider."""
+    record = ItemRecord("builtin/x", "default", "cuda:0", "bench", outcome=Outcome.PASS, speedup=1.5)
+    record.speedup_low, record.speedup_high, record.speedup_target = 1.5 * 0.9796, 1.5 * 1.0204, 0.02
+    record.unstable = True
+    assert speedup_text(record) == "1.5x ±2.04% unstable"
+    record.speedup_low, record.speedup_high, record.unstable = 1.5 * 0.9804, 1.5 * 1.0196, False
+    assert speedup_text(record) == "1.5x ±2%"
+    record.speedup_low, record.speedup_high, record.unstable = 1.5 * 0.97, 1.5 * 1.03, True
+    assert speedup_text(record) == "1.5x ±3% unstable"
