@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import unittest.mock
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -413,7 +414,7 @@ BESIDE = textwrap.dedent(
             (folder / f"{name}.beside").touch()
             while not (folder / f"{name}.rejoin").exists():
                 time.sleep(0.01)
-        (folder / f"{name}.rejoined").touch()  # in the work group again: its compiled code may run
+        (folder / f"{name}.rejoined").write_text(str(lock.rejoin_seconds))  # in the work group again
         while not (folder / f"{name}.release").exists():
             time.sleep(0.01)
     """
@@ -450,9 +451,11 @@ def test_a_compile_beside_timings_lets_a_timing_run_and_joins_work_again_after_i
     (tmp_path / "compile.rejoin").touch()
     holders.wait(lambda: blocked_on_a_lock(holders.processes["compile"].pid), "the compile waiting to rejoin")
     assert not (tmp_path / "compile.rejoined").exists()  # its compiled code waits for the timing
+    time.sleep(0.5)
     holders.release("timing")
     holders.wait((tmp_path / "compile.rejoined").exists, "the compile back in the work group")
     holders.release("compile")
+    assert float((tmp_path / "compile.rejoined").read_text()) >= 0.5  # waited: not to be counted as compile time
     rows = [line.split() for line in (tmp_path / "lock.log").read_text().splitlines()]
     mine = [(group, float(start), float(end)) for pid, group, _, start, end in rows
             if pid == str(holders.processes["compile"].pid)]  # fmt: skip
@@ -492,14 +495,17 @@ def test_a_split_host_works_on_the_work_cpus_and_times_on_the_timing_cpus(tmp_pa
 
 
 def test_the_cpus_split_into_whole_cores_a_quarter_for_timings() -> None:
-    """Whole cores (hardware threads together) from the last, until a quarter of the CPUs; none where the host has
-    a single core."""
+    """Whole cores (hardware threads together) from the last, until a quarter of the CPUs and two for each GPU, at
+    most half of them; none where the host has a single core."""
     smt = {cpu: frozenset({cpu % 8, cpu % 8 + 8}) for cpu in range(16)}
     assert cores.split(list(range(16)), smt) == Split((6, 7, 14, 15), (0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13))
     assert cores.split([0, 1], {}) == Split((1,), (0,))
     assert cores.split([0, 1], {0: frozenset({0, 1}), 1: frozenset({0, 1})}) == Split((), (0, 1))  # one core
     assert cores.split([0], {}) == Split((), (0,))
     assert cores.split(list(range(8)), {}) == Split((6, 7), (0, 1, 2, 3, 4, 5))
+    # two CPUs for each GPU whose timings run at once, up to half of them
+    assert cores.split(list(range(16)), smt, gpus=4) == Split((4, 5, 6, 7, 12, 13, 14, 15), (0, 1, 2, 3, 8, 9, 10, 11))
+    assert cores.split(list(range(16)), smt, gpus=8) == cores.split(list(range(16)), smt, gpus=4)
     assert cores.cpu_list((0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13)) == "0-5,8-13" and cores.cpu_list((7,)) == "7"
 
 
@@ -540,8 +546,9 @@ def test_the_plugins_compile_leaves_the_work_group_where_the_host_is_split(tmp_p
         assert groups == (["work", "compile", "work"] if split else ["work"]), groups
 
 
-def test_compiles_beside_timings_need_cuda_devices_only_and_say_so_in_one_line(sentinel_test: pytest.Pytester) -> None:
-    """A CPU timing would share its CPUs with the compiles beside it: refused before any test runs."""
+def test_compiles_beside_timings_are_refused_where_they_cannot_apply(sentinel_test: pytest.Pytester) -> None:
+    """A CPU timing would share its CPUs with the compiles beside it, and without isolation there is no other
+    process: refused before any test runs."""
     line = usage_error_line(
         sentinel_test.runpytest_inprocess("--inductor-compile-beside-timing=on", "--inductor-devices=cpu")
     )
@@ -549,5 +556,51 @@ def test_compiles_beside_timings_need_cuda_devices_only_and_say_so_in_one_line(s
         "ERROR: --inductor-compile-beside-timing (command line): needs CUDA devices only: a CPU timing would share "
         "its CPUs with the compiles"
     )
+    line = usage_error_line(
+        sentinel_test.runpytest_inprocess("--inductor-compile-beside-timing=on", "--inductor-isolation=none")
+    )
+    assert line == (
+        "ERROR: --inductor-compile-beside-timing (command line): needs --inductor-isolation=process: in the pytest "
+        "process nothing runs beside"
+    )
     line = usage_error_line(sentinel_test.runpytest_inprocess("--inductor-compile-beside-timing=yes"))
     assert line == "ERROR: --inductor-compile-beside-timing (command line): expected on or off, got 'yes'"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="CPU affinity is Linux's")
+def test_a_compile_beside_timings_that_asks_for_work_joins_it_for_the_rest_of_the_compile(tmp_path: Path) -> None:
+    """Work asked within a compile beside timings (the GPU after all) joins the work group there, once, and the
+    compile stays in it to its end; a timing asked there is a mistake, as within work. Inductor's benchmarker (the
+    GPU timing of shape padding) asks for work so: a stand-in for its GPU timer (no GPU here) sees the process in
+    the work group, and the benchmarker is itself again after the compile."""
+    from torch._inductor.runtime import benchmarking
+
+    from pytest_inductor_templates.compile.compiled import beside_timings
+
+    cpus = tuple(sorted(os.sched_getaffinity(0)))
+    log = tmp_path / "lock.log"
+    host_lock.use(host_lock.Sharing(str(tmp_path), log=str(log), split=Split(cpus, cpus)))
+    active = host_lock._active
+    assert active is not None
+    seen: list[str | None] = []
+    timer = benchmarking.benchmarker
+    try:
+        with host_lock.work():
+            with host_lock.beside_timings():
+                seen.append(active._held.group if active._held else None)
+                with host_lock.work():
+                    seen.append(active._held.group if active._held else None)
+                with pytest.raises(RuntimeError, match="a timing was asked for within work"):
+                    with host_lock.timing("cuda"):
+                        pass
+            with unittest.mock.patch.object(type(timer), "benchmark_gpu", lambda *_: seen.append(active._held.group)):
+                with beside_timings(Selection(template=TemplateRegistry()["default"])):
+                    seen.append(active._held.group if active._held else None)
+                    benchmarking.benchmarker.benchmark_gpu(lambda: None)
+                    seen.append(active._held.group if active._held else None)
+            assert "benchmark_gpu" not in vars(timer)  # torch's own again
+    finally:
+        host_lock.use(None)
+    assert seen == ["compile", "work", "compile", "work", "work"], seen
+    groups = [line.split()[1] for line in log.read_text().splitlines()]
+    assert groups == ["work", "compile", "work", "compile", "work"], groups

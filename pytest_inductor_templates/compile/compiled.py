@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import unittest.mock
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -122,11 +123,11 @@ class RecordingBackend:
         try:
             with host_lock.work():
                 start = time.perf_counter()  # after any wait for another worker's timing
+                waited = host_lock.rejoin_seconds()  # (and without those waited after a compile beside timings)
                 skips = self.skips.span(lambda: _unlogged_skip_reason(example_inputs))
-                beside = host_lock.beside_timings(compiles_off_the_gpu(self.selection))
-                with beside, skips, gather(self.evidence), torch_deprecations_quiet():
+                with beside_timings(self.selection), skips, gather(self.evidence), torch_deprecations_quiet():
                     compiled = self.inner(graph_module, example_inputs, **kwargs)
-                self.backend_seconds += time.perf_counter() - start
+                self.backend_seconds += time.perf_counter() - start - (host_lock.rejoin_seconds() - waited)
         except RestartAnalysis:  # Dynamo's signal to trace the frame again, not a failure
             raise
         except Exception as error:
@@ -171,6 +172,34 @@ def compiles_off_the_gpu(selection: Selection) -> bool:
         return bool(value)
 
     return not any(on(key) for key in GPU_AT_COMPILE)
+
+
+@contextlib.contextmanager
+def beside_timings(selection: Selection) -> Iterator[None]:
+    """Around a compile: one that leaves the GPU alone (``compiles_off_the_gpu``) goes on beside the other
+    processes' timings, where the session splits the host's CPUs (``host_lock.beside_timings``); should Inductor
+    time code on the GPU after all (its benchmarker: padding a matmul's shapes, ``shape_padding``, times both), the
+    compile first joins the work group again."""
+    from torch._inductor.runtime import benchmarking
+
+    if not host_lock.splits_host() or not compiles_off_the_gpu(selection):
+        yield
+        return
+    timer = benchmarking.benchmarker
+
+    def joining_work(method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with host_lock.work():
+                return method(*args, **kwargs)
+
+        return call
+
+    names = [name for name in ("benchmark_gpu", "benchmark_gpu_with_cuda_graph") if hasattr(timer, name)]
+    with contextlib.ExitStack() as patches:
+        for name in names:
+            patches.enter_context(unittest.mock.patch.object(timer, name, joining_work(getattr(timer, name))))
+        with host_lock.beside_timings():
+            yield
 
 
 def no_grad_call(target: Callable[..., Any]) -> Callable[..., Any]:
@@ -275,8 +304,9 @@ class CompiledModel:
             return self._call(*args, **kwargs)
         with host_lock.work():  # the first call traces, compiles and runs (Triton may finish compiling then)
             start = time.perf_counter()  # after any wait for another worker's timing
+            waited = host_lock.rejoin_seconds()  # (and without those waited after a compile beside timings)
             out = self._call(*args, **kwargs)
-            self._first_call_seconds = time.perf_counter() - start
+            self._first_call_seconds = time.perf_counter() - start - (host_lock.rejoin_seconds() - waited)
         self._called = True
         self._first_call_backend_seconds = self._backend.backend_seconds
         return out

@@ -99,11 +99,12 @@ def pin_this_worker(config: pytest.Config) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
 
 
-def _compile_threads(workers: int) -> str | None:
-    """How many compile threads Inductor has in each worker's sample worker, for the header."""
+def _compile_threads(workers: int, split: cores.Split | None) -> str | None:
+    """How many compile threads Inductor has in each worker's sample worker (a share of the work CPUs, where the
+    host's CPUs are split), for the header."""
     if COMPILE_THREADS in os.environ:
         return f"{COMPILE_THREADS}={os.environ[COMPILE_THREADS]}, as set"
-    share = compile_threads_share(workers)
+    share = compile_threads_share(workers, len(split.work) if split is not None else None)
     return f"Inductor's compile threads: {share} a worker ({COMPILE_THREADS})" if share is not None else None
 
 
@@ -156,7 +157,7 @@ class XdistHooks:
         if self.lock_folder is None:
             return [*lines, f"inductor-templates: pytest-xdist: {shared} and {verb} nothing ({self.untimed})"]
         kind, per = ("CUDA", "one timing at a time per GPU") if self.gpus else ("CPU", "one timing at a time")
-        threads = _compile_threads(self.workers)
+        threads = _compile_threads(self.workers, self.split)
         return [
             *lines,
             f"inductor-templates: pytest-xdist: {shared} and {verb} {its} {kind} sample items, {per}, while no "

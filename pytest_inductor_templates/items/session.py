@@ -94,7 +94,7 @@ class InductorSession:
         visible = visible_devices()
         policy = CheckPolicy(settings.require_effect, settings.second_opinion, settings.tf32, settings.fresh_cache)
         devices = select_devices(settings.get("inductor_devices"), visible)
-        split = cpu_split(settings, devices)
+        split = cpu_split(config, settings, devices)
         triples: TripleCache | RemoteTriples
         if settings.isolated:
             triples = remote_triples(config, settings, policy, plugin_state(config).timing, devices, split)
@@ -278,17 +278,24 @@ def conftest_modules(config: pytest.Config) -> list[tuple[str, str]]:
     return sorted(found, key=lambda module: (len(Path(module[1]).parts), module[1]))
 
 
-def cpu_split(settings: Settings, devices: list[Device]) -> cores.Split | None:
-    """The host's CPUs split between timings and work (``--inductor-compile-beside-timing=on``), or None (off)."""
+def cpu_split(config: pytest.Config, settings: Settings, devices: list[Device]) -> cores.Split | None:
+    """The host's CPUs split between timings and work (``--inductor-compile-beside-timing=on``), or None: off, or
+    nothing to split for (no other process times beside this session's work: no ``-n`` and one timing process, or
+    timing switched off)."""
     if not settings.compile_beside_timing:
         return None
     chosen = settings.get("inductor_compile_beside_timing")
     assert chosen is not None
+    if not settings.isolated:
+        raise chosen.usage_error("needs --inductor-isolation=process: in the pytest process nothing runs beside")
     if any(device.type != "cuda" for device in devices):
         raise chosen.usage_error("needs CUDA devices only: a CPU timing would share its CPUs with the compiles")
-    split = cores.host_split()
+    split = cores.host_split(gpus=len({device.name for device in devices}))
     if not split.timing:
         raise chosen.usage_error("needs two or more CPU cores this process may run on, and Linux")
+    repeated = max(processes_for(settings.timing_processes, device.type) for device in devices) > 1
+    if not (worker_count(config) or repeated) or timing_switched_off_by(config):
+        return None
     return split
 
 

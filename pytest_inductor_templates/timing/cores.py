@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-TIMING_SHARE = 4  # a quarter of the CPUs (whole cores, at least one) time; the rest work
+TIMING_SHARE = 4  # a quarter of the CPUs (whole cores, at least one; two CPUs a GPU) time; the rest work
 
 
 def siblings(cpu: int) -> frozenset[int]:
@@ -47,26 +47,29 @@ class Split:
     work: tuple[int, ...]
 
 
-def split(usable: list[int], cores: dict[int, frozenset[int]]) -> Split:
+def split(usable: list[int], cores: dict[int, frozenset[int]], gpus: int = 1) -> Split:
     """``usable`` split: whole cores (``cores`` gives each CPU's hardware threads) from the last for timings, until
-    they hold a quarter of the CPUs (at least one core), never all of them; no timing CPUs on a single core."""
+    they hold a quarter of the CPUs and two for each GPU (timings on different GPUs run at once), at least one core
+    and never more than half of the CPUs; no timing CPUs on a single core."""
     groups: list[tuple[int, ...]] = []
     for cpu in sorted(usable):
         group = tuple(sorted(cores.get(cpu, frozenset({cpu})) & set(usable)))
         if group not in groups:
             groups.append(group)
+    wanted = min(max(len(usable) // TIMING_SHARE, 2 * gpus), len(usable) // 2)
     timing: list[int] = []
-    while len(groups) > 1 and (not timing or len(timing) < len(usable) // TIMING_SHARE):
+    while len(groups) > 1 and (not timing or len(timing) + len(groups[-1]) <= wanted):
         timing += groups.pop()
     return Split(tuple(sorted(timing)), tuple(sorted(cpu for group in groups for cpu in group)))
 
 
-def host_split() -> Split:
-    """This process's usable CPUs split (``split``); no timing CPUs where affinity cannot be set."""
+def host_split(gpus: int = 1) -> Split:
+    """This process's usable CPUs split for ``gpus`` GPUs' timings (``split``); no timing CPUs where affinity
+    cannot be set."""
     if not hasattr(os, "sched_getaffinity"):
         return Split((), ())
     usable = sorted(os.sched_getaffinity(0))
-    return split(usable, {cpu: siblings(cpu) for cpu in usable})
+    return split(usable, {cpu: siblings(cpu) for cpu in usable}, gpus)
 
 
 def cpu_list(cpus: tuple[int, ...]) -> str:

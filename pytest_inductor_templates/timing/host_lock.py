@@ -124,6 +124,7 @@ class HostLock:
         self.folder = Path(self.sharing.folder)
         self.settle = settle  # called before leaving the work group
         self._held: _Hold | None = None  # the group this process is in: a nested request joins it
+        self.rejoin_seconds = 0.0  # waited, in all, to join work again after compiles beside timings
 
     def _enter(self, mine: str, other: str, slot: str | None = None) -> _Hold:
         """Wait for ``mine``'s turn (``phases.WAITING`` meanwhile) and hold it."""
@@ -166,8 +167,10 @@ class HostLock:
     @contextlib.contextmanager
     def _group(self, mine: str, other: str, slot: str | None = None) -> Iterator[None]:
         if self._held is not None:  # already in a group: a compile within the check's work, or during a timing
-            if self._held.group == WORK and mine == TIMING:
+            if self._held.group != TIMING and mine == TIMING:
                 raise RuntimeError("a timing was asked for within work: it would run beside the others' work")
+            if self._held.group == COMPILE:  # a compile beside timings that needs the GPU after all
+                self._rejoin()
             yield
             return
         self._held = self._enter(mine, other, slot)
@@ -177,25 +180,34 @@ class HostLock:
                 yield
         finally:
             hold, self._held = self._held, None
-            if hold is not None:  # None: leaving a compile beside timings was interrupted before it joined again
+            if hold is not None:  # None: joining work again after a compile beside timings was interrupted
                 self._leave(hold)
 
     @contextlib.contextmanager
     def beside_timings(self) -> Iterator[None]:
         """Around a compile that does not touch the GPU, within work: where the session splits its CPUs, the work
         group is left for the block (timings go on beside it, on their own CPUs; nothing is settled: the compile
-        uses its pool) and joined again after it, as any work joins; elsewhere the work goes on as it was."""
+        uses its pool) and joined again after it, as any work joins, or as soon as something in it asks for work
+        (the GPU after all: ``work()`` within the block); elsewhere the work goes on as it was."""
         if self.sharing.split is None or self._held is None or self._held.group != WORK:
             yield
             return
-        hold, self._held = self._held, None
-        self._leave(hold, settle=False)
-        start = time.time()
+        self._leave(self._held, settle=False)
+        self._held = _Hold(COMPILE, "-", [], time.time())
         try:
             yield
         finally:
-            self._log(COMPILE, "-", start, time.time())
-            self._held = self._enter(WORK, TIMING)
+            if self._held is not None and self._held.group == COMPILE:
+                self._rejoin()
+
+    def _rejoin(self) -> None:
+        """From a compile beside timings back into the work group, waiting as any work waits (the seconds waited
+        are added to ``rejoin_seconds``)."""
+        assert self._held is not None and self._held.group == COMPILE
+        self._log(COMPILE, "-", self._held.start, time.time())
+        self._held, asked = None, time.perf_counter()  # None while waiting: an interruption leaves nothing held
+        self._held = self._enter(WORK, TIMING)
+        self.rejoin_seconds += time.perf_counter() - asked
 
     def _log(self, group: str, detail: str, start: float, end: float) -> None:
         if self.sharing.log is None:
@@ -260,10 +272,22 @@ def timing(device_type: str) -> contextlib.AbstractContextManager[None]:
     return _active.timing(device_type) if _active is not None else contextlib.nullcontext()
 
 
-def beside_timings(off_the_gpu: bool) -> contextlib.AbstractContextManager[None]:
-    """Around a compile: one ``off_the_gpu`` (no autotuning, no freezing: code generation alone) goes on beside the
-    other processes' timings, on the work CPUs, where the session splits the host's CPUs; otherwise it stays work."""
-    return _active.beside_timings() if _active is not None and off_the_gpu else contextlib.nullcontext()
+def splits_host() -> bool:
+    """Whether this process shares a host whose CPUs are split between timings and work: its compiles that leave
+    the GPU alone may go on beside timings."""
+    return _active is not None and _active.sharing.split is not None
+
+
+def beside_timings() -> contextlib.AbstractContextManager[None]:
+    """Around a compile that leaves the GPU alone (no autotuning, no freezing: code generation): beside the other
+    processes' timings, on the work CPUs, where the session splits the host's CPUs; otherwise it stays work."""
+    return _active.beside_timings() if _active is not None else contextlib.nullcontext()
+
+
+def rejoin_seconds() -> float:
+    """The seconds this process has waited, in all, to join work again after compiles beside timings (not compile
+    time: a compile's figures leave them out)."""
+    return _active.rejoin_seconds if _active is not None else 0.0
 
 
 def sharing() -> Sharing | None:

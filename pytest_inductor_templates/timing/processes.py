@@ -8,11 +8,11 @@ a fresh copy of the model: a load), and in other worker processes (the same code
 is the geometric mean of the processes' geometric means, with a 95% band of Student's t over those means (in one
 process, over its loads). By default on CUDA each process times its first load only: on an H100 a later load's
 speedup differed from the same process's first, and from a fresh process's, by 20-50% on 3 of 18 samples in two runs,
-in every process (a fresh process compiling the sample again after a reset did not), so loads stand in for processes
-only where there are no others. Each timing's median carries its own rounds' noise, so that spread already holds it;
-the timings' own intervals, combined, no longer set a floor under it: from about ten rounds each they overstate
-their medians' noise (on an H100 that floor widened 13 of 18 bands past the spread, 7 of them past ±4%, where eight
-processes agreed within it). With one timing the band is that timing's interval.
+in every process (a fresh process compiling the sample again after a reset did not), so by default loads fill in
+only where fewer than four processes time the item. Each timing's median carries its own rounds' noise, so that
+spread already holds it; the timings' own intervals, combined, no longer set a floor under it: from about ten
+rounds each they overstate their medians' noise (on an H100 that floor widened 13 of 18 bands past the spread, 7 of
+them past ±4%, where eight processes agreed within it). With one timing the band is that timing's interval.
 The processes' rounds are judged against the fastest mark of full speed any of them left; a process whose rounds ran
 mostly slow, too few at full speed (``slow-CPU rounds``), is counted with all its rounds: on the H200 leaving such
 processes out left bands over one or two processes (a mark few processes met) and moved repeats more, not less.
