@@ -155,8 +155,9 @@ GPU_AT_COMPILE = (
 
 def compiles_off_the_gpu(selection: Selection) -> bool:
     """Whether Inductor compiles for ``selection`` without running anything on the GPU (so that the compile may go
-    on beside a timing): its own backend, none of ``GPU_AT_COMPILE`` on, in the selection's settings or in the
-    Inductor config in force. A user's backend may do anything: never off the GPU."""
+    on beside a timing; its benchmarker aside, which ``beside_timings`` watches): its own backend, none of
+    ``GPU_AT_COMPILE`` on, in the selection's settings or in the Inductor config in force. A user's backend may do
+    anything: never off the GPU."""
     from torch._inductor import config
 
     if selection.backend != "inductor":
