@@ -98,7 +98,7 @@ def pages(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 def test_a_cell_timed_several_times_shows_each_timing_s_figure(runs, tmp_path: Path) -> None:  # noqa: F811
     """A compiled cell timed in two processes of two loads: its grid cell gives each timing's speedup, as report's
-    markdown does, beside the speedup and its band."""
+    markdown does, beside the speedup and its band; the machine block says how the compiled items were timed."""
     data = json.loads(runs["base"].read_text())
     timed = next(r for r in data["inductor_templates"]["items"] if r["template"] == "default" and r.get("speedup"))
     timed.update(process_speedups=[1.21, 1.25, 1.19, 1.23], process_pids=[1, 1, 2, 2], process_loads=[0, 1, 0, 1])
@@ -106,7 +106,9 @@ def test_a_cell_timed_several_times_shows_each_timing_s_figure(runs, tmp_path: P
     (tmp_path / "run.json").write_text(json.dumps(data))
     done = cli("report", str(tmp_path / "run.json"), "--format", "html", "-o", str(tmp_path / "run.html"))
     assert done.returncode == 0, done.stderr
-    assert "over 4 timings: 1.21x, 1.25x, 1.19x, 1.23x" in (tmp_path / "run.html").read_text()
+    page = (tmp_path / "run.html").read_text()
+    assert "over 4 timings: 1.21x, 1.25x, 1.19x, 1.23x" in page
+    assert re.search(r"compiled items timed.{0,80}in 2 processes of 2 loads \(1\), once \(\d+\)", page), page[:3000]
 
 
 def test_the_page_modules_import_neither_torch_nor_pytest() -> None:

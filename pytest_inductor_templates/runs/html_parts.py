@@ -5,6 +5,7 @@ Neither torch nor pytest is imported here."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -13,6 +14,7 @@ from importlib import resources
 from typing import Any
 
 from ..cpu_speed import Steadiness, unsteady_note
+from .compare import timed_as
 from .files import Run
 
 Cell = list[Any] | str | None  # a grid cell: [class, text, story, sort keys...], a plain name, or nothing
@@ -148,9 +150,18 @@ def machine_facts(run: Run) -> list[tuple[str, str | None]]:
         ("timing threads", text("timing_threads")),
         ("load average at start", f"{load:.2f}" if isinstance(load, int | float) else None),
         ("CPU speed", cpu_line(info) or "not probed"),
+        ("compiled items timed", _timed(run)),
         ("TF32", run.tf32),
         ("pytest-xdist workers", None if run.xdist_workers is None else str(run.xdist_workers)),
     ]
+
+
+def _timed(run: Run) -> str | None:
+    """How the run's compiled entries were timed: ``in 4 processes``, or each way with how many entries."""
+    ways = Counter(timed_as(r) for r in run.records if r.kind == "bench" and r.speedup is not None)
+    if len(ways) < 2:
+        return next(iter(ways), None)
+    return ", ".join(f"{way} ({count})" for way, count in ways.most_common())
 
 
 def run_warnings(run: Run) -> list[str]:
