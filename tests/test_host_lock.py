@@ -604,3 +604,24 @@ def test_a_compile_beside_timings_that_asks_for_work_joins_it_for_the_rest_of_th
     assert seen == ["compile", "work", "compile", "work", "work"], seen
     groups = [line.split()[1] for line in log.read_text().splitlines()]
     assert groups == ["work", "compile", "work", "compile", "work"], groups
+
+
+def test_the_controller_hands_its_cpu_split_to_every_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With compiles beside timings, each xdist worker reads the controller's split of the CPUs into the sharing it
+    hands its sample worker, and the header's compile threads are a share of the work CPUs; without, none."""
+    from pytest_inductor_templates.integrations.xdist import shared_host
+    from pytest_inductor_templates.timing.threads import compile_threads_share
+
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    split = Split((6, 7, 14, 15), (0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13))
+    for given in (split, None):
+        hooks = XdistHooks(["0"], timed="cuda", workers=4, split=given)
+        node = SimpleNamespace(gateway=SimpleNamespace(id="gw0"), workerinput={})
+        hooks.pytest_configure_node(node)
+        worker = SimpleNamespace(workerinput=json.loads(json.dumps(node.workerinput)))  # as execnet carries it
+        sharing = shared_host(worker)  # type: ignore[arg-type]
+        assert sharing is not None and sharing.split == given
+        (line,) = hooks.header_lines()
+        share = 3 if given else compile_threads_share(4)  # 12 work CPUs among 4 workers; else all the usable CPUs
+        assert line.endswith(f"Inductor's compile threads: {share} a worker (TORCHINDUCTOR_COMPILE_THREADS)"), line
+        hooks.pytest_unconfigure()
