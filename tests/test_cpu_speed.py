@@ -128,3 +128,16 @@ def test_following_the_full_speed_is_said_in_the_header_and_a_bad_value_is_one_l
     assert header not in off.stdout.str()
     line = usage_error_line(pytester.runpytest_inprocess("--inductor-timing-follow-cpu=always"))
     assert line == "ERROR: --inductor-timing-follow-cpu (command line): expected on or off, got 'always'"
+
+
+def test_the_probe_runs_where_no_header_is_shown(pytester: pytest.Pytester) -> None:
+    """Under -q (no header, whose lines run the probe) the session still probes, and its results file says what."""
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    for quiet in ("-q", "--no-header"):
+        result = pytester.runpytest_inprocess(
+            quiet, "--inductor-cpu-probe=0.1", "--inductor-results=run.jsonl", "-p", "no:cacheprovider"
+        )
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+        assert "CPU speed" not in result.stdout.str()
+        end = json.loads((pytester.path / "run.jsonl").read_text().splitlines()[-1])["end"]
+        assert end["machine_info"]["cpu_probe_seconds"] == 0.1, end

@@ -314,6 +314,21 @@ def test_require_run_fails_a_run_in_which_everything_was_skipped(pytester: pytes
     assert pytester.runpytest_inprocess(*args, "-o", "inductor_require_run=false").ret == pytest.ExitCode.OK
 
 
+@no_cuda_machine
+def test_require_run_fails_a_run_in_which_only_the_samples_eager_rows_ran(pytester: pytest.Pytester) -> None:
+    """A template this machine lacks skips every compiled item, and the samples' eager rows still run: the
+    reference of nothing. A CI job that found no GPU fails under --inductor-require-run all the same."""
+    args = ("--inductor-samples", "--inductor-template=cudagraphs", "-k", "launch_bound", "-p", "no:cacheprovider",
+            "--inductor-cpu-probe=0", "--inductor-require-run")  # fmt: skip
+    required = pytester.runpytest_inprocess(*args)
+    assert required.ret == pytest.ExitCode.TESTS_FAILED, required.stdout.str()
+    required.assert_outcomes(passed=2, skipped=2)  # the eager row's check and bench; cudagraphs' two skipped
+    required.stdout.fnmatch_lines([
+        "--inductor-require-run: every item but the samples' eager rows (2 items, the reference) was skipped, so "
+        "the run fails: template 'cudagraphs' is unavailable on cpu: needs a cuda device, not cpu (2 items)"
+    ])  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("args", "dist"),
     [

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ..diagnose import Diagnosis
-from ..record import ItemRecord
+from ..record import EAGER, ItemRecord
 from ..runs.results_file import ResultsWriter
 from .records import counted, diagnosis_seconds, first_line, write_diagnosis
 
@@ -47,7 +47,8 @@ class RecordBook:
 
     def __init__(self, results: ResultsWriter | None = None, machine_info: Any = None) -> None:
         self.records: list[ItemRecord] = []
-        self.ran = 0  # items that ran (not skipped), the plugin's or not
+        self.ran = 0  # items that ran (not skipped), the plugin's or not, the samples' eager rows aside
+        self.eager_rows_ran = 0  # the samples' eager reference items that ran: no template's result on their own
         self.skipped: list[tuple[str, str]] = []  # (node id, reason) of each skipped item, the plugin's or not
         self.interrupted: str | None = None  # why the run was cut short
         self.results = results
@@ -70,11 +71,13 @@ class RecordBook:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not counted(report):
             return
+        record = ItemRecord.from_properties(report.user_properties)
         if report.skipped:
             self.skipped.append((report.nodeid, first_line(report).removeprefix("Skipped: ")))
+        elif record is not None and record.source == "sample" and record.template == EAGER:
+            self.eager_rows_ran += 1
         else:
             self.ran += 1
-        record = ItemRecord.from_properties(report.user_properties)
         if record is not None:
             self.records.append(record)
             if self.results is not None:
@@ -114,8 +117,10 @@ class RecordBook:
         self.interrupted = TERMINATED if isinstance(stop, Terminated) else "interrupted (KeyboardInterrupt)"
 
     def nothing_ran(self, exitstatus: int) -> bool:
-        """Whether every item was skipped, and nothing else failed."""
-        return self.ran == 0 and exitstatus in NOTHING_FAILED
+        """Whether every item was skipped (the samples' eager rows aside, where something else was: a template this
+        machine lacks leaves them running, as the reference of nothing), and nothing else failed."""
+        only_references = self.eager_rows_ran == 0 or bool(self.skipped)
+        return self.ran == 0 and only_references and exitstatus in NOTHING_FAILED
 
     def fails_for_nothing_run(self, require_run: bool, exitstatus: int) -> bool:
         """Whether ``--inductor-require-run`` fails this run: every item was skipped, and nothing else failed."""

@@ -133,14 +133,18 @@ def skipped_lines(skipped: list[tuple[str, str]]) -> list[str]:
     ]
 
 
-def nothing_ran_line(skipped: list[tuple[str, str]], require_run: bool) -> str:
+def nothing_ran_line(skipped: list[tuple[str, str]], require_run: bool, eager_rows: int = 0) -> str:
     """Why nothing ran, in one line: the most common reasons the items were skipped for, and what
-    ``--inductor-require-run`` does with such a run."""
+    ``--inductor-require-run`` does with such a run (``eager_rows``: the samples' eager items that ran, as the
+    reference of nothing)."""
     counts = Counter(_reason_key(reason) for _, reason in skipped)
     reasons = [f"{reason} ({plural(n, 'item')})" for reason, n in counts.most_common(REASONS_SHOWN)]
     if len(counts) > REASONS_SHOWN:
         reasons.append(f"and {plural(len(counts) - REASONS_SHOWN, 'other reason')}")
     ends = NOTHING_RAN if require_run else NOTHING_RAN_PASSES
+    if eager_rows:
+        but = f"every item but the samples' eager rows ({plural(eager_rows, 'item')}, the reference) was skipped"
+        ends = ends.replace("every item was skipped", but)
     return f"{ends}: {'; '.join(reasons)}" if reasons else ends
 
 
@@ -244,7 +248,8 @@ class TerminalSummary:
             self._lines(terminalreporter, "timing", [XDIST_NOTE])
         self._lines(terminalreporter, SUMMARY_TITLE, summary_table(records))
         if self.book.nothing_ran(exitstatus) and (plugin_skipped or self.require_run):
-            self._lines(terminalreporter, "nothing ran", [nothing_ran_line(self.book.skipped, self.require_run)])
+            line = nothing_ran_line(self.book.skipped, self.require_run, self.book.eager_rows_ran)
+            self._lines(terminalreporter, "nothing ran", [line])
 
     @staticmethod
     def _lines(terminalreporter: pytest.TerminalReporter, title: str, lines: list[str]) -> None:
