@@ -211,7 +211,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(trylast=True)  # after the header's, which probes where it is shown
 def pytest_sessionstart(session: pytest.Session) -> None:
     state, config = plugin_state(session.config), session.config
-    if state.resolved is not None and not hasattr(config, "workerinput") and timing_switched_off_by(config) is None:
+    timed = timing_switched_off_by(config) is None and not config.option.collectonly
+    if state.resolved is not None and not hasattr(config, "workerinput") and timed:
         state.timing.steadiness  # noqa: B018  the CPU-speed probe where no header ran it (-q, --no-header)
 
 
