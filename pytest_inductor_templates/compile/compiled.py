@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import time
 import unittest.mock
 import warnings
 from collections.abc import Callable, Iterator
@@ -122,12 +121,11 @@ class RecordingBackend:
         phases.enter(phases.COMPILING)
         try:
             with host_lock.work():
-                start = time.perf_counter()  # after any wait for another worker's timing
-                waited = host_lock.rejoin_seconds()  # (and without those waited after a compile beside timings)
+                clock = host_lock.Stopwatch()  # after any wait for another worker's timing
                 skips = self.skips.span(lambda: _unlogged_skip_reason(example_inputs))
                 with beside_timings(self.selection), skips, gather(self.evidence), torch_deprecations_quiet():
                     compiled = self.inner(graph_module, example_inputs, **kwargs)
-                self.backend_seconds += time.perf_counter() - start - (host_lock.rejoin_seconds() - waited)
+                self.backend_seconds += clock.seconds()
         except RestartAnalysis:  # Dynamo's signal to trace the frame again, not a failure
             raise
         except Exception as error:
@@ -304,10 +302,9 @@ class CompiledModel:
         if self._called:
             return self._call(*args, **kwargs)
         with host_lock.work():  # the first call traces, compiles and runs (Triton may finish compiling then)
-            start = time.perf_counter()  # after any wait for another worker's timing
-            waited = host_lock.rejoin_seconds()  # (and without those waited after a compile beside timings)
+            clock = host_lock.Stopwatch()  # after any wait for another worker's timing
             out = self._call(*args, **kwargs)
-            self._first_call_seconds = time.perf_counter() - start - (host_lock.rejoin_seconds() - waited)
+            self._first_call_seconds = clock.seconds()
         self._called = True
         self._first_call_backend_seconds = self._backend.backend_seconds
         return out

@@ -284,10 +284,19 @@ def beside_timings() -> contextlib.AbstractContextManager[None]:
     return _active.beside_timings() if _active is not None else contextlib.nullcontext()
 
 
-def rejoin_seconds() -> float:
-    """The seconds this process has waited, in all, to join work again after compiles beside timings (not compile
-    time: a compile's figures leave them out)."""
+def _rejoin_seconds() -> float:
     return _active.rejoin_seconds if _active is not None else 0.0
+
+
+class Stopwatch:
+    """The seconds since it was made, less those this process waited meanwhile to join work again after compiles
+    beside timings (no compile's time)."""
+
+    def __init__(self) -> None:
+        self.start, self.waited = time.perf_counter(), _rejoin_seconds()
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.start - (_rejoin_seconds() - self.waited)
 
 
 def sharing() -> Sharing | None:
