@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from probe_cli import child_or_args
+
 PROCESSES = int(os.environ.get("OFFSET_PROCESSES", "4"))  # per variant
 SECONDS = float(os.environ.get("OFFSET_SECONDS", "1.0"))
 RELOADS = int(os.environ.get("OFFSET_RELOADS", "0"))  # compiles again in the same process, each timed
@@ -114,20 +116,14 @@ def components(runs: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    if sys.argv[1] == "--one":
-        print(json.dumps(one_process(Path(sys.argv[2]), sys.argv[3], sys.argv[4])))
+    args = child_or_args(one_process, "process-offset")
+    if args is None:
         return 0
-    device = "cuda"
-    if "--device" in sys.argv:
-        at = sys.argv.index("--device")
-        device = sys.argv[at + 1]
-        del sys.argv[at : at + 2]
-    corpus, out = Path(sys.argv[1]).resolve(), Path(os.environ.get("OUT", "process-offset"))
-    out.mkdir(parents=True, exist_ok=True)
+    device, corpus, out, samples = args
     kept: dict[str, list[dict[str, Any]]] = {}
     names = os.environ.get("OFFSET_VARIANTS")
     chosen = {name: VARIANTS[name] for name in names.split(",")} if names else VARIANTS
-    for relative in sys.argv[2:]:
+    for relative in samples:
         runs: list[dict[str, Any]] = []
         for _ in range(PROCESSES):
             for variant, (seed, prefix) in chosen.items():

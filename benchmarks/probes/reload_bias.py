@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from probe_cli import child_or_args
+
 SECONDS = float(os.environ.get("RELOAD_SECONDS", "0.5"))  # each step's paired timing
 STEPS = ("built", "copy", "rebuilt", "copy-plain", "copy-no-reset", "copy", "built-eager-copy")
 
@@ -117,19 +119,13 @@ def one_process(corpus: Path, relative: str, device_name: str) -> list[dict[str,
 
 
 def main() -> int:
-    if sys.argv[1] == "--one":
-        print(json.dumps(one_process(Path(sys.argv[2]), sys.argv[3], sys.argv[4])))
+    args = child_or_args(one_process, "reload-bias")
+    if args is None:
         return 0
-    device = "cuda"
-    if "--device" in sys.argv:
-        at = sys.argv.index("--device")
-        device = sys.argv[at + 1]
-        del sys.argv[at : at + 2]
-    corpus, out = Path(sys.argv[1]).resolve(), Path(os.environ.get("OUT", "reload-bias"))
-    out.mkdir(parents=True, exist_ok=True)
+    device, corpus, out, samples = args
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(out / "cache")}
     kept: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for relative in sys.argv[2:]:
+    for relative in samples:
         kept[relative] = {}
         for state in ("cold", "warm"):
             command = [sys.executable, __file__, "--one", str(corpus), relative, device]
