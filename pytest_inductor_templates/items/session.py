@@ -278,6 +278,12 @@ def conftest_modules(config: pytest.Config) -> list[tuple[str, str]]:
     return sorted(found, key=lambda module: (len(Path(module[1]).parts), module[1]))
 
 
+def repeat_processes(settings: Settings, devices: list[Device]) -> int:
+    """The processes beside an item's own that repeat its timings: as many as the session's devices use (the most of
+    any: on CUDA three by default, on the CPU none)."""
+    return max(processes_for(settings.timing_processes, device.type) for device in devices) - 1
+
+
 def cpu_split(config: pytest.Config, settings: Settings, devices: list[Device]) -> cores.Split | None:
     """The host's CPUs split between timings and work (``--inductor-compile-beside-timing=on``), or None: off, or
     nothing to split for (no other process times beside this session's work: no ``-n`` and one timing process, or
@@ -293,8 +299,7 @@ def cpu_split(config: pytest.Config, settings: Settings, devices: list[Device]) 
     split = cores.host_split(gpus=len({device.name for device in devices}))
     if not split.timing:
         raise chosen.usage_error("needs two or more CPU cores this process may run on, and Linux")
-    repeated = max(processes_for(settings.timing_processes, device.type) for device in devices) > 1
-    if not (worker_count(config) or repeated) or timing_switched_off_by(config):
+    if not (worker_count(config) or repeat_processes(settings, devices)) or timing_switched_off_by(config):
         return None
     return split
 
@@ -311,11 +316,10 @@ def remote_triples(
     its intra-op threads), with the repeat processes its ``devices``' timings use; ``split``: the CPUs of timings
     and of work, where compiles go on beside timings."""
 
-    # as many repeaters as the session's devices use (the most of any: on CUDA four by default, on the CPU none);
-    # they compile from the cache the first process filled, so they start no compile pool of their own; they work
-    # side by side, so outside pytest-xdist (which shares its own lock) this session keeps their timings apart from
-    # their work with a lock of its own
-    repeats = max(processes_for(settings.timing_processes, device.type) for device in devices) - 1
+    # the repeaters compile from the cache the first process filled, so they start no compile pool of their own;
+    # they work side by side, so outside pytest-xdist (which shares its own lock) this session keeps their timings
+    # apart from their work with a lock of its own
+    repeats = repeat_processes(settings, devices)
     sharing, own_lock = shared_host(config), None
     if sharing is None and repeats and host_lock.available():
         own_lock = tempfile.mkdtemp(prefix="inductor-templates-lock-")
