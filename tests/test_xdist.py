@@ -206,6 +206,8 @@ def test_the_auto_count_is_the_least_bound_and_never_fewer_than_one_worker_per_g
         "available / 10.00 GiB a worker; 1 GPU, whose memory allows 11: 139.00 GiB free on the fullest / 12.00 GiB a "
         "worker)"
     )
+    beside = AutoWorkers(cpus=10, memory=45 * gib, gpus=1, gpu_free=139 * gib, work_cpus=True)  # 6 of 16 time
+    assert beside.count == 5 and beside.line().startswith("-n auto: 5 workers (10 work CPUs / 2 a worker;")
 
 
 NVIDIA_SMI = """#!/bin/sh

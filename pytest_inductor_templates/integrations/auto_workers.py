@@ -3,10 +3,10 @@
 Each worker is an xdist worker and its sample worker, both with torch loaded, one sample's model built twice (the
 model under test and a fresh eager one, with their inputs) and, on a GPU, a CUDA context; on shared GPUs also the
 processes its compiled items' timings are repeated in (``--inductor-timing-processes``: torch loaded, the sample's
-copy as built in host memory, its model and an eager one on the GPU). The count is the least of what the CPUs, the
-host memory and the GPUs' memory allow, and never fewer than one worker per GPU (so that the workers share the GPUs
-and time there). pytest-xdist's own count stands when no sample runs, under ``-n logical``
-and when ``PYTEST_XDIST_AUTO_NUM_WORKERS`` is set.
+copy as built in host memory, its model and an eager one on the GPU). The count is the least of what the CPUs (those
+work runs on, where compiles go on beside timings), the host memory and the GPUs' memory allow, and never fewer than
+one worker per GPU (so that the workers share the GPUs and time there). pytest-xdist's own count stands when no sample
+runs, under ``-n logical`` and when ``PYTEST_XDIST_AUTO_NUM_WORKERS`` is set.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 from ..machine import gpu_free_memory
 from ..memory import available_memory, format_size
 from ..settings import Settings
+from ..timing.cores import host_split
 from ..timing.processes import processes_for
 from ..timing.threads import usable_cpus
 
@@ -34,12 +35,13 @@ REPEATER_MEMORY = 1 * GiB  # a process a compiled item's timing is repeated in: 
 class AutoWorkers:
     """What ``-n auto`` was sized from, and the count."""
 
-    cpus: int  # usable CPUs (this process's affinity)
+    cpus: int  # usable CPUs (this process's affinity), or the work CPUs of them where compiles go on beside timings
     memory: int | None  # host memory available (bytes), None where unknown
     gpus: int  # the GPUs the workers share (0: none)
     gpu_free: int | None  # the least free memory of those GPUs (bytes), None where unknown
     sample_bytes: int = SAMPLE_MEMORY  # one sample's tensors at most
     repeaters: int = 0  # the processes each worker repeats its compiled items' timings in
+    work_cpus: bool = False  # cpus counts only the CPUs work runs on (--inductor-compile-beside-timing=on)
 
     @property
     def worker_memory(self) -> int:
@@ -71,7 +73,7 @@ class AutoWorkers:
 
     def line(self) -> str:
         """``-n auto: 6 workers (16 CPUs / 2 a worker; memory allows 11: ...; 1 GPU, ...)``, for the header."""
-        parts = [f"{self.cpus} CPUs / {CPUS_PER_WORKER} a worker"]
+        parts = [f"{self.cpus} {'work CPUs' if self.work_cpus else 'CPUs'} / {CPUS_PER_WORKER} a worker"]
         if self.memory is None:
             parts.append("memory unknown")
         else:
@@ -109,5 +111,6 @@ def auto_workers(config: pytest.Config, settings: Settings) -> AutoWorkers | Non
     gpus = torch.cuda.device_count() if shared else 0
     free = gpu_free_memory(gpus) if gpus else None
     repeaters = processes_for(settings.timing_processes, "cuda") - 1 if gpus and settings.isolated else 0
-    return AutoWorkers(usable_cpus(), available_memory(), gpus, min(free) if free else None,
-                       settings.memory_budget or SAMPLE_MEMORY, repeaters)  # fmt: skip
+    work = host_split(gpus).work if gpus and settings.isolated and settings.compile_beside_timing else ()
+    return AutoWorkers(len(work) or usable_cpus(), available_memory(), gpus, min(free) if free else None,
+                       settings.memory_budget or SAMPLE_MEMORY, repeaters, bool(work))  # fmt: skip
