@@ -109,6 +109,40 @@ def test_a_count_torch_will_not_ask_is_not_offered_to_the_helpers() -> None:
     assert not answers._settled(count("lowerings")) and not answers._settled(count("pre_grad_passes"))
 
 
+def test_an_answer_in_hand_offers_the_helpers_nothing() -> None:
+    """A bisection step a helper has answered (or an answer implies) is taken as it is: offering the helpers the
+    questions after it would hand an idle helper torch's other branch, which torch does not take (on opus-mt the
+    asker walked through two answered steps and its idle helpers spent 12 s checks on their other halves while the
+    step torch asked next waited); a step not yet answered offers the helpers the ones after it."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from pytest_inductor_templates.diagnose.bisect import Answers
+    from pytest_inductor_templates.diagnose.drawn import Counts
+    from pytest_inductor_templates.diagnose.questions import Question
+
+    def step(low: int, high: int) -> Question:
+        return Question("inductor", "lowerings", "bisect", low, high)
+
+    answered = {step(low, high): {"failing": True, "pid": 1} for low, high in ((0, 1015), (0, 507), (32, 63))}
+    offered: list[list[Question]] = []
+    helpers = SimpleNamespace(
+        processes=[1, 2, 3],
+        answers=answered,
+        answered=answered.get,
+        offer=offered.append,
+        take=lambda question, implied: answered.get(question) or implied(),
+        serving=contextlib.nullcontext,
+    )
+    log = SimpleNamespace(write=lambda *args, **fields: None)
+    answers = Answers(lambda: False, log, {}, None, helpers, Counts())  # type: ignore[arg-type]
+    assert answers._answer(step(0, 1015)) is True and answers._answer(step(0, 507)) is True  # answered
+    assert answers._answer(step(0, 253)) is True and answers._answer(step(0, 126)) is True  # implied by (32, 63)
+    assert offered == []
+    assert answers._answer(step(0, 63)) is False  # neither: offered the steps after it, then checked here
+    assert offered == [[step(0, 31), step(0, 15), step(16, 31), step(32, 47)]]  # (32, 63) answered: its next step
+
+
 # one helper whose checks are quick and an asking process whose own checks are slow, each logging when its checks ran
 SERVED = """
 import json, sys, time

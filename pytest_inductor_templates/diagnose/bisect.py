@@ -159,9 +159,12 @@ class Answers:
             self.log.write("bisect_check", **where, failing=True, answered=why)
             return True
         answer = None
-        if self.helpers is not None:
-            self.helpers.offer(question.questions_ahead(len(self.helpers.processes), self._settled, self._known))
-            answer = self.helpers.take(question, lambda: self._implied(question))
+        if self.helpers is not None:  # an answer in hand is taken as it is: offering the helpers the questions after
+            # it would hand them torch's other branch, which it does not take (on opus-mt, a helper's 12 s check)
+            answer = self.helpers.answered(question) or self._implied(question)
+            if answer is None:
+                self.helpers.offer(question.questions_ahead(len(self.helpers.processes), self._settled, self._known))
+                answer = self.helpers.take(question, lambda: self._implied(question))
         if answer is not None and answer.get("error") is not None:  # the helper's check could not run there:
             self.log.write("helper", pid=answer.get("pid"), error=answer["error"], question=asdict(question))
             answer = None  # asked here, where the serial order would have asked it

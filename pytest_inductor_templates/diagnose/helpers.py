@@ -92,6 +92,12 @@ class Helpers:
             self.queue = [q for q in dict.fromkeys(questions) if q not in done]
             self._dispatch()
 
+    def answered(self, question: Question) -> dict[str, Any] | None:
+        """The helpers' answer to ``question`` if one is in (taken in now), without waiting; else None."""
+        self._read(0.0)
+        self._count()
+        return self.answers.get(question)
+
     def take(
         self, question: Question, implied: Callable[[], dict[str, Any] | None] = lambda: None
     ) -> dict[str, Any] | None:
