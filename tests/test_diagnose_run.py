@@ -493,10 +493,10 @@ print("RESULT " + json.dumps(answers))
 
 def test_a_checks_answer_says_where_its_compile_spent_its_time(tmp_path: Path) -> None:
     """Each check's answer (and so its ``bisect_check`` line) carries its compile's parts from torch's own timers:
-    Dynamo's tracing, Inductor's whole compile and, inside it, lowering, code generation, the kernels' compile or the
-    wait for them, and how many Triton kernels it asked for
-    (an opus-mt check of 119 s among checks of 9-13 s on an H100 could not say which part grew). Each of two
-    checks in one process says its own, though Dynamo's reset after each clears those timers."""
+    Dynamo's whole compile, its tracing, AOT autograd, Inductor's whole compile and, inside it, lowering, code
+    generation, the kernels' compile or the wait for them, and how many Triton kernels it asked for (an opus-mt check
+    of 119 s among checks of 9-13 s on an H100 could not say which part grew). Each of two checks in one process says
+    its own, though Dynamo's reset after each clears those timers."""
     import json
 
     done = run_python_warm(tmp_path, PARTS_OF_A_CHECK, timeout=300)
@@ -508,6 +508,8 @@ def test_a_checks_answer_says_where_its_compile_spent_its_time(tmp_path: Path) -
         assert answer["kernel_wait"] >= 0 and answer["kernel_compile"] >= 0, answers
         assert answer["lowering"] + answer["codegen"] <= answer["inductor"] <= answer["seconds"], answers
         assert 0 < answer["tracing"] <= answer["seconds"] - answer["inductor"], answers  # Dynamo's part beside it
+        assert answer["inductor"] <= answer["aot"] <= answer["dynamo"] - answer["tracing"], answers  # AOT inside
+        assert answer["dynamo"] <= answer["seconds"], answers
 
 
 def test_a_question_the_bisector_state_refuses_is_answered_with_its_error(tmp_path: Path) -> None:

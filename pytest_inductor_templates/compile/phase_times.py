@@ -8,7 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 PARTS = {  # the field a block's figures get: the torch timer it sums
+    "dynamo": "_compile.compile_inner",  # Dynamo's whole compile of a frame: tracing, AOT autograd, the backend
     "tracing": "bytecode_tracing",  # Dynamo tracing the model's Python into a graph
+    "aot": "create_aot_dispatcher_function",  # AOT autograd's trace and decompositions, the backend's compile inside
     "inductor": "compile_fx_inner",  # Inductor's whole compile of a graph: its passes, lowering, code, loading
     "lowering": "GraphLowering.run",
     "codegen": "GraphLowering.codegen",  # the scheduler's fusion and the kernels' source
