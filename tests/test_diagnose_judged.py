@@ -215,7 +215,9 @@ def test_one_draw_skipped_checks_and_the_lock_per_check(tmp_path: Path) -> None:
     Inductor's subsystems; a helper process): the builder is called once for the model and once for the inputs
     in all the diagnosis's processes; the switches that cannot change the answer here (CUDA graphs, random-op
     fallbacks, layouts, precision casts, CPU stride padding) are answered without a check; the
-    session's work lock is held per check by the diagnosis's processes, never by the triple's for all of it."""
+    session's work lock is held per check by the diagnosis's processes, never by the triple's for all of it. The
+    step log says when the draw, eager's half and the compile pool were done (where the time before the first
+    check went)."""
     for name, text in (("blockmod.py", BLOCK), ("counting.py", COUNTING), ("conftest.py", PLANTED)):
         (tmp_path / name).write_text(text)
     lock, lock_log, draws = tmp_path / "lock", tmp_path / "lock.log", tmp_path / "draws.txt"
@@ -248,6 +250,8 @@ def test_one_draw_skipped_checks_and_the_lock_per_check(tmp_path: Path) -> None:
     assert {pid for pid, _, _ in work} <= {child, *helpers} and child in {pid for pid, _, _ in work}
     checked_here = [r for r in steps if r["step"] == "check"]  # the checks the diagnosis's own process ran
     assert len([w for w in work if w[0] == child]) > len(checked_here) >= 1  # one hold each, and the draw's
+    before = [r["step"] for r in steps if r["step"] in ("start", "drawn", "counts", "saved", "pool", "reproduce")]
+    assert before[:6] == ["start", "drawn", "counts", "saved", "pool", "reproduce"], steps  # where its start went
 
 
 def test_the_draw_reaches_another_process_for_a_model_whose_class_cannot_be_pickled(tmp_path: Path) -> None:

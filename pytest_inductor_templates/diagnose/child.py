@@ -225,6 +225,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     device = torch.device(request.device.name)
     with host_lock.work():  # the one draw, and eager's half of the check computed once
         drawn = Drawn.draw(request.build, device, counts)
+        log.write("drawn")
         eager = eager_side(request, drawn, counts)
     log_counts(log, counts)
     if isinstance(eager, CheckResult):
@@ -232,7 +233,10 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
         return
     drawn.save(work)
     save_eager(eager, work)
+    log.write("saved")  # for the helpers
+    waited = time.monotonic()
     wait_for_compile_pool()  # the one diagnosis_environment started (none on the CPU)
+    log.write("pool", waited=round(time.monotonic() - waited, 2))
     judge = Judge(request, drawn, eager, counts)
 
     def fails(**variant: Any) -> bool | None:
