@@ -143,6 +143,20 @@ def test_an_answer_in_hand_offers_the_helpers_nothing() -> None:
     assert offered == [[step(0, 31), step(0, 15), step(16, 31), step(32, 47)]]  # (32, 63) answered: its next step
 
 
+def test_a_question_the_asker_answers_now_leaves_the_helpers_queue(tmp_path: Path) -> None:
+    """A question looked up in the helpers' answers leaves their queue whether or not an answer is in: the asking
+    process answers it now (implied by another answer, or by a check), so no helper should take it later."""
+    from pytest_inductor_templates.diagnose.drawn import Counts
+    from pytest_inductor_templates.diagnose.helpers import Helpers
+    from pytest_inductor_templates.diagnose.questions import Question
+    from pytest_inductor_templates.diagnose.steplog import StepLog
+
+    helpers = Helpers(tmp_path, 0, StepLog(tmp_path / "steps.jsonl"), Counts())
+    first, second = (Question("inductor", "lowerings", "bisect", low, 63) for low in (0, 32))
+    helpers.queue = [first, second]
+    assert helpers.answered(first) is None and helpers.queue == [second]
+
+
 # one helper whose checks are quick and an asking process whose own checks are slow, each logging when its checks ran
 SERVED = """
 import json, sys, time

@@ -93,8 +93,12 @@ class Helpers:
             self._dispatch()
 
     def answered(self, question: Question) -> dict[str, Any] | None:
-        """The helpers' answer to ``question`` if one is in (taken in now), without waiting; else None."""
+        """The helpers' answer to ``question`` if one is in (taken in now), without waiting; else None. It leaves
+        their queue either way: the asking process answers it now (with this, an implied answer, or a check)."""
         self._read(0.0)
+        with self._lock:
+            if question in self.queue:
+                self.queue.remove(question)
         self._count()
         return self.answers.get(question)
 
