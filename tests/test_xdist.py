@@ -210,6 +210,31 @@ def test_the_auto_count_is_the_least_bound_and_never_fewer_than_one_worker_per_g
     assert beside.count == 5 and beside.line().startswith("-n auto: 5 workers (10 work CPUs / 2 a worker;")
 
 
+def test_n_auto_counts_only_the_work_cpus_where_compiles_go_on_beside_timings(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a GPU (mocked here: the count and its free memory) and ``--inductor-compile-beside-timing=on``, ``-n
+    auto`` sizes the workers by the CPUs work runs on, not by every usable CPU (the timing CPUs are kept
+    for timings)."""
+    from pytest_inductor_templates.integrations import auto_workers as module
+    from pytest_inductor_templates.settings import Settings
+    from pytest_inductor_templates.timing.cores import host_split
+
+    if not host_split(1).timing:
+        pytest.skip("this host's CPUs are one core: nothing to split")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(module, "gpu_free_memory", lambda gpus: [80 * 1024**3] * gpus)
+    common = ("-n", "auto", "--inductor-samples=builtin", "--inductor-devices=cuda")
+    plain = module.auto_workers(config := pytester.parseconfigure(*common), Settings(config))
+    beside = module.auto_workers(
+        config := pytester.parseconfigure(*common, "--inductor-compile-beside-timing=on"), Settings(config)
+    )
+    assert plain is not None and beside is not None
+    assert (plain.cpus, plain.work_cpus) == (usable_cpus(), False)
+    assert (beside.cpus, beside.work_cpus) == (len(host_split(1).work), True) and beside.cpus < plain.cpus
+    assert f"({beside.cpus} work CPUs / {CPUS_PER_WORKER} a worker;" in beside.line()
+
+
 NVIDIA_SMI = """#!/bin/sh
 printf '0, GPU-aaaa-1111, 81000\\n1, GPU-bbbb-2222, 40000\\n'
 """
