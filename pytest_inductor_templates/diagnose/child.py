@@ -171,7 +171,7 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
 
         def check(question: Any) -> bool | None:
             patches = request.selection.compile_options if options_as_patches(question.backend) else None
-            tried = judge.attempt(patches=patches)
+            tried = judge.asked(patches)
             return None if tried.outcome == "error" else tried.outcome == request.outcome
 
         yield check, counts
@@ -239,18 +239,22 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     log.write("pool", waited=round(time.monotonic() - waited, 2))
     judge = Judge(request, drawn, eager, counts)
 
-    def fails(**variant: Any) -> bool | None:
-        """Whether the variant still fails as the item did; None when it could not even be built or run."""
-        tried = judge.attempt(**variant)
+    def logged(tried: Any) -> bool | None:
+        """Whether the check's variant still fails as the item did; None when it could not even be built or run."""
+        graph = {"graph": True} if tried.graph else {}
         log.write(
             "check",
             outcome=tried.outcome,
             reason=tried.reason[:300],
             seconds=tried.seconds,
             backend_calls=tried.backend_calls,
+            **graph,
         )
         log_counts(log, counts)
         return None if tried.outcome == "error" else tried.outcome == request.outcome
+
+    def fails(**variant: Any) -> bool | None:
+        return logged(judge.attempt(**variant))
 
     if request.reason is not None:  # the item's own check: no compile to repeat it
         log.write("reproduce", outcome=request.outcome, reason=request.reason[:500], failing=True, reused=True)
@@ -278,8 +282,8 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
         cudagraphs = selection.cudagraphs and request.device.type == "cuda"
         skipped = skips(cudagraphs, request.device.type, graph_facts(graphs))
         answers = Answers(
-            lambda: fails(patches=selection.compile_options if options_as_patches(Question.now().backend)
-                          else None),
+            lambda: logged(judge.asked(selection.compile_options if options_as_patches(Question.now().backend)
+                                       else None)),
             log, skipped, reproduced, helpers, counts,
         )  # fmt: skip
         found = stage.find_stage(answers, log, temp)
@@ -373,9 +377,7 @@ def write_repro(request: Any, graphs: list[Any], found: Any, log: StepLog, work:
     if not graphs:
         log.write("repro", repro=None, why="no torch-only repro: Dynamo captured no graph")
         return
-    tolerance = (
-        (request.tolerance.rtol, request.tolerance.atol) if request.tolerance and not request.tolerance.scaled else None
-    )
+    tolerance = request.repro_tolerance()
     no_grad = request.no_grad or selection.inference_only
     for index, entry in enumerate(graphs):
         directory = Path(request.repro_dir) if index == 0 else Path(request.repro_dir) / f"graph{index}"

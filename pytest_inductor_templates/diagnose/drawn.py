@@ -33,6 +33,7 @@ class Counts:
     # step's, the repro's)
     checks: int = 0  # checks run ("does it still fail?")
     skipped_checks: int = 0  # bisector checks answered without compiling (they cannot change the answer)
+    graph_checks: int = 0  # lowering-bisection checks compiled from Inductor's kept graph alone (``inner_graph``)
 
     def add(self, other: dict[str, int]) -> None:
         for key, value in other.items():

@@ -24,6 +24,7 @@ class Attempt:
     seconds: float
     backend_calls: int = 0  # graphs the plugin's own backend compiled (0: torch.compile used another backend)
     notes: list[str] = field(default_factory=list)
+    graph: bool = False  # compiled from Inductor's kept graph alone (``inner_graph``), not the whole model
 
 
 def call_of(request: DiagnosisRequest) -> Any:
@@ -76,6 +77,65 @@ class Judge:
         self.build = build  # drawn.Drawn: copies of the one draw
         self.eager = eager  # check.runner.EagerSide, computed once
         self.counts = counts  # drawn.Counts of this process
+        selection = request.selection
+        self.graph_level = (  # where a lowering step may be compiled from Inductor's kept graph alone
+            request.outcome == "accuracy_fail"
+            and selection.backend == "inductor"
+            and (request.no_grad or selection.inference_only)
+            and not (selection.cudagraphs and request.device.type == "cuda")
+        )
+        self.inner: Any = None  # inner_graph.InnerGraph, kept by this process's first lowering check
+
+    def asked(self, patches: dict[str, Any] | None) -> Attempt:
+        """The check of the question the bisector asks in this process (its state set here): a step counting or
+        bisecting the lowerings is compiled from the graph Inductor compiled in this process's first such check
+        (``inner_graph``: it keeps it) where that graph can stand for the model, else the model is checked."""
+        from . import inner_graph
+        from .questions import Question
+
+        question = Question.now()
+        lowering = question.subsystem == "lowerings" and question.run_state in ("find_max_bounds", "bisect")
+        if not (self.graph_level and lowering and question.backend == "inductor"):
+            return self.attempt(patches=patches)
+        if self.inner is not None:
+            tried = self._graph_attempt()
+            if tried.outcome != "error":
+                return tried
+            self.graph_level = False  # the kept graph cannot compile here: the model from now on
+            return self.attempt(patches=patches)
+        kept: list[Any] = []
+        with inner_graph.keeping(kept):
+            tried = self.attempt(patches=patches)
+        self.graph_level = False  # kept once or never
+        if tried.outcome != "error":
+            failing = tried.outcome == self.request.outcome
+            try:
+                self.inner = inner_graph.usable(
+                    kept, failing, self.request.repro_tolerance(), self.request.second_opinion
+                )
+            except Exception:  # the kept graph cannot run eagerly: the model at every step
+                self.inner = None
+            self.graph_level = self.inner is not None
+        return tried
+
+    def _graph_attempt(self) -> Attempt:
+        """The kept graph compiled again alone under the bisector's state here, judged by the repro's rule."""
+        from ..machine import device_scope
+        from ..timing import host_lock
+        from . import inner_graph
+
+        start = time.perf_counter()
+        self.counts.checks += 1
+        try:
+            with host_lock.work(), device_scope(self.request.device):
+                failing = inner_graph.fails(self.inner, self.request.repro_tolerance())
+        except Exception as error:
+            return Attempt("error", f"the kept graph's compile raised {first_line(error)}", 0.0, graph=True)
+        self.counts.compiles += 1
+        self.counts.graph_checks += 1
+        outcome = self.request.outcome if failing else "pass"
+        reason = "the kept graph compiled alone " + ("still fails" if failing else "passes")
+        return Attempt(outcome, reason, round(time.perf_counter() - start, 2), graph=True)
 
     def attempt(self, selection: Selection | None = None, patches: dict[str, Any] | None = None) -> Attempt:
         """The check of a fresh copy compiled with ``selection`` (the item's by default) under extra config

@@ -80,6 +80,12 @@ class DiagnosisRequest:
     host_lock: Sharing | None = None  # the session's work/timing lock, taken per check by the diagnosis's processes
     processes: int = 2  # at most this many processes run independent bisector checks at once (and no more than CPUs)
 
+    def repro_tolerance(self) -> tuple[float, float] | None:
+        """The item's tolerance as the repro's rule takes it: (rtol, atol) where it was explicit and not scaled,
+        else None (the per-dtype default)."""
+        tolerance = self.tolerance
+        return (tolerance.rtol, tolerance.atol) if tolerance is not None and not tolerance.scaled else None
+
     def process_count(self) -> int:
         """The diagnosis's processes: ``processes``, and no more than the usable CPUs."""
         return max(1, min(self.processes, usable_cpus()))
@@ -102,4 +108,5 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)  # e.g. "does not fail with a fresh cache"
     steps: list[dict[str, Any]] = field(default_factory=list)  # the child's step log, record by record
     seconds: float = 0.0
-    counts: dict[str, int] = field(default_factory=dict)  # draws, eager_runs, compiles, checks, skipped_checks
+    counts: dict[str, int] = field(default_factory=dict)  # draws, eager_runs, compiles, checks, skipped_checks,
+    # graph_checks

@@ -1,0 +1,155 @@
+"""A lowering-bisection step compiled from Inductor's own input: the post-AOT graph ``compile_fx_inner`` was given
+in this process's first model-level check of the lowerings (kept with its fake inputs, its arguments, the tracing
+context and Inductor's config it compiled under, and the real inputs and outputs of its first call), compiled
+again by ``compile_fx_inner`` alone and judged on that graph's outputs against the graph run eagerly, by the
+repro's rule (``standalone.compare``: the item's tolerance, the float64 opinion). A step changes nothing before
+Inductor's lowering, so Dynamo's trace and AOT autograd need not run again (on the CPU, opus-mt's compile of the
+kept graph alone took 55-60% of a whole ``torch.compile``).
+
+The graph is used only where the model-level check compiled exactly one graph, without CUDA graphs, for an
+inference call (so the lowerings the bisector counts are that graph's), and where the graph's own verdict on that
+check's compiled outputs is the model-level check's (else the whole model is checked at every step, as before).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .capture import clone_input
+
+
+@dataclass
+class InnerGraph:
+    """One graph as Inductor's ``compile_fx_inner`` received it, and the real call it served."""
+
+    gm: Any  # a copy taken before Inductor's passes rewrote it
+    fake_inputs: list[Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    context: Any  # the TracingContext it compiled in (its fake mode)
+    config: dict[str, Any]  # Inductor's config then: the template's options and scoped patches
+    real: list[Any] | None = None  # the flat real inputs of its first call
+    compiled: list[Any] | None = None  # that call's outputs
+    eager: list[Any] | None = None  # the graph's outputs run eagerly on ``real``
+    wide: list[Any] | None = None  # the same in float64 (None: no second opinion, or it cannot run in float64)
+
+
+def graph_copy(gm: Any) -> Any:
+    """A graph module with its own graph (Inductor's passes rewrite it), sharing the module's attributes."""
+    import torch
+
+    return torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+
+
+def _flat(values: Any) -> list[Any]:
+    import torch
+
+    return list(torch.utils._pytree.tree_leaves(values))
+
+
+def _detached(values: Any) -> list[Any]:
+    import torch
+
+    return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in _flat(values)]
+
+
+@contextlib.contextmanager
+def keeping(kept: list[InnerGraph]) -> Iterator[None]:
+    """Every graph Inductor compiles in the block appended to ``kept``, with its first call's inputs and outputs
+    (scoped patches of ``compile_fx._compile_fx_inner`` and of the compiled graph's call)."""
+    from unittest import mock
+
+    import torch
+    from torch._inductor import compile_fx, config
+    from torch._inductor.output_code import CompiledFxGraph
+
+    compile_inner = compile_fx._compile_fx_inner
+    call = CompiledFxGraph.__call__
+    served: dict[int, InnerGraph] = {}
+
+    def keep(gm: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        entry = InnerGraph(
+            graph_copy(gm),
+            list(example_inputs),
+            args,
+            dict(kwargs),
+            torch._guards.TracingContext.try_get(),
+            config.get_config_copy(),
+        )
+        kept.append(entry)
+        output = compile_inner(gm, example_inputs, *args, **kwargs)
+        served[id(output)] = entry
+        return output
+
+    def first_call_kept(self: Any, inputs: Any) -> Any:
+        entry = served.get(id(self))
+        real = [clone_input(v) for v in inputs] if entry is not None and entry.real is None else None
+        outputs = call(self, inputs)  # a boxed call: it may empty ``inputs``
+        if entry is not None and real is not None:
+            entry.real, entry.compiled = real, _detached(outputs)
+        return outputs
+
+    with (
+        mock.patch.object(compile_fx, "_compile_fx_inner", keep),
+        mock.patch.object(CompiledFxGraph, "__call__", first_call_kept),
+    ):
+        yield
+
+
+def _run_eagerly(entry: InnerGraph, second_opinion: bool) -> None:
+    """The graph's eager outputs on its real inputs, and their float64 opinion (where asked for and possible)."""
+    import torch
+
+    from .standalone import float64_everywhere
+
+    assert entry.real is not None
+    with torch.no_grad():
+        entry.eager = _detached(entry.gm(*[clone_input(v) for v in entry.real]))
+        if second_opinion:
+            copied = copy.deepcopy(entry.gm)  # before widening: the mode would widen a held tensor's copy
+            try:
+                with float64_everywhere():
+                    entry.wide = _flat(copied(*[clone_input(v) for v in entry.real]))
+            except RuntimeError:  # an operator with no float64 kernel: no float64 opinion, as the repro
+                entry.wide = None
+
+
+def problems(entry: InnerGraph, compiled: list[Any], tolerance: tuple[float, float] | None) -> list[str]:
+    """How ``compiled`` (the graph's outputs) differs from eager's beyond the repro's rule; empty: it passes."""
+    from .standalone import compare
+
+    return compare(compiled, entry.eager, entry.wide, tolerance)
+
+
+def usable(
+    kept: list[InnerGraph], failing: bool, tolerance: tuple[float, float] | None, second_opinion: bool
+) -> InnerGraph | None:
+    """The one graph a model-level check compiled, ready for steps compiled from it, where its own verdict on
+    that check's compiled outputs is ``failing`` (the model-level verdict); else None."""
+    if len(kept) != 1 or kept[0].real is None or kept[0].compiled is None or kept[0].context is None:
+        return None
+    entry = kept[0]
+    _run_eagerly(entry, second_opinion)
+    return entry if bool(problems(entry, entry.compiled, tolerance)) == failing else None  # type: ignore[arg-type]
+
+
+def fails(entry: InnerGraph, tolerance: tuple[float, float] | None) -> bool:
+    """Whether the graph compiled again by ``compile_fx_inner`` alone (under the bisector's state in this process,
+    Inductor's config of the kept compile, no FX graph cache) still fails on its real inputs."""
+    import torch
+    from torch._inductor import config
+    from torch._inductor.compile_fx import compile_fx_inner
+    from torch._inductor.virtualized import V
+
+    assert entry.real is not None
+    changed = {k: v for k, v in entry.config.items() if getattr(config, k, v) is not v and getattr(config, k) != v}
+    changed["fx_graph_cache"] = False  # its key does not see the bisector's switches
+    with torch._guards.tracing(entry.context), V.set_fake_mode(entry.context.fake_mode), config.patch(changed):
+        compiled = compile_fx_inner(graph_copy(entry.gm), entry.fake_inputs, *entry.args, **entry.kwargs)
+    with torch.no_grad():
+        outputs = compiled([clone_input(v) for v in entry.real])
+    return bool(problems(entry, _detached(outputs), tolerance))

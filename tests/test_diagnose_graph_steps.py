@@ -1,0 +1,83 @@
+"""A lowering-bisection step compiled from Inductor's own input (``diagnose.inner_graph``): the graph Inductor
+compiled in a model-level check, kept with the real inputs and outputs of its first call, compiled again by
+``compile_fx_inner`` alone under torch's bisector state, judged on the graph's outputs; used only where it stands
+for the model. Real compiles, with Inductor's lowering of sigmoid planted to multiply by 1.001."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from diagnose_plants import run_python
+
+KEPT = """
+import json, os
+import torch
+from torch._inductor import compile_fx
+from pytest_inductor_templates.diagnose import inner_graph
+from pytest_inductor_templates.diagnose.questions import Question, answer_here
+
+torch._inductor.config.fx_graph_cache = False  # as in a diagnosis: every compile lowers again
+torch._functorch.config.enable_autograd_cache = False
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Sigmoid()).eval()
+x = torch.randn(8, 16)
+kept = []
+original = compile_fx._compile_fx_inner
+with torch.no_grad(), inner_graph.keeping(kept):
+    torch.compile(model)(x)
+result = {"kept": len(kept), "restored": compile_fx._compile_fx_inner is original}
+result["disagreeing"] = inner_graph.usable(kept, False, None, True) is None  # the graph fails: not a pass
+entry = inner_graph.usable(kept, True, None, True)
+result["usable"] = entry is not None
+result["fails"] = inner_graph.fails(entry, None)
+
+
+def ask(run_state, low=None, high=None):  # as a helper process answers torch's bisector
+    question = Question("inductor", "lowerings", run_state, low, high)
+    return answer_here(question, lambda: inner_graph.fails(entry, None), ".")
+
+
+result["off"] = ask("test_disable")["failing"]
+counted = ask("find_max_bounds")
+result["counted"] = [counted["failing"], counted["range"]]
+steps = [ask("bisect", m, m) for m in range(counted["range"][1] + 1)]  # applications up to m on, m's name read
+result["steps"] = [[step["failing"], step.get("debug_info")] for step in steps]
+
+
+class Broken(torch.nn.Module):
+    def forward(self, x):
+        x = torch.sigmoid(x)
+        torch._dynamo.graph_break()
+        return torch.sigmoid(x) + 1
+
+
+two = []
+torch._dynamo.reset()
+with torch.no_grad(), inner_graph.keeping(two):
+    torch.compile(Broken())(x)
+result["graphs"] = len(two)
+result["two_usable"] = inner_graph.usable(two, True, None, True) is not None
+print("RESULT " + json.dumps(result))
+"""
+
+
+def test_a_kept_graph_compiled_alone_fails_as_the_model_did_and_follows_the_bisectors_count(tmp_path: Path) -> None:
+    """The graph of a model-level compile is kept (one graph, its first call's inputs and outputs; the patches
+    gone after the block); it serves only the verdict its compile's own outputs give (failing here: a passing
+    model-level verdict rejects it); compiled again alone it still fails, and asked torch's bisector questions as
+    a helper process asks them, it passes with the lowerings off and fails exactly from the count whose
+    application is sigmoid's lowering on.
+    A model that compiles two graphs (a graph break) has no graph that stands for it."""
+    done = run_python(tmp_path, "sigmoid", KEPT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert result["kept"] == 1 and result["restored"] and result["usable"] and result["disagreeing"], result
+    assert result["fails"] is True
+    assert result["off"] is False and result["counted"][0] is True, result  # every lowering off: it passes
+    failing = [step[0] for step in result["steps"]]
+    assert len(failing) == result["counted"][1][1] + 1 and failing[-1] is True and failing[0] is False, result
+    first = failing.index(True)
+    assert all(failing[first:]), result  # one count turns it on: the one that applies sigmoid's lowering
+    assert "sigmoid" in json.dumps(result["steps"][first][1]), result["steps"]
+    assert result["graphs"] == 2 and not result["two_usable"], result
