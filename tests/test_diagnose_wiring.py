@@ -14,6 +14,7 @@ from graphnet_tree import write_sample
 from test_diagnose import SIGMOID_META, SIGMOID_MODEL
 
 from conftest import QUIET
+from pytest_inductor_templates.diagnose.steplog import read_log
 from pytest_inductor_templates.outcomes import Outcome
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.runs.files import load
@@ -87,6 +88,11 @@ def test_a_planted_lowering_is_diagnosed_for_a_sample_in_the_worker(tmp_path: Pa
     assert_diagnosed(bench)
     assert check.diagnosis_op == "aten.sigmoid (model.py:9)"
     assert check.repro == bench.repro  # one diagnosis for the triple's items
+    steps = read_log(Path(str(check.repro)).parent / "steps.jsonl")
+    counted = [r for r in steps if r["step"] == "counts"][-1]
+    lowering = [r for r in steps if r["step"] == "bisect_check" and r.get("subsystem") == "lowerings"]
+    graph = [r for r in lowering if r.get("run_state") == "bisect" and r.get("dynamo") == 0 and r.get("inductor")]
+    assert counted["graph_checks"] >= 1 and graph, lowering  # the lowering steps compiled the kept graph alone
     assert "diagnoses (where and why; --inductor-diagnose)" in result.stdout
     assert check.repro is not None and Path(check.repro).is_relative_to(tmp_path / "repros")
     with_plant = subprocess.run(

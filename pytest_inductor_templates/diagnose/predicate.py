@@ -78,7 +78,7 @@ class Judge:
         self.eager = eager  # check.runner.EagerSide, computed once
         self.counts = counts  # drawn.Counts of this process
         selection = request.selection
-        self.graph_level = (  # where a lowering step may be compiled from Inductor's kept graph alone
+        self.graph_level = (  # whether this process may keep Inductor's graph for the lowering steps (once)
             request.outcome == "accuracy_fail"
             and selection.backend == "inductor"
             and (request.no_grad or selection.inference_only)
@@ -88,20 +88,22 @@ class Judge:
 
     def asked(self, patches: dict[str, Any] | None) -> Attempt:
         """The check of the question the bisector asks in this process (its state set here): a step counting or
-        bisecting the lowerings is compiled from the graph Inductor compiled in this process's first such check
-        (``inner_graph``: it keeps it) where that graph can stand for the model, else the model is checked."""
+        bisecting the lowerings is compiled from the graph Inductor compiled in this process's first check of the
+        lowerings (``inner_graph``: it keeps it; the lowerings' switch gives Inductor the same graph) where that
+        graph can stand for the model, else the model is checked."""
         from . import inner_graph
         from .questions import Question
 
         question = Question.now()
-        lowering = question.subsystem == "lowerings" and question.run_state in ("find_max_bounds", "bisect")
-        if not (self.graph_level and lowering and question.backend == "inductor"):
+        if not (question.backend == "inductor" and question.subsystem == "lowerings"):
             return self.attempt(patches=patches)
-        if self.inner is not None:
+        if self.inner is not None and question.run_state in ("find_max_bounds", "bisect"):
             tried = self._graph_attempt()
             if tried.outcome != "error":
                 return tried
-            self.graph_level = False  # the kept graph cannot compile here: the model from now on
+            self.inner = None  # the kept graph cannot compile here: the model from now on
+            return self.attempt(patches=patches)
+        if not self.graph_level or self.inner is not None:
             return self.attempt(patches=patches)
         kept: list[Any] = []
         with inner_graph.keeping(kept):
@@ -115,7 +117,6 @@ class Judge:
                 )
             except Exception:  # the kept graph cannot run eagerly: the model at every step
                 self.inner = None
-            self.graph_level = self.inner is not None
         return tried
 
     def _graph_attempt(self) -> Attempt:
