@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from diagnose_plants import run_python
+from graphnet_tree import fault_model, write_fault_sample
 from inner_runs import run_pytest_warm, run_python_warm
 
 from conftest import QUIET
@@ -252,6 +253,45 @@ def test_one_draw_skipped_checks_and_the_lock_per_check(tmp_path: Path) -> None:
     assert len([w for w in work if w[0] == child]) > len(checked_here) >= 1  # one hold each, and the draw's
     before = [r["step"] for r in steps if r["step"] in ("start", "drawn", "counts", "saved", "pool", "reproduce")]
     assert before[:6] == ["start", "drawn", "counts", "saved", "pool", "reproduce"], steps  # where its start went
+
+
+DRAWS_LOGGED = """
+import os
+
+from pytest_inductor_templates.samples.graphnet import GraphNetSample
+
+for name in ("make_model", "make_inputs", "make_model_and_inputs"):  # every draw of a GraphNet sample, by process
+
+    def logged(self, device, _draw=getattr(GraphNetSample, name), _name=name):
+        with open({log!r}, "a") as log:
+            log.write(f"{{os.getpid()}} {{_name}}\\n")
+        return _draw(self, device)
+
+    setattr(GraphNetSample, name, logged)
+"""
+
+
+def test_a_sample_items_diagnosis_loads_the_items_own_draw(tmp_path: Path) -> None:
+    """A GraphNet sample whose traced graph scales its output (Dynamo takes the branch, eager does not: the fault
+    is at the eager stage, found without an Inductor compile); a conftest.py, which the diagnosis's process imports
+    too, logs every draw of a GraphNet sample with its process: the sample worker draws it (the eager row's triple
+    and the template's), and its diagnosis draws nothing: it loads the item's model as built and its inputs, which
+    the worker saved for it (``diagnosis_draws`` 0)."""
+    draws = tmp_path / "draws.log"
+    (tmp_path / "conftest.py").write_text(DRAWS_LOGGED.format(log=str(draws)))
+    model = fault_model(forward="if torch.compiler.is_compiling(): L_x_ = L_x_ * 1.001")
+    write_fault_sample(tmp_path / "corpus" / "traced", model)
+    done = run_pytest_warm(
+        tmp_path, "--inductor-samples=corpus", "-k", "traced and check", "--inductor-template=default",
+        "--inductor-devices=cpu", "--inductor-diagnose", "--inductor-diagnose-processes=1", "--benchmark-disable",
+        "--inductor-results=run.jsonl", "-p", "no:randomly", *QUIET,
+    )  # fmt: skip
+    (found,) = [r for r in load(str(tmp_path / "run.jsonl")).records if r.template == "default" and r.kind == "check"]
+    assert found.outcome is not None and found.outcome.value == "accuracy_fail", done.stdout[-3000:]
+    assert found.diagnosis_stage is not None and found.diagnosis_stage.startswith("eager"), found.diagnosis
+    assert found.diagnosis_draws == 0, found
+    logged = [line.split() for line in draws.read_text().splitlines()]
+    assert logged and {int(pid) for pid, _ in logged} == {found.pid}, (logged, found.pid)  # none in the diagnosis
 
 
 def test_the_draw_reaches_another_process_for_a_model_whose_class_cannot_be_pickled(tmp_path: Path) -> None:

@@ -4,10 +4,14 @@ folder, so that every check, in this process or in another, starts from copies o
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import os
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +67,7 @@ class Drawn:
         one pass over its draws where it can: a GraphNet sample's), else its ``make_inputs``, then ``make_model``."""
         both = getattr(build, "make_model_and_inputs", None)
         model, inputs = both(device) if both is not None else model_and_inputs(build, device)
-        counts.draws += 2
+        counts.draws += 0 if isinstance(build, SavedDraw) else 2  # the item's own draw, loaded: none
         return cls(model, inputs)
 
     def make_model(self, device: Any) -> Any:
@@ -109,6 +113,48 @@ class Drawn:
             else:
                 module._buffers[leaf] = tensor
         return cls(model, saved["inputs"])
+
+
+@dataclass
+class SavedDraw:
+    """The failing item's own model, as built, and inputs, saved by the item's process (``Drawn.save``) for its
+    diagnosis, which loads them and draws nothing; ``sample`` registers the modules their classes live in and
+    builds the skeleton of a model whose class cannot be pickled."""
+
+    sample: ModelBuilder
+    folder: Path
+    seconds: float = 0.0  # what saving them took in the item's process
+
+    def make_model_and_inputs(self, device: Any) -> tuple[Any, list[Inputs]]:
+        drawn = Drawn.load(self.folder, self.sample, device)
+        return drawn.model, drawn.inputs
+
+    def make_model(self, device: Any) -> Any:
+        return self.make_model_and_inputs(device)[0]
+
+    def make_inputs(self, device: Any) -> list[Inputs]:
+        return self.make_model_and_inputs(device)[1]
+
+
+@contextlib.contextmanager
+def item_draw(sample: ModelBuilder, model: Any, inputs: list[Inputs]) -> Iterator[ModelBuilder]:
+    """What a diagnosis builds from: the item's ``model`` as built (in host memory) and its ``inputs`` saved to a
+    folder of their own for the block (a ``SavedDraw``), where both are at hand and can be saved; else ``sample``,
+    drawn again."""
+    if model is None or not inputs:
+        yield sample
+        return
+    folder = Path(tempfile.mkdtemp(prefix="inductor-draw-"))
+    try:
+        start = time.perf_counter()
+        try:
+            Drawn(model, inputs).save(folder)
+            saved: ModelBuilder = SavedDraw(sample, folder, round(time.perf_counter() - start, 2))
+        except Exception:  # a model that cannot be saved even as its tensors: drawn again
+            saved = sample
+        yield saved
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def settled(run: Float64Run | None) -> Float64Run | None:

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..compile import cache
 from ..diagnose import DIAGNOSED, Diagnosis, DiagnosisRequest, ModelBuilder, diagnose
@@ -108,23 +109,32 @@ def diagnose_cell(
     plan: DiagnosisPlan,
     no_grad: bool,
     policy: CheckPolicy,
+    as_built: Any = None,
+    built_inputs: list[Any] | None = None,
 ) -> Diagnosis:
     """Where and why the cell's check failed, judged as the check judged (``policy``: its second opinion and TF32
-    mode; ``tolerance``), from copies of one draw of ``build``; never raises. The item's own failure stands for the
+    mode; ``tolerance``), from copies of the item's own model as it was built (``as_built``, in host memory) and
+    inputs (``built_inputs``) where they are given, saved for the diagnosis (the time that takes is counted in its
+    seconds), else of one draw of ``build``; never raises. The item's own failure stands for the
     reproduce step unless its code came from Inductor's cache (``verdict.compile_cache`` warm or mixed: a stale entry
     may be what failed, so the diagnosis compiles afresh first). The host's work lock is taken by the diagnosis per
     check, not for all of it."""
     if plan.refused is not None:
         return refused_diagnosis(plan.refused)
+    from ..diagnose.drawn import SavedDraw, item_draw
+
     cache_state = verdict.compile_cache
     cached = cache_state in (cache.WARM, cache.MIXED)
-    request = DiagnosisRequest(
-        build, selection, device, verdict.result.outcome.value, plan.repro_dir, tolerance, plan.budget_seconds,
-        no_grad, name=plan.name, second_opinion=policy.second_opinion, tf32=policy.tf32, conftests=plan.conftests,
-        reason=None if cached else verdict.result.reason, item_cache=cache_state, host_lock=host_lock.sharing(),
-        processes=plan.processes,
-    )  # fmt: skip
-    diagnosis = diagnose(request)
+    with item_draw(build, as_built, built_inputs or []) as source:
+        request = DiagnosisRequest(
+            source, selection, device, verdict.result.outcome.value, plan.repro_dir, tolerance, plan.budget_seconds,
+            no_grad, name=plan.name, second_opinion=policy.second_opinion, tf32=policy.tf32, conftests=plan.conftests,
+            reason=None if cached else verdict.result.reason, item_cache=cache_state, host_lock=host_lock.sharing(),
+            processes=plan.processes,
+        )  # fmt: skip
+        diagnosis = diagnose(request)
+    if isinstance(source, SavedDraw):
+        diagnosis.seconds = round(diagnosis.seconds + source.seconds, 1)
     if plan.ledger is not None:
         plan.ledger.spend(plan.budget_seconds, diagnosis.seconds)
     return diagnosis

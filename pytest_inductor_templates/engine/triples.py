@@ -116,8 +116,10 @@ class PreparedTriple:
             assert self.verdict is not None
             tolerance = self.sample.tolerance or self.tolerance
             # in a child process, which holds the host's work lock per check (not for the whole diagnosis)
+            as_built = self.pristine.model if self.pristine is not None else None  # the item's draw, not drawn again
             self.diagnosis = diagnose_cell(self.sample, self.case.selection, self.case.device, tolerance,
-                                           self.verdict, plan, no_grad=True, policy=self.policy)  # fmt: skip
+                                           self.verdict, plan, no_grad=True, policy=self.policy, as_built=as_built,
+                                           built_inputs=self.inputs)  # fmt: skip
         return self.diagnosis
 
     def fresh_eager(self) -> Any:
