@@ -136,6 +136,23 @@ class SavedDraw:
         return self.make_model_and_inputs(device)[1]
 
 
+SHARED_MEMORY = Path("/dev/shm")
+
+
+def _in_memory(model: Any, inputs: list[Inputs]) -> str | None:
+    """A folder in memory (``/dev/shm``) where it has room for the model's and inputs' tensors twice over, else None
+    (the default temporary folder): on disk, opus-mt's 908 MiB took 5.3 s to save against 0.6 s in memory."""
+    import torch
+
+    if not SHARED_MEMORY.is_dir():
+        return None
+    tensors = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
+    for x in inputs:
+        map_tensors(lambda t: tensors.append(t) or t, (x.args, x.kwargs))
+    size = sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+    return str(SHARED_MEMORY) if shutil.disk_usage(SHARED_MEMORY).free > 2 * size else None
+
+
 @contextlib.contextmanager
 def item_draw(sample: ModelBuilder, model: Any, inputs: list[Inputs]) -> Iterator[ModelBuilder]:
     """What a diagnosis builds from: the item's ``model`` as built (in host memory) and its ``inputs`` saved to a
@@ -144,7 +161,7 @@ def item_draw(sample: ModelBuilder, model: Any, inputs: list[Inputs]) -> Iterato
     if model is None or not inputs:
         yield sample
         return
-    folder = Path(tempfile.mkdtemp(prefix="inductor-draw-"))
+    folder = Path(tempfile.mkdtemp(prefix="inductor-draw-", dir=_in_memory(model, inputs)))
     try:
         start = time.perf_counter()
         try:
