@@ -294,6 +294,57 @@ def test_a_sample_items_diagnosis_loads_the_items_own_draw(tmp_path: Path) -> No
     assert logged and {int(pid) for pid, _ in logged} == {found.pid}, (logged, found.pid)  # none in the diagnosis
 
 
+SAVED_DRAW = """
+import pickle, sys
+from pathlib import Path
+import torch
+from pytest_inductor_templates.diagnose.drawn import Counts, Drawn, SavedDraw, item_draw
+from pytest_inductor_templates.samples.graphnet import GraphNetSample
+
+root, work = Path(sys.argv[1]), Path(sys.argv[2])
+sample = GraphNetSample(root, "traced")
+model, inputs = sample.make_model_and_inputs(torch.device("cpu"))
+with item_draw(sample, model, inputs) as build:  # the sample worker's side
+    assert isinstance(build, SavedDraw), build
+    counts = Counts()
+    drawn = Drawn.draw(build, torch.device("cpu"), counts)  # the diagnosis's process: it loads, then removes
+    drawn.save(work)  # for its helpers
+    (work / "request.pkl").write_bytes(pickle.dumps(build))
+    print("DRAWS", counts.draws, build.folder.exists())
+print("SUM", float(sum(p.double().sum() for p in drawn.model.parameters())))
+"""
+
+HELPER_LOAD = """
+import pickle, sys
+from pathlib import Path
+import torch
+from pytest_inductor_templates.diagnose.drawn import Drawn
+
+work = Path(sys.argv[1])
+build = pickle.loads((work / "request.pkl").read_bytes())
+drawn = Drawn.load(work, build, torch.device("cpu"))  # a helper: the sample's modules registered from the build
+print("SUM", float(sum(p.double().sum() for p in drawn.model.parameters())))
+"""
+
+
+def test_a_saved_item_draw_is_loaded_once_and_reaches_a_helper(tmp_path: Path) -> None:
+    """A GraphNet sample's draw saved by the item's process (``item_draw``): the diagnosis's process loads it
+    (no draw counted) and removes it; a helper, a fresh process that has not loaded the sample's ``model.py``,
+    loads the diagnosis's copy through the request's builder (the sample registers its modules there)."""
+    write_fault_sample(tmp_path / "corpus" / "traced", fault_model(init="self.w = torch.nn.Parameter(torch.ones(3))"))
+    work = tmp_path / "work"
+    work.mkdir()
+    saving = subprocess.run(
+        [sys.executable, "-c", SAVED_DRAW, str(tmp_path / "corpus"), str(work)], capture_output=True, text=True
+    )
+    assert saving.returncode == 0, saving.stdout + saving.stderr[-3000:]
+    assert "DRAWS 0 False" in saving.stdout, saving.stdout
+    helper = run_python_warm(tmp_path, f"import sys; sys.argv = ['-c', {str(work)!r}]\n" + HELPER_LOAD)
+    assert helper.returncode == 0, helper.stdout + helper.stderr[-3000:]
+    sums = [line for line in (saving.stdout + helper.stdout).splitlines() if line.startswith("SUM")]
+    assert len(sums) == 2 and sums[0] == sums[1], sums
+
+
 def test_the_draw_reaches_another_process_for_a_model_whose_class_cannot_be_pickled(tmp_path: Path) -> None:
     """A built-in's model class is local to a function: its draw goes to a helper process as tensors, put back
     into a skeleton built on the meta device; the same outputs there."""

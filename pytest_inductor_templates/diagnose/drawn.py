@@ -97,6 +97,7 @@ class Drawn:
         nothing."""
         import torch
 
+        build = build.sample if isinstance(build, SavedDraw) else build  # what registers modules, builds skeletons
         if (register := getattr(build, "register_modules", None)) is not None:
             register(device)
         saved = torch.load(directory / DRAWN, weights_only=False, map_location=device)
@@ -126,7 +127,9 @@ class SavedDraw:
     seconds: float = 0.0  # what saving them took in the item's process
 
     def make_model_and_inputs(self, device: Any) -> tuple[Any, list[Inputs]]:
+        """The saved model and inputs, loaded; the folder then goes (the diagnosis copies what it loaded)."""
         drawn = Drawn.load(self.folder, self.sample, device)
+        shutil.rmtree(self.folder, ignore_errors=True)
         return drawn.model, drawn.inputs
 
     def make_model(self, device: Any) -> Any:
@@ -137,6 +140,7 @@ class SavedDraw:
 
 
 SHARED_MEMORY = Path("/dev/shm")
+DRAW_PREFIX = "inductor-draw-"  # then the saving process's pid
 
 
 def _in_memory(model: Any, inputs: list[Inputs]) -> str | None:
@@ -156,22 +160,46 @@ def _in_memory(model: Any, inputs: list[Inputs]) -> str | None:
 @contextlib.contextmanager
 def item_draw(sample: ModelBuilder, model: Any, inputs: list[Inputs]) -> Iterator[ModelBuilder]:
     """What a diagnosis builds from: the item's ``model`` as built (in host memory) and its ``inputs`` saved to a
-    folder of their own for the block (a ``SavedDraw``), where both are at hand and can be saved; else ``sample``,
-    drawn again."""
+    folder of their own (a ``SavedDraw``; the diagnosis removes it once loaded, the block's end in any case, and
+    a later block the folders of a process that was killed), where both are at hand and can be saved; else
+    ``sample``, drawn again."""
     if model is None or not inputs:
         yield sample
         return
-    folder = Path(tempfile.mkdtemp(prefix="inductor-draw-", dir=_in_memory(model, inputs)))
+    folder = None
+    saved: ModelBuilder = sample
     try:
         start = time.perf_counter()
-        try:
-            Drawn(model, inputs).save(folder)
-            saved: ModelBuilder = SavedDraw(sample, folder, round(time.perf_counter() - start, 2))
-        except Exception:  # a model that cannot be saved even as its tensors: drawn again
-            saved = sample
+        where = _in_memory(model, inputs)
+        _remove_orphans(Path(where or tempfile.gettempdir()))
+        folder = Path(tempfile.mkdtemp(prefix=f"{DRAW_PREFIX}{os.getpid()}-", dir=where))
+        Drawn(model, inputs).save(folder)
+        saved = SavedDraw(sample, folder, round(time.perf_counter() - start, 2))
+    except Exception:  # a model that cannot be saved even as its tensors, or no room: drawn again
+        saved = sample
+    try:
         yield saved
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _remove_orphans(parent: Path) -> None:
+    """The saved draws in ``parent`` of processes that are gone (killed before their block ended)."""
+    for folder in parent.glob(f"{DRAW_PREFIX}*-*"):
+        pid = folder.name[len(DRAW_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def settled(run: Float64Run | None) -> Float64Run | None:

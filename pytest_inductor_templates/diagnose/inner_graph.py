@@ -19,8 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .capture import clone_input
-
 
 @dataclass
 class InnerGraph:
@@ -32,8 +30,8 @@ class InnerGraph:
     kwargs: dict[str, Any]
     context: Any  # the TracingContext it compiled in (its fake mode)
     config: dict[str, Any]  # Inductor's config then: the template's options and scoped patches
-    real: list[Any] | None = None  # the flat real inputs of its first call
-    compiled: list[Any] | None = None  # that call's outputs
+    real: list[tuple[Any, Any]] | None = None  # the flat real inputs of its first call, in host memory (``_to_host``)
+    compiled: list[Any] | None = None  # that call's outputs (copies)
     eager: list[Any] | None = None  # the graph's outputs run eagerly on ``real``
     wide: list[Any] | None = None  # the same in float64 (None: no second opinion, or it cannot run in float64)
 
@@ -57,8 +55,25 @@ def _detached(values: Any) -> list[Any]:
     return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in _flat(values)]
 
 
+def _to_host(value: Any) -> tuple[Any, Any]:
+    """A copy of a tensor in host memory and the device it came from; another value as it is, and None."""
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        return value, None
+    return value.detach().to("cpu", copy=True).requires_grad_(value.requires_grad), value.device
+
+
+def _on_device(held: tuple[Any, Any]) -> Any:
+    """A fresh copy of what ``_to_host`` kept, on the device it came from."""
+    value, device = held
+    if device is None:
+        return value
+    return value.detach().to(device, copy=True).requires_grad_(value.requires_grad)
+
+
 @contextlib.contextmanager
-def keeping(kept: list[InnerGraph]) -> Iterator[None]:
+def keeping(kept: list[InnerGraph | None]) -> Iterator[None]:
     """Every graph Inductor compiles in the block appended to ``kept``, with its first call's inputs and outputs
     (scoped patches of ``compile_fx._compile_fx_inner`` and of the compiled graph's call)."""
     from unittest import mock
@@ -72,25 +87,35 @@ def keeping(kept: list[InnerGraph]) -> Iterator[None]:
     served: dict[int, InnerGraph] = {}
 
     def keep(gm: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        entry = InnerGraph(
-            graph_copy(gm),
-            list(example_inputs),
-            args,
-            dict(kwargs),
-            torch._guards.TracingContext.try_get(),
-            config.get_config_copy(),
-        )
-        kept.append(entry)
+        entry = None
+        try:  # keeping is bookkeeping: where it fails, the check compiles as it would have, and nothing is kept
+            context = torch._guards.TracingContext.try_get()
+            entry = InnerGraph(
+                graph_copy(gm), list(example_inputs), args, dict(kwargs), context, config.get_config_copy()
+            )
+        except Exception:
+            kept.append(None)  # a graph compiled but not kept: none can stand for the model
+        if entry is not None:
+            kept.append(entry)
         output = compile_inner(gm, example_inputs, *args, **kwargs)
-        served[id(output)] = entry
+        if entry is not None:
+            served[id(output)] = entry
         return output
 
     def first_call_kept(self: Any, inputs: Any) -> Any:
-        entry = served.get(id(self))
-        real = [clone_input(v) for v in inputs] if entry is not None and entry.real is None else None
+        entry = served.pop(id(self), None)
+        real = None
+        if entry is not None:
+            try:  # in host memory: the device may have no room for a second copy of the weights
+                real = [_to_host(v) for v in inputs]
+            except Exception:
+                real = None
         outputs = call(self, inputs)  # a boxed call: it may empty ``inputs``
         if entry is not None and real is not None:
-            entry.real, entry.compiled = real, _detached(outputs)
+            try:
+                entry.real, entry.compiled = real, _detached(outputs)
+            except Exception:
+                entry.real = None
         return outputs
 
     with (
@@ -108,12 +133,12 @@ def _run_eagerly(entry: InnerGraph, second_opinion: bool) -> None:
 
     assert entry.real is not None
     with torch.no_grad():
-        entry.eager = _detached(entry.gm(*[clone_input(v) for v in entry.real]))
+        entry.eager = _detached(entry.gm(*[_on_device(v) for v in entry.real]))
         if second_opinion:
             copied = copy.deepcopy(entry.gm)  # before widening: the mode would widen a held tensor's copy
             try:
                 with float64_everywhere():
-                    entry.wide = _flat(copied(*[clone_input(v) for v in entry.real]))
+                    entry.wide = _flat(copied(*[_on_device(v) for v in entry.real]))
             except RuntimeError:  # an operator with no float64 kernel: no float64 opinion, as the repro
                 entry.wide = None
 
@@ -126,11 +151,13 @@ def problems(entry: InnerGraph, compiled: list[Any], tolerance: tuple[float, flo
 
 
 def usable(
-    kept: list[InnerGraph], failing: bool, tolerance: tuple[float, float] | None, second_opinion: bool
+    kept: list[InnerGraph | None], failing: bool, tolerance: tuple[float, float] | None, second_opinion: bool
 ) -> InnerGraph | None:
     """The one graph a model-level check compiled, ready for steps compiled from it, where its own verdict on
     that check's compiled outputs is ``failing`` (the model-level verdict); else None."""
-    if len(kept) != 1 or kept[0].real is None or kept[0].compiled is None or kept[0].context is None:
+    if len(kept) != 1 or kept[0] is None or kept[0].real is None or kept[0].compiled is None:
+        return None
+    if kept[0].context is None:
         return None
     entry = kept[0]
     _run_eagerly(entry, second_opinion)
@@ -151,5 +178,5 @@ def fails(entry: InnerGraph, tolerance: tuple[float, float] | None) -> bool:
     with torch._guards.tracing(entry.context), V.set_fake_mode(entry.context.fake_mode), config.patch(changed):
         compiled = compile_fx_inner(graph_copy(entry.gm), entry.fake_inputs, *entry.args, **entry.kwargs)
     with torch.no_grad():
-        outputs = compiled([clone_input(v) for v in entry.real])
+        outputs = compiled([_on_device(v) for v in entry.real])
     return bool(problems(entry, _detached(outputs), tolerance))

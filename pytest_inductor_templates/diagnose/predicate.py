@@ -78,7 +78,7 @@ class Judge:
         self.eager = eager  # check.runner.EagerSide, computed once
         self.counts = counts  # drawn.Counts of this process
         selection = request.selection
-        self.graph_level = (  # whether this process may keep Inductor's graph for the lowering steps (once)
+        self.graph_level = (  # whether Inductor's kept graph may still stand for the model in the lowering steps
             request.outcome == "accuracy_fail"
             and selection.backend == "inductor"
             and (request.no_grad or selection.inference_only)
@@ -88,11 +88,14 @@ class Judge:
 
     def asked(self, patches: dict[str, Any] | None) -> Attempt:
         """The check of the question the bisector asks in this process (its state set here): a step counting or
-        bisecting the lowerings is compiled from the graph Inductor compiled in this process's first check of the
-        lowerings (``inner_graph``: it keeps it; the lowerings' switch gives Inductor the same graph) where that
-        graph can stand for the model, else the model is checked."""
+        bisecting the lowerings is compiled from the graph Inductor compiled in a model-level check of the
+        lowerings in this process (``inner_graph``: every such check keeps it, the lowerings' switch too, which
+        gives Inductor the same graph) once that graph can stand for the model: its verdict on a failing check's
+        outputs was that check's, and on a passing one's (where this process checked one) too; else the model."""
+        from ..machine import device_scope
+        from ..timing import host_lock
         from . import inner_graph
-        from .questions import Question
+        from .questions import Question, reset_counters
 
         question = Question.now()
         if not (question.backend == "inductor" and question.subsystem == "lowerings"):
@@ -101,22 +104,26 @@ class Judge:
             tried = self._graph_attempt()
             if tried.outcome != "error":
                 return tried
-            self.inner = None  # the kept graph cannot compile here: the model from now on
+            self.inner, self.graph_level = None, False  # the kept graph cannot compile here: the model from now on
+            reset_counters()  # the failed compile counted applications
             return self.attempt(patches=patches)
-        if not self.graph_level or self.inner is not None:
+        if not self.graph_level:
             return self.attempt(patches=patches)
         kept: list[Any] = []
         with inner_graph.keeping(kept):
             tried = self.attempt(patches=patches)
-        self.graph_level = False  # kept once or never
-        if tried.outcome != "error":
-            failing = tried.outcome == self.request.outcome
-            try:
-                self.inner = inner_graph.usable(
-                    kept, failing, self.request.repro_tolerance(), self.request.second_opinion
-                )
-            except Exception:  # the kept graph cannot run eagerly: the model at every step
-                self.inner = None
+        if tried.outcome == "error":
+            return tried
+        failing = tried.outcome == self.request.outcome
+        try:
+            with host_lock.work(), device_scope(self.request.device):  # its eager runs, as a check's
+                graph = inner_graph.usable(kept, failing, self.request.repro_tolerance(), self.request.second_opinion)
+        except Exception:  # the kept graph cannot run eagerly
+            graph = None
+        if graph is None:
+            self.graph_level = False  # it cannot stand for the model: the model at every step
+        elif failing:
+            self.inner = graph
         return tried
 
     def _graph_attempt(self) -> Attempt:
@@ -126,12 +133,12 @@ class Judge:
         from . import inner_graph
 
         start = time.perf_counter()
-        self.counts.checks += 1
         try:
             with host_lock.work(), device_scope(self.request.device):
                 failing = inner_graph.fails(self.inner, self.request.repro_tolerance())
         except Exception as error:
             return Attempt("error", f"the kept graph's compile raised {first_line(error)}", 0.0, graph=True)
+        self.counts.checks += 1
         self.counts.compiles += 1
         self.counts.graph_checks += 1
         outcome = self.request.outcome if failing else "pass"
