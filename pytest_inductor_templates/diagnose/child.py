@@ -287,6 +287,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
             log, skipped, reproduced, helpers, counts,
         )  # fmt: skip
         found = stage.find_stage(answers, log, temp)
+        judge.inner = None  # the kept graph (its inputs in host memory) serves no later step
         if helpers is not None:
             helpers.close()  # what they still run is no longer asked
         if found.backend == "inductor" and not found.subsystem and selection.backend != "inductor":

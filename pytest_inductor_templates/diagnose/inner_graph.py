@@ -1,14 +1,16 @@
 """A lowering-bisection step compiled from Inductor's own input: the post-AOT graph ``compile_fx_inner`` was given
-in this process's first model-level check of the lowerings (kept with its fake inputs, its arguments, the tracing
+in a model-level check of the lowerings in this process (kept with its fake inputs, its arguments, the tracing
 context and Inductor's config it compiled under, and the real inputs and outputs of its first call), compiled
 again by ``compile_fx_inner`` alone and judged on that graph's outputs against the graph run eagerly, by the
-repro's rule (``standalone.compare``: the item's tolerance, the float64 opinion). A step changes nothing before
-Inductor's lowering, so Dynamo's trace and AOT autograd need not run again (on the CPU, opus-mt's compile of the
-kept graph alone took 55-60% of a whole ``torch.compile``).
+repro's rule (``standalone.compare``: the item's explicit tolerance, else the per-dtype default; the float64
+opinion; the first input set). A step changes nothing before Inductor's lowering, so Dynamo's trace and AOT
+autograd need not run again (on the CPU, opus-mt's compile of the kept graph alone took 55-60% of a whole
+``torch.compile``).
 
-The graph is used only where the model-level check compiled exactly one graph, without CUDA graphs, for an
-inference call (so the lowerings the bisector counts are that graph's), and where the graph's own verdict on that
-check's compiled outputs is the model-level check's (else the whole model is checked at every step, as before).
+The graph is used only where the model-level checks compiled exactly one graph, without CUDA graphs, for an
+inference call (so the lowerings the bisector counts are that graph's), and where the graph's own verdict on such
+a check's compiled outputs was the check's, on a failing check and on a passing one where there was one
+(``predicate.Judge.asked``; else the whole model is checked at every step, as before).
 """
 
 from __future__ import annotations
