@@ -206,6 +206,8 @@ def test_the_xdist_workers_share_the_gpus_when_there_are_at_least_as_many(monkey
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert pinned_gpus(config, 2, None) == ["0", "1"]  # type: ignore[arg-type]
     assert pinned_gpus(config, 1, None) == ["0"]  # type: ignore[arg-type]  (two workers on one GPU)
+    assert pinned_gpus(config, 1, "cuda:0") == ["0"]  # type: ignore[arg-type]  (its only GPU, named)
+    assert pinned_gpus(config, 2, "cuda:0") == []  # type: ignore[arg-type]  (one of two: the matrix is not every GPU)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
     assert pinned_gpus(config, 2, "cuda") == ["4", "6"]  # type: ignore[arg-type]
     assert pinned_gpus(config, 4, None) == []  # type: ignore[arg-type]  (fewer workers than GPUs)

@@ -219,10 +219,11 @@ def sample_groups(config: pytest.Config, log: Any) -> Any:
 
 def pinned_gpus(config: pytest.Config, cuda_devices: int, devices_option: str | None) -> list[str]:
     """The GPUs the xdist workers share, worker i on GPU i mod G: when ``-n`` is at least the number of CUDA
-    devices and the matrix takes every CUDA device (the default, or ``cuda``); each worker then sees its GPU as
-    ``cuda:0``."""
+    devices and the matrix takes every CUDA device (the default, ``cuda``, or ``cuda:0`` where it is the only one);
+    each worker then sees its GPU as ``cuda:0``."""
     workers = worker_count(config)
-    if not cuda_devices or workers < cuda_devices or devices_option not in (None, "cuda"):
+    every = (None, "cuda", "cuda:0") if cuda_devices == 1 else (None, "cuda")
+    if not cuda_devices or workers < cuda_devices or devices_option not in every:
         return []
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     ids = [g.strip() for g in visible.split(",") if g.strip()] if visible else [str(i) for i in range(cuda_devices)]

@@ -26,7 +26,7 @@ MEMORY_NOTE = (
 XDIST_NOTE = (
     "pytest-xdist is active, so pytest-benchmark disabled timing: bench items ran once, untimed, and no "
     "speedups were computed; the checks ran as usual. Run without -n to time, or with -n at least the number of "
-    "GPUs and every CUDA device in the matrix (no --inductor-devices, or cuda: the workers then share the GPUs and "
+    "GPUs and every CUDA device in the matrix (no --inductor-devices, or cuda; the workers then share the GPUs and "
     "time their CUDA sample items), or with the CPU alone in the matrix."
 )
 EFFECT_TITLE = "did each template take effect (a warning: it fails an item only with --inductor-require-effect)"
