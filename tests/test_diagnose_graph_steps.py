@@ -81,3 +81,78 @@ def test_a_kept_graph_compiled_alone_fails_as_the_model_did_and_follows_the_bise
     assert all(failing[first:]), result  # one count turns it on: the one that applies sigmoid's lowering
     assert "sigmoid" in json.dumps(result["steps"][first][1]), result["steps"]
     assert result["graphs"] == 2 and not result["two_usable"], result
+
+
+ROUTED = """
+import json
+from pathlib import Path
+import torch
+from pytest_inductor_templates.diagnose.drawn import Counts
+from pytest_inductor_templates.diagnose.predicate import Attempt, Judge
+from pytest_inductor_templates.diagnose.questions import Question, answer_here
+from pytest_inductor_templates.diagnose.request import DiagnosisRequest
+from pytest_inductor_templates.machine import CPU
+from pytest_inductor_templates.templates.selection import Selection
+
+torch._inductor.config.fx_graph_cache = False  # as in a diagnosis: every compile lowers again
+torch._functorch.config.enable_autograd_cache = False
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Sigmoid()).eval()
+x = torch.randn(8, 16)
+
+
+class WholeModel(Judge):
+    \"\"\"The model-level check: the model compiled whole and compared with eager (``lying``: says it passes).\"\"\"
+
+    lying = False
+
+    def attempt(self, selection=None, patches=None):
+        torch._dynamo.reset()
+        with torch.no_grad():
+            failing = not torch.allclose(torch.compile(model)(x), model(x), rtol=1e-6, atol=1e-6)
+        return Attempt("accuracy_fail" if failing and not self.lying else "pass", "", 0.0)
+
+
+def walk(judge):
+    \"\"\"torch's lowering questions, as a helper answers them; each: (failing, compiled from the graph).\"\"\"
+    seen = []
+
+    def ask(run_state, low=None, high=None):
+        def check():
+            tried = judge.asked(None)
+            seen.append([tried.outcome == "accuracy_fail", tried.graph])
+            return seen[-1][0]
+        return answer_here(Question("inductor", "lowerings", run_state, low, high), check, ".")
+
+    ask("test_disable")
+    count = ask("find_max_bounds")["range"][1]
+    for m in range(count + 1):
+        ask("bisect", m, m)
+    return seen
+
+
+request = DiagnosisRequest(None, Selection(), CPU, "accuracy_fail", Path("."))
+result = {"routed": walk(WholeModel(request, None, None, Counts()))}
+liar = WholeModel(request, None, None, Counts())
+liar.lying = True  # its verdict on a failing compile disagrees with the graph's: the graph never stands for it
+result["lying"] = walk(liar)
+print("RESULT " + json.dumps(result))
+"""
+
+
+def test_the_lowering_steps_are_compiled_from_the_graph_once_it_agreed_with_a_failing_whole_check(
+    tmp_path: Path,
+) -> None:
+    """``Judge.asked`` under torch's lowering questions: the switch (passing) and the count (failing) are whole-model
+    checks that keep the graph, whose verdicts agree there; every step after them compiles the kept graph alone,
+    with the whole model's answers (passing up to sigmoid's lowering, failing from it). A whole-model check that
+    disagrees with the graph at a failing compile leaves every step a whole-model check."""
+    done = run_python(tmp_path, "sigmoid", ROUTED)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    routed = result["routed"]
+    assert [graph for _, graph in routed] == [False, False] + [True] * (len(routed) - 2), routed
+    failing = [fails for fails, _ in routed[2:]]
+    assert failing[0] is False and failing[-1] is True and all(failing[failing.index(True) :]), routed
+    assert routed[:2] == [[False, False], [True, False]], routed
+    assert not any(graph for _, graph in result["lying"]), result["lying"]
