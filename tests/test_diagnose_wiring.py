@@ -93,6 +93,8 @@ def test_a_planted_lowering_is_diagnosed_for_a_sample_in_the_worker(tmp_path: Pa
     lowering = [r for r in steps if r["step"] == "bisect_check" and r.get("subsystem") == "lowerings"]
     graph = [r for r in lowering if r.get("run_state") == "bisect" and r.get("dynamo") == 0 and r.get("inductor")]
     assert counted["graph_checks"] >= 1 and graph, lowering  # the lowering steps compiled the kept graph alone
+    assert counted["draws"] == 0  # the worker's draw, loaded by the diagnosis and its helper
+    assert not [r for r in steps if r["step"] == "helper" and r.get("error")], steps  # the helper loaded it too
     assert "diagnoses (where and why; --inductor-diagnose)" in result.stdout
     assert check.repro is not None and Path(check.repro).is_relative_to(tmp_path / "repros")
     with_plant = subprocess.run(
