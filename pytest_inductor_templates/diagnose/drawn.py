@@ -20,6 +20,7 @@ from ..check.float64 import Float64Run
 from ..check.inputs import Inputs
 from ..check.runner import EagerSide
 from ..compile.outputs import map_tensors
+from ..memory import available_memory
 from ..samples.base import model_and_inputs
 from .request import ModelBuilder
 
@@ -144,8 +145,9 @@ DRAW_PREFIX = "inductor-draw-"  # then the saving process's pid
 
 
 def _in_memory(model: Any, inputs: list[Inputs]) -> str | None:
-    """A folder in memory (``/dev/shm``) where it has room for the model's and inputs' tensors twice over, else None
-    (the default temporary folder): on disk, opus-mt's 908 MiB took 5.3 s to save against 0.6 s in memory."""
+    """A folder in memory (``/dev/shm``) where it and the host's available memory have room for the model's and
+    inputs' tensors twice over, else None (the default temporary folder): on disk, opus-mt's 908 MiB took 5.3 s
+    to save against 0.6 s in memory."""
     import torch
 
     if not SHARED_MEMORY.is_dir():
@@ -154,7 +156,9 @@ def _in_memory(model: Any, inputs: list[Inputs]) -> str | None:
     for x in inputs:
         map_tensors(lambda t: tensors.append(t) or t, (x.args, x.kwargs))
     size = sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
-    return str(SHARED_MEMORY) if shutil.disk_usage(SHARED_MEMORY).free > 2 * size else None
+    memory = available_memory()  # /dev/shm's free space does not see a container's memory limit
+    roomy = shutil.disk_usage(SHARED_MEMORY).free > 2 * size and (memory is None or memory > 2 * size)
+    return str(SHARED_MEMORY) if roomy else None
 
 
 @contextlib.contextmanager
