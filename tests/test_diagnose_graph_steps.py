@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from diagnose_plants import run_python
+
+from conftest import made_once_value
 
 KEPT = """
 import json, os
@@ -58,20 +62,33 @@ with torch.no_grad(), inner_graph.keeping(two):
     torch.compile(Broken())(x)
 result["graphs"] = len(two)
 result["two_usable"] = inner_graph.usable(two, True, None, True) is not None
-print("RESULT " + json.dumps(result))
+print("KEPT " + json.dumps(result))
 """
 
 
-def test_a_kept_graph_compiled_alone_fails_as_the_model_did_and_follows_the_bisectors_count(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Any]:
+    """Both scripts' results, from one process with the sigmoid plant (made once a session)."""
+
+    def run(root: Path) -> dict[str, Any]:
+        done = run_python(root, "sigmoid", KEPT + ROUTED)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
+                if line.startswith(("KEPT ", "ROUTED "))}  # fmt: skip
+
+    return made_once_value(tmp_path_factory, worker_id, "graph-steps", run)
+
+
+def test_a_kept_graph_compiled_alone_fails_as_the_model_did_and_follows_the_bisectors_count(
+    planted: dict[str, Any],
+) -> None:
     """The graph of a model-level compile is kept (one graph, its first call's inputs and outputs; the patches
     gone after the block); it serves only the verdict its compile's own outputs give (failing here: a passing
     model-level verdict rejects it); compiled again alone it still fails, and asked torch's bisector questions as
     a helper process asks them, it passes with the lowerings off and fails exactly from the count whose
     application is sigmoid's lowering on.
     A model that compiles two graphs (a graph break) has no graph that stands for it."""
-    done = run_python(tmp_path, "sigmoid", KEPT)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    result = planted["KEPT"]
     assert result["kept"] == 1 and result["restored"] and result["usable"] and result["disagreeing"], result
     assert result["fails"] is True
     assert result["off"] is False and result["counted"][0] is True, result  # every lowering off: it passes
@@ -136,20 +153,18 @@ result = {"routed": walk(WholeModel(request, None, None, Counts()))}
 liar = WholeModel(request, None, None, Counts())
 liar.lying = True  # its verdict on a failing compile disagrees with the graph's: the graph never stands for it
 result["lying"] = walk(liar)
-print("RESULT " + json.dumps(result))
+print("ROUTED " + json.dumps(result))
 """
 
 
 def test_the_lowering_steps_are_compiled_from_the_graph_once_it_agreed_with_a_failing_whole_check(
-    tmp_path: Path,
+    planted: dict[str, Any],
 ) -> None:
     """``Judge.asked`` under torch's lowering questions: the switch (passing) and the count (failing) are whole-model
     checks that keep the graph, whose verdicts agree there; every step after them compiles the kept graph alone,
     with the whole model's answers (passing up to sigmoid's lowering, failing from it). A whole-model check that
     disagrees with the graph at a failing compile leaves every step a whole-model check."""
-    done = run_python(tmp_path, "sigmoid", ROUTED)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    result = planted["ROUTED"]
     routed = result["routed"]
     assert [graph for _, graph in routed] == [False, False] + [True] * (len(routed) - 2), routed
     failing = [fails for fails, _ in routed[2:]]
