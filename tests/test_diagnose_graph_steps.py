@@ -14,18 +14,27 @@ from diagnose_plants import run_python
 
 from conftest import made_once_value
 
-KEPT = """
-import json, os
+SETUP = """
+import json
+from pathlib import Path
 import torch
 from torch._inductor import compile_fx
 from pytest_inductor_templates.diagnose import inner_graph
+from pytest_inductor_templates.diagnose.drawn import Counts
+from pytest_inductor_templates.diagnose.predicate import Attempt, Judge
 from pytest_inductor_templates.diagnose.questions import Question, answer_here
+from pytest_inductor_templates.diagnose.request import DiagnosisRequest
+from pytest_inductor_templates.machine import CPU
+from pytest_inductor_templates.templates.selection import Selection
 
 torch._inductor.config.fx_graph_cache = False  # as in a diagnosis: every compile lowers again
 torch._functorch.config.enable_autograd_cache = False
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Sigmoid()).eval()
 x = torch.randn(8, 16)
+"""
+
+KEPT = """
 kept = []
 original = compile_fx._compile_fx_inner
 with torch.no_grad(), inner_graph.keeping(kept):
@@ -68,10 +77,10 @@ print("KEPT " + json.dumps(result))
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, Any]:
-    """Both scripts' results, from one process with the sigmoid plant (made once a session)."""
+    """Both scripts' results, from one process with the sigmoid plant, after their setup (made once a session)."""
 
     def run(root: Path) -> dict[str, Any]:
-        done = run_python(root, "sigmoid", KEPT + ROUTED)
+        done = run_python(root, "sigmoid", SETUP + KEPT + ROUTED)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
                 if line.startswith(("KEPT ", "ROUTED "))}  # fmt: skip
@@ -101,22 +110,6 @@ def test_a_kept_graph_compiled_alone_fails_as_the_model_did_and_follows_the_bise
 
 
 ROUTED = """
-import json
-from pathlib import Path
-import torch
-from pytest_inductor_templates.diagnose.drawn import Counts
-from pytest_inductor_templates.diagnose.predicate import Attempt, Judge
-from pytest_inductor_templates.diagnose.questions import Question, answer_here
-from pytest_inductor_templates.diagnose.request import DiagnosisRequest
-from pytest_inductor_templates.machine import CPU
-from pytest_inductor_templates.templates.selection import Selection
-
-torch._inductor.config.fx_graph_cache = False  # as in a diagnosis: every compile lowers again
-torch._functorch.config.enable_autograd_cache = False
-torch.manual_seed(0)
-model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Sigmoid()).eval()
-x = torch.randn(8, 16)
-
 
 class WholeModel(Judge):
     \"\"\"The model-level check: the model compiled whole and compared with eager (``lying``: says it passes).\"\"\"

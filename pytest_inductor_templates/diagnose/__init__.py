@@ -4,7 +4,17 @@ The lead calls ``diagnose(DiagnosisRequest(...))`` with plain data after an item
 child process, stopped at the request's budget, and the answer is a plain ``Diagnosis``.
 """
 
+from .drawn import SavedDraw, item_draw
 from .process import diagnose
 from .request import DIAGNOSED, Diagnosis, DiagnosisRequest, ModelBuilder, PickledModel
 
-__all__ = ["DIAGNOSED", "Diagnosis", "DiagnosisRequest", "ModelBuilder", "PickledModel", "diagnose"]
+__all__ = [
+    "DIAGNOSED",
+    "Diagnosis",
+    "DiagnosisRequest",
+    "ModelBuilder",
+    "PickledModel",
+    "SavedDraw",
+    "diagnose",
+    "item_draw",
+]

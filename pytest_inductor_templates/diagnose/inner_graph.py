@@ -45,16 +45,12 @@ def graph_copy(gm: Any) -> Any:
     return torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
 
 
-def _flat(values: Any) -> list[Any]:
-    import torch
-
-    return list(torch.utils._pytree.tree_leaves(values))
-
-
 def _detached(values: Any) -> list[Any]:
     import torch
 
-    return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in _flat(values)]
+    from .standalone import flat
+
+    return [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in flat(values)]
 
 
 def _to_host(value: Any) -> tuple[Any, Any]:
@@ -131,18 +127,12 @@ def _run_eagerly(entry: InnerGraph, second_opinion: bool) -> None:
     """The graph's eager outputs on its real inputs, and their float64 opinion (where asked for and possible)."""
     import torch
 
-    from .standalone import float64_everywhere
+    from .standalone import float64_outputs
 
     assert entry.real is not None
     with torch.no_grad():
         entry.eager = _detached(entry.gm(*[_on_device(v) for v in entry.real]))
-        if second_opinion:
-            copied = copy.deepcopy(entry.gm)  # before widening: the mode would widen a held tensor's copy
-            try:
-                with float64_everywhere():
-                    entry.wide = _flat(copied(*[_on_device(v) for v in entry.real]))
-            except RuntimeError:  # an operator with no float64 kernel: no float64 opinion, as the repro
-                entry.wide = None
+        entry.wide = float64_outputs(entry.gm, [_on_device(v) for v in entry.real]) if second_opinion else None
 
 
 def problems(entry: InnerGraph, compiled: list[Any], tolerance: tuple[float, float] | None) -> list[str]:

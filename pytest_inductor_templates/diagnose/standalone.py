@@ -59,6 +59,16 @@ def flat(out):
     return list(torch.utils._pytree.tree_leaves(out))
 
 
+def float64_outputs(module, inputs):
+    """``module``'s outputs on ``inputs``, every operator in float64 (flat); None where it cannot run so."""
+    try:
+        copied = copy.deepcopy(module)  # before widening: the mode would widen a held tensor's copy
+        with float64_everywhere():
+            return flat(copied(*inputs))
+    except Exception:
+        return None
+
+
 def _rms(t):
     t = t[torch.isfinite(t)]
     return math.sqrt(float((t**2).mean())) if t.numel() else 0.0
@@ -164,14 +174,8 @@ def check(
             eager = module(*_clone(inputs))
     except Exception as error:
         return 2, f"eager raised {type(error).__name__}: {error}"
-    wide = None
-    if second_opinion:
-        try:
-            copied = copy.deepcopy(module)  # before widening: the mode would widen a held tensor's copy
-            with grad, float64_everywhere():
-                wide = flat(copied(*_clone(inputs)))
-        except Exception:
-            wide = None
+    with grad:
+        wide = float64_outputs(module, _clone(inputs)) if second_opinion else None
     torch._dynamo.reset()
     tensors = [v for v in [*inputs, *module.parameters(), *module.buffers()] if isinstance(v, torch.Tensor)]
     kinds = {t.device.type for t in tensors}

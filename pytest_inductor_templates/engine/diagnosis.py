@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compile import cache
-from ..diagnose import DIAGNOSED, Diagnosis, DiagnosisRequest, ModelBuilder, diagnose
+from ..diagnose import DIAGNOSED, Diagnosis, DiagnosisRequest, ModelBuilder, SavedDraw, diagnose, item_draw
 from ..machine import Device
 from ..templates.selection import Selection
 from ..timing import host_lock
@@ -121,8 +121,6 @@ def diagnose_cell(
     check, not for all of it."""
     if plan.refused is not None:
         return refused_diagnosis(plan.refused)
-    from ..diagnose.drawn import SavedDraw, item_draw
-
     cache_state = verdict.compile_cache
     cached = cache_state in (cache.WARM, cache.MIXED)
     with item_draw(build, as_built, built_inputs or []) as source:
