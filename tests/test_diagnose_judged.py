@@ -218,7 +218,7 @@ def test_one_draw_skipped_checks_and_the_lock_per_check(tmp_path: Path) -> None:
     fallbacks, layouts, precision casts, CPU stride padding) are answered without a check; the
     session's work lock is held per check by the diagnosis's processes, never by the triple's for all of it. The
     step log says when the draw, eager's half and the compile pool were done (where the time before the first
-    check went)."""
+    check went): the pool is waited for before the first check that lowers with Inductor, not before the first."""
     for name, text in (("blockmod.py", BLOCK), ("counting.py", COUNTING), ("conftest.py", PLANTED)):
         (tmp_path / name).write_text(text)
     lock, lock_log, draws = tmp_path / "lock", tmp_path / "lock.log", tmp_path / "draws.txt"
@@ -252,7 +252,15 @@ def test_one_draw_skipped_checks_and_the_lock_per_check(tmp_path: Path) -> None:
     checked_here = [r for r in steps if r["step"] == "check"]  # the checks the diagnosis's own process ran
     assert len([w for w in work if w[0] == child]) > len(checked_here) >= 1  # one hold each, and the draw's
     before = [r["step"] for r in steps if r["step"] in ("start", "drawn", "counts", "saved", "pool", "reproduce")]
-    assert before[:6] == ["start", "drawn", "counts", "saved", "pool", "reproduce"], steps  # where its start went
+    assert before[:5] == ["start", "drawn", "counts", "saved", "reproduce"], steps  # where its start went
+    # the compile pool is waited for once, before this process's first check that lowers with Inductor: the capture
+    # and the stages before Inductor's go on while it starts
+    names = [r["step"] for r in steps]
+    pool = names.index("pool")
+    assert names.count("pool") == 1 and pool > names.index("capture"), names
+    here = [i for i, r in enumerate(steps) if r["step"] == "bisect_check" and "dynamo" in r and "pid" not in r]
+    lowered = [i for i in here if steps[i]["backend"] == "inductor"]
+    assert all(i > pool for i in lowered) and any(i < pool for i in here if i not in lowered), steps
 
 
 DRAWS_LOGGED = """

@@ -52,7 +52,7 @@ def diagnosis_environment(work: Path, device_type: str) -> Iterator[None]:
     or AOT autograd cache within it (their keys do not see a changed lowering, nor the bisector's switches), so
     every check lowers again. The CPU's ISAs are read first on the CPU only (a CUDA diagnosis compiles no C++
     kernels); on a GPU Inductor's compile pool starts now, while the process draws or waits for the draw, and
-    the process waits for it before its first compile (``compile.pool.wait_for_compile_pool``: before the pool is
+    the process waits for it before its first compile that may lower with Inductor (``pool_waiter``: before the pool is
     up, every Triton kernel compiles in this process, one after another)."""
     from unittest import mock
 
@@ -74,6 +74,28 @@ def diagnosis_environment(work: Path, device_type: str) -> Iterator[None]:
         if device_type != "cpu":
             start_compile_pool()
         yield
+
+
+def pool_waiter(log: StepLog | None) -> Callable[[], None]:
+    """A call that waits, the first time only, for the compile pool ``diagnosis_environment`` started (none on the
+    CPU), and logs how long (``pool``). It is made before the first compile that may lower with Inductor, not
+    before the first check: the stages before Inductor's compile nothing with it, and run while the pool starts
+    (on an H100 the wait took 6-11 s before the first check); a helper is ready for them meanwhile."""
+    from ..compile.pool import wait_for_compile_pool
+
+    waited = False
+
+    def wait() -> None:
+        nonlocal waited
+        if waited:
+            return
+        waited = True
+        start = time.monotonic()
+        wait_for_compile_pool()
+        if log is not None:
+            log.write("pool", waited=round(time.monotonic() - start, 2))
+
+    return wait
 
 
 def _step(log: StepLog, name: str, counts: Any = None) -> Any:
@@ -153,7 +175,6 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
     import torch
     from torch._inductor import config
 
-    from ..compile.pool import wait_for_compile_pool
     from .drawn import Counts, Drawn, load_eager, wait_for_eager
     from .predicate import Judge
     from .stage import KEEP_BACKEND, keeps_custom_backend
@@ -166,8 +187,8 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
     keep = {f"test_configs.{KEEP_BACKEND}": True} if keeps_custom_backend() else {}
     with diagnosis_environment(work, request.device.type), config.patch(keep):
         wait_for_eager(work)
-        wait_for_compile_pool()  # the one diagnosis_environment started (none on the CPU)
-        judge = Judge(request, Drawn.load(work, request.build, device), load_eager(work, device), counts)
+        drawn, eager = Drawn.load(work, request.build, device), load_eager(work, device)
+        judge = Judge(request, drawn, eager, counts, before_inductor=pool_waiter(None))
 
         def check(question: Any) -> bool | None:
             patches = request.selection.compile_options if options_as_patches(question.backend) else None
@@ -211,7 +232,6 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     import torch
 
     from ..check.result import CheckResult
-    from ..compile.pool import wait_for_compile_pool
     from ..timing import host_lock
     from . import localise, numerics, setting, stage
     from .bisect import Answers, skips
@@ -234,10 +254,8 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     drawn.save(work)
     save_eager(eager, work)
     log.write("saved")  # for the helpers
-    waited = time.monotonic()
-    wait_for_compile_pool()  # the one diagnosis_environment started (none on the CPU)
-    log.write("pool", waited=round(time.monotonic() - waited, 2))
-    judge = Judge(request, drawn, eager, counts)
+    pool = pool_waiter(log)
+    judge = Judge(request, drawn, eager, counts, before_inductor=pool)
 
     def logged(tried: Any) -> bool | None:
         """Whether the check's variant still fails as the item did; None when it could not even be built or run."""
@@ -298,6 +316,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
                 describe=f"the backend {selection.backend} (at the inductor stage: none of Inductor's "
                 "subsystems fixes it)",
             )
+    pool()  # the steps after the stage compile with Inductor (the operator step outside the judge)
     with _step(log, "setting", counts):
         text = setting.smallest_failing(settings, lambda s: bool(fails(selection=with_settings(selection, s))), log)
         log.write("setting", setting=text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -72,8 +72,16 @@ class Judge:
     """The item's check, as the item was judged (its tolerance, second opinion and calls), of fresh copies of the
     drawn model against eager's half computed once (``drawn``); each check holds the host's work lock."""
 
-    def __init__(self, request: DiagnosisRequest, build: Any, eager: Any, counts: Any) -> None:
+    def __init__(
+        self,
+        request: DiagnosisRequest,
+        build: Any,
+        eager: Any,
+        counts: Any,
+        before_inductor: Callable[[], None] = lambda: None,
+    ) -> None:
         self.request = request
+        self.before_inductor = before_inductor  # called before each check that may lower with Inductor
         self.build = build  # drawn.Drawn: copies of the one draw
         self.eager = eager  # check.runner.EagerSide, computed once
         self.counts = counts  # drawn.Counts of this process
@@ -132,6 +140,7 @@ class Judge:
         from ..timing import host_lock
         from . import inner_graph
 
+        self.before_inductor()
         start = time.perf_counter()
         try:
             with host_lock.work(), device_scope(self.request.device):
@@ -161,6 +170,8 @@ class Judge:
         request = self.request
         selection = selection or request.selection
         device = torch.device(request.device.name)
+        if lowers_with_inductor():
+            self.before_inductor()
         start = time.perf_counter()
         compiled = None
         self.counts.checks += 1
@@ -193,6 +204,14 @@ class Judge:
             outcome, reason = "error", f"building or checking raised {first_line(error)}"
         calls = compiled.stats.graphs if compiled is not None else 0
         return Attempt(outcome, reason, round(time.perf_counter() - start, 2), calls)
+
+
+def lowers_with_inductor() -> bool:
+    """Whether a compile now may lower with Inductor: every compile but one at a bisector stage before Inductor's
+    (``eager``, ``aot_eager``, ...: torch compiles with that backend there, whatever the item's)."""
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    return CompilerBisector.get_backend() in (None, "inductor")
 
 
 def counted(call: Any, counts: Any) -> Any:
