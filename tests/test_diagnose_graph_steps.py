@@ -123,8 +123,9 @@ class WholeModel(Judge):
         return Attempt("accuracy_fail" if failing and not self.lying else "pass", "", 0.0)
 
 
-def walk(judge):
-    \"\"\"torch's lowering questions, as a helper answers them; each: (failing, compiled from the graph).\"\"\"
+def walk(judge, count=None):
+    \"\"\"torch's lowering questions, as a helper answers them; each: (failing, compiled from the graph). Given the
+    ``count``, the switch and the steps alone (a helper given no count).\"\"\"
     seen = []
 
     def ask(run_state, low=None, high=None):
@@ -135,7 +136,7 @@ def walk(judge):
         return answer_here(Question("inductor", "lowerings", run_state, low, high), check, ".")
 
     ask("test_disable")
-    count = ask("find_max_bounds")["range"][1]
+    count = ask("find_max_bounds")["range"][1] if count is None else count
     for m in range(count + 1):
         ask("bisect", m, m)
     return seen
@@ -146,6 +147,11 @@ result = {"routed": walk(WholeModel(request, None, None, Counts()))}
 liar = WholeModel(request, None, None, Counts())
 liar.lying = True  # its verdict on a failing compile disagrees with the graph's: the graph never stands for it
 result["lying"] = walk(liar)
+shared = Path("vouched.txt")  # a diagnosis's file: its processes' graphs that agreed with a failing check
+result["asker"] = walk(WholeModel(request, None, None, Counts(), vouched=shared))  # agrees at its count: vouches
+count = len(result["asker"]) - 3
+result["vouched"] = walk(WholeModel(request, None, None, Counts(), vouched=shared), count)
+result["alone"] = walk(WholeModel(request, None, None, Counts(), vouched=Path("none.txt")), count)
 print("ROUTED " + json.dumps(result))
 """
 
@@ -164,3 +170,18 @@ def test_the_lowering_steps_are_compiled_from_the_graph_once_it_agreed_with_a_fa
     assert failing[0] is False and failing[-1] is True and all(failing[failing.index(True) :]), routed
     assert routed[:2] == [[False, False], [True, False]], routed
     assert not any(graph for _, graph in result["lying"]), result["lying"]
+
+
+def test_a_graph_that_agreed_with_a_passing_check_is_used_once_another_process_vouched_for_it(
+    planted: dict[str, Any],
+) -> None:
+    """A process given the switch and then the steps (no count, as a helper may be), whose checks pass until the
+    step that turns sigmoid's lowering on: where another process's same graph agreed with a failing check (its
+    count), every step compiles the graph alone, with the model's answers; with no such process, each passing step
+    checks the whole model, and only the steps after its first failing one compile the graph."""
+    result = planted["ROUTED"]
+    vouched, alone = result["vouched"], result["alone"]
+    assert [graph for _, graph in vouched] == [False] + [True] * (len(vouched) - 1), vouched
+    assert [fails for fails, _ in vouched] == [fails for fails, _ in alone], (vouched, alone)
+    first = [fails for fails, _ in alone].index(True)
+    assert first > 1 and [graph for _, graph in alone] == [False] * (first + 1) + [True] * (len(alone) - first - 1)

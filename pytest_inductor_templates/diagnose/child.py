@@ -23,6 +23,7 @@ SYS_PATH = "sys_path.json"
 HELPERS = "helpers.txt"  # how many helper processes: read before the request, whose unpickling imports torch
 LOG = "steps.jsonl"
 SHARED_CACHE = "inductor-cache"  # in the work folder: the Inductor and Triton caches of all the diagnosis's processes
+VOUCHED = "graphs-vouched.txt"  # fingerprints of kept graphs that agreed with a failing check, in any process
 PROBE_PATH = "TORCH_CUSTOM_PYTHONPATH"
 
 
@@ -188,7 +189,7 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
     with diagnosis_environment(work, request.device.type), config.patch(keep):
         wait_for_eager(work)
         drawn, eager = Drawn.load(work, request.build, device), load_eager(work, device)
-        judge = Judge(request, drawn, eager, counts, before_inductor=pool_waiter(None))
+        judge = Judge(request, drawn, eager, counts, before_inductor=pool_waiter(None), vouched=work / VOUCHED)
 
         def check(question: Any) -> bool | None:
             patches = request.selection.compile_options if options_as_patches(question.backend) else None
@@ -255,7 +256,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     save_eager(eager, work)
     log.write("saved")  # for the helpers
     pool = pool_waiter(log)
-    judge = Judge(request, drawn, eager, counts, before_inductor=pool)
+    judge = Judge(request, drawn, eager, counts, before_inductor=pool, vouched=work / VOUCHED)
 
     def logged(tried: Any) -> bool | None:
         """Whether the check's variant still fails as the item did; None when it could not even be built or run."""
@@ -305,7 +306,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
             log, skipped, reproduced, helpers, counts,
         )  # fmt: skip
         found = stage.find_stage(answers, log, temp)
-        judge.inner = None  # the kept graph (its inputs in host memory) serves no later step
+        judge.inner = judge.agreed = None  # the kept graphs (their inputs in host memory) serve no later step
         if helpers is not None:
             helpers.close()  # what they still run is no longer asked
         if found.backend == "inductor" and not found.subsystem and selection.backend != "inductor":

@@ -6,6 +6,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from ..check.inputs import Inputs
@@ -79,9 +80,11 @@ class Judge:
         eager: Any,
         counts: Any,
         before_inductor: Callable[[], None] = lambda: None,
+        vouched: Path | None = None,
     ) -> None:
         self.request = request
         self.before_inductor = before_inductor  # called before each check that may lower with Inductor
+        self.vouched = vouched  # the diagnosis's file of kept graphs that agreed with a failing check (any process's)
         self.build = build  # drawn.Drawn: copies of the one draw
         self.eager = eager  # check.runner.EagerSide, computed once
         self.counts = counts  # drawn.Counts of this process
@@ -93,13 +96,16 @@ class Judge:
             and not (selection.cudagraphs and request.device.type == "cuda")
         )
         self.inner: Any = None  # inner_graph.InnerGraph, kept by this process's first lowering check
+        self.agreed: Any = None  # a kept graph that agreed with a passing check here, not yet with a failing one
 
     def asked(self, patches: dict[str, Any] | None) -> Attempt:
         """The check of the question the bisector asks in this process (its state set here): a step counting or
         bisecting the lowerings is compiled from the graph Inductor compiled in a model-level check of the
         lowerings in this process (``inner_graph``: every such check keeps it, the lowerings' switch too, which
         gives Inductor the same graph) once that graph can stand for the model: its verdict on a failing check's
-        outputs was that check's, and on a passing one's (where this process checked one) too; else the model."""
+        outputs was that check's, and on a passing one's (where this process checked one) too; else the model. A
+        graph that agreed with a passing check here stands for the model once the same graph (``inner_graph.
+        fingerprint``) agreed with a failing check in another process of the diagnosis (``vouched``)."""
         from ..machine import device_scope
         from ..timing import host_lock
         from . import inner_graph
@@ -108,6 +114,8 @@ class Judge:
         question = Question.now()
         if not (question.backend == "inductor" and question.subsystem == "lowerings"):
             return self.attempt(patches=patches)
+        if self.inner is None and self.agreed is not None and inner_graph.vouched_for(self.agreed, self.vouched):
+            self.inner = self.agreed  # the same graph agreed with a failing check in another process
         if self.inner is not None and question.run_state in ("find_max_bounds", "bisect"):
             tried = self._graph_attempt()
             if tried.outcome != "error":
@@ -128,10 +136,15 @@ class Judge:
                 graph = inner_graph.usable(kept, failing, self.request.repro_tolerance(), self.request.second_opinion)
         except Exception:  # the kept graph cannot run eagerly
             graph = None
-        if graph is None:
-            self.graph_level = False  # it cannot stand for the model: the model at every step
+        if graph is None:  # it cannot stand for the model: the model at every step
+            self.graph_level, self.inner, self.agreed = False, None, None
         elif failing:
             self.inner = graph
+            inner_graph.vouch(graph, self.vouched)
+        elif inner_graph.vouched_for(graph, self.vouched):
+            self.inner = graph
+        else:
+            self.agreed = graph
         return tried
 
     def _graph_attempt(self) -> Attempt:
