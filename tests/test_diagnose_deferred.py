@@ -47,7 +47,8 @@ def test_a_run_budget_diagnoses_after_the_items_the_smallest_graph_first_and_ame
     command = [
         sys.executable, "-m", "pytest", "--inductor-samples=corpus", "--inductor-template=default",
         "--inductor-devices=cpu", "--inductor-diagnose", "--inductor-diagnose-budget=2",
-        "--inductor-diagnose-max=1", "--inductor-diagnose-run-budget=600", "--inductor-repro-dir=repros",
+        "--inductor-diagnose-processes=1", "--inductor-diagnose-max=1", "--inductor-diagnose-run-budget=600",
+        "--inductor-repro-dir=repros",
         "--inductor-results=run.jsonl", "--benchmark-json=run.json", "-p", "no:randomly", "-v", *FAST, *QUIET,
     ]  # fmt: skip
     done = subprocess.run(command, cwd=tmp_path, env=planted_env(tmp_path, "sigmoid"), capture_output=True, text=True)

@@ -39,11 +39,13 @@ def test_gated(inductor_check):
 """
 
 
-def planted_run(tmp_path: Path, *selection: str, budget: int = 400) -> subprocess.CompletedProcess[str]:
+def planted_run(
+    tmp_path: Path, *selection: str, budget: int = 400, processes: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     """A run with the sigmoid lowering planted, every failing check diagnosed, results in run.jsonl."""
     command = [
         sys.executable, "-m", "pytest", *selection, "--inductor-template=default", "--inductor-devices=cpu",
-        "--inductor-diagnose", f"--inductor-diagnose-budget={budget}", "--benchmark-disable",
+        "--inductor-diagnose", f"--inductor-diagnose-budget={budget}", *processes, "--benchmark-disable",
         "--inductor-repro-dir=repros", "--inductor-results=run.jsonl", "-p", "no:randomly", *QUIET,
     ]  # fmt: skip
     return subprocess.run(command, cwd=tmp_path, env=planted_env(tmp_path, "sigmoid"), capture_output=True, text=True)
@@ -66,7 +68,10 @@ def test_a_sample_is_diagnosed_in_the_worker_within_its_budget_and_the_verdict_s
     as the machine is loaded; the slow test below runs it); what it found is in both items' records and the
     terminal, and the verdict is the check's."""
     write_sample(tmp_path / "corpus" / "gated", {"model.py": SIGMOID_MODEL, "weight_meta.py": SIGMOID_META})
-    result = planted_run(tmp_path, "--inductor-samples=corpus", budget=2)
+    # one process: a helper would only start (importing torch) before the budget ends the diagnosis
+    result = planted_run(
+        tmp_path, "--inductor-samples=corpus", budget=2, processes=("--inductor-diagnose-processes=1",)
+    )
     records = diagnosed_records(tmp_path)
     check, bench = records[("corpus/gated", "check")], records[("corpus/gated", "bench")]
     assert check.outcome is bench.outcome is Outcome.ACCURACY_FAIL, result.stdout[-3000:]
