@@ -209,7 +209,7 @@ def process_lines(name: str, run: Run) -> list[str]:
     return lines
 
 
-def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 4, 8)) -> list[str]:
+def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 4, 6, 8)) -> list[str]:
     """What K processes give (K loads, for entries timed in one process): each entry's band over its first K
     processes' timings (all their loads; as the plugin's band: Student's t over the processes' means, or over one
     process's loads), for each K, against the stable targets."""
@@ -233,6 +233,38 @@ def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 
             widths[bool(record.launch_bound)].append(band.half_width)
         if parts := within_parts(widths):
             lines.append(f"{name}: over the first {count} processes (loads in one): {parts}")
+    return lines
+
+
+def own_process_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5, 7)) -> list[str]:
+    """The item's own process (which compiled the sample, cold in a cold run, and checked it) against the others:
+    its speedup's median offset from theirs, and what K of the other processes alone would give, for each K."""
+    entries = [r for r in compiled_bench(run).values() if r.process_speedups and r.process_pids]
+    offsets, lines = [], []
+    for record in entries:
+        own = [s for s, pid in zip(record.process_speedups, record.process_pids, strict=True) if pid == record.pid]
+        others = [s for s, pid in zip(record.process_speedups, record.process_pids, strict=True) if pid != record.pid]
+        if own and others:
+            offsets.append(statistics.geometric_mean(own) / statistics.geometric_mean(others) - 1)
+    if offsets:
+        low = sum(o < 0 for o in offsets)
+        lines.append(
+            f"{name}: the item's own process against the others: median {statistics.median(offsets):+.1%}, "
+            f"lower in {low} of {len(offsets)}, from {min(offsets):+.1%} to {max(offsets):+.1%}"
+        )
+    for count in counts:
+        widths: dict[bool, list[float]] = {False: [], True: []}
+        for record in entries:
+            pairs = zip(record.process_speedups, record.process_pids, strict=True)
+            kept = [(s, pid) for s, pid in pairs if pid != record.pid]
+            order = list(dict.fromkeys(pid for _, pid in kept))
+            if len(order) < count:
+                continue
+            kept = [(s, pid) for s, pid in kept if pid in order[:count]]
+            band = across_processes([Interval(s, s, s) for s, _ in kept], [pid for _, pid in kept])
+            widths[bool(record.launch_bound)].append(band.half_width)
+        if parts := within_parts(widths):
+            lines.append(f"{name}: over {count} processes besides the item's own: {parts}")
     return lines
 
 
@@ -363,6 +395,7 @@ def main() -> int:
                 lines += process_lines(f"run-{count}w", m.run)
                 lines += first_processes_lines(f"run-{count}w", m.run)
                 lines += without_slow_lines(f"run-{count}w", m.run)
+                lines += own_process_lines(f"run-{count}w", m.run)
     if "baseline-1w" in walls and f"run-{counts[0]}w" in walls:
         new, old = walls[f"run-{counts[0]}w"], walls["baseline-1w"]
         lines.append(f"cost: one worker {new:.0f} s against {old:.0f} s with {args.baseline_src}: {new / old:.2f}x")
