@@ -123,9 +123,9 @@ class WholeModel(Judge):
         return Attempt("accuracy_fail" if failing and not self.lying else "pass", "", 0.0)
 
 
-def walk(judge, count=None):
+def walk(judge, count=None, between=lambda: None):
     \"\"\"torch's lowering questions, as a helper answers them; each: (failing, compiled from the graph). Given the
-    ``count``, the switch and the steps alone (a helper given no count).\"\"\"
+    ``count``, the switch and the steps alone (a helper given no count), with ``between`` run after the switch.\"\"\"
     seen = []
 
     def ask(run_state, low=None, high=None):
@@ -136,22 +136,35 @@ def walk(judge, count=None):
         return answer_here(Question("inductor", "lowerings", run_state, low, high), check, ".")
 
     ask("test_disable")
+    between()
     count = ask("find_max_bounds")["range"][1] if count is None else count
     for m in range(count + 1):
         ask("bisect", m, m)
     return seen
 
 
+def judge(vouched=None):
+    return WholeModel(request, None, None, Counts(), vouched=vouched)
+
+
 request = DiagnosisRequest(None, Selection(), CPU, "accuracy_fail", Path("."))
-result = {"routed": walk(WholeModel(request, None, None, Counts()))}
-liar = WholeModel(request, None, None, Counts())
+result = {"routed": walk(judge())}
+liar = judge()
 liar.lying = True  # its verdict on a failing compile disagrees with the graph's: the graph never stands for it
 result["lying"] = walk(liar)
 shared = Path("vouched.txt")  # a diagnosis's file: its processes' graphs that agreed with a failing check
-result["asker"] = walk(WholeModel(request, None, None, Counts(), vouched=shared))  # agrees at its count: vouches
+asker = judge(shared)
+result["asker"] = walk(asker)  # its graph agrees with its count's failing check: it vouches for it
 count = len(result["asker"]) - 3
-result["vouched"] = walk(WholeModel(request, None, None, Counts(), vouched=shared), count)
-result["alone"] = walk(WholeModel(request, None, None, Counts(), vouched=Path("none.txt")), count)
+result["vouched"] = walk(judge(shared), count)  # vouched for before its switch
+late = Path("late.txt")  # vouched for by another process after its switch, before its steps
+result["late"] = walk(judge(late), count, between=lambda: walk(judge(late)))
+result["alone"] = walk(judge(Path("none.txt")), count)
+Path("unrelated.txt").write_text("+" + "0" * 64 + "\\n")  # another graph's
+result["unrelated"] = walk(judge(Path("unrelated.txt")), count)
+mark = inner_graph.fingerprint(asker.inner)
+Path("withdrawn.txt").write_text(f"+{mark}\\n-{mark}\\n")  # and another process found the same graph disagreeing
+result["withdrawn"] = walk(judge(Path("withdrawn.txt")), count)
 print("ROUTED " + json.dumps(result))
 """
 
@@ -177,11 +190,15 @@ def test_a_graph_that_agreed_with_a_passing_check_is_used_once_another_process_v
 ) -> None:
     """A process given the switch and then the steps (no count, as a helper may be), whose checks pass until the
     step that turns sigmoid's lowering on: where another process's same graph agreed with a failing check (its
-    count), every step compiles the graph alone, with the model's answers; with no such process, each passing step
-    checks the whole model, and only the steps after its first failing one compile the graph."""
+    count; before this process's switch or after it), every step compiles the graph alone, with the model's
+    answers; with no such process, or where only another graph was vouched for, or where a process found the same
+    graph disagreeing with a check, each passing step checks the whole model, and only the steps after its first
+    failing one compile the graph."""
     result = planted["ROUTED"]
     vouched, alone = result["vouched"], result["alone"]
     assert [graph for _, graph in vouched] == [False] + [True] * (len(vouched) - 1), vouched
+    assert result["late"] == vouched, result["late"]  # vouched for after its switch: the same
     assert [fails for fails, _ in vouched] == [fails for fails, _ in alone], (vouched, alone)
     first = [fails for fails, _ in alone].index(True)
     assert first > 1 and [graph for _, graph in alone] == [False] * (first + 1) + [True] * (len(alone) - first - 1)
+    assert result["unrelated"] == alone and result["withdrawn"] == alone, result  # another graph's; a disagreement

@@ -162,41 +162,54 @@ def usable(
 
 
 def fingerprint(entry: InnerGraph) -> str:
-    """What makes two processes' kept graphs the same check: the graph's code, and each real input's shape, dtype,
-    strides, device and the sum of its values in float64 (the processes of a diagnosis load one draw)."""
+    """What makes two processes' kept graphs the same graph: its code, and each example input's shape, dtype,
+    strides and device (the processes of a diagnosis load one draw, so the values are the same)."""
     import hashlib
 
-    import torch
-
     if entry.fingerprint is None:
-        assert entry.real is not None
         digest = hashlib.sha256(entry.gm.code.encode())
-        for value, device in entry.real:
-            if isinstance(value, torch.Tensor):
-                try:
-                    total = value.sum(dtype=torch.float64).item()
-                except (RuntimeError, TypeError):  # a dtype without a float64 sum (complex): its shape alone
-                    total = None
-                digest.update(repr((tuple(value.shape), str(value.dtype), value.stride(), str(device), total)).encode())
-            else:
-                digest.update(repr(value).encode())
+        for value in entry.fake_inputs:
+            try:
+                layout = (tuple(value.shape), str(value.dtype), tuple(value.stride()), str(value.device))
+            except Exception:  # not a strided tensor (a symbol, a sparse or nested tensor): its type and text
+                layout = (type(value).__name__, repr(value))
+            digest.update(repr(layout).encode())
         entry.fingerprint = digest.hexdigest()
     return entry.fingerprint
 
 
-def vouch(entry: InnerGraph, vouched: Path | None) -> None:
-    """Record in ``vouched`` (a diagnosis's file, shared by its processes) that this graph agreed with a failing
-    model-level check: the graph reproduces the fault there."""
-    if vouched is not None:
+def vouch(entry: InnerGraph, vouched: Path | None, agreed: bool) -> None:
+    """Record in ``vouched`` (a diagnosis's file, shared by its processes) whether this graph agreed with a failing
+    model-level check (``+``: it reproduces the fault there) or disagreed with a check (``-``: it stands for the
+    model in no process). Bookkeeping: where it fails, nothing is recorded."""
+    if vouched is None:
+        return
+    try:
+        line = ("+" if agreed else "-") + fingerprint(entry) + "\n"
         with vouched.open("a", encoding="ascii") as file:
-            file.write(fingerprint(entry) + "\n")
+            file.write(line)
+    except Exception:
+        pass
+
+
+def _marks(vouched: Path | None) -> set[str]:
+    """The lines of ``vouched`` (none where there is no file, or it cannot be read)."""
+    try:
+        return set(vouched.read_text(encoding="ascii").split()) if vouched is not None and vouched.exists() else set()
+    except Exception:
+        return set()
 
 
 def vouched_for(entry: InnerGraph, vouched: Path | None) -> bool:
-    """Whether the same graph agreed with a failing model-level check in some process (``vouch``)."""
-    if vouched is None or not vouched.exists():
-        return False
-    return fingerprint(entry) in vouched.read_text(encoding="ascii").split()
+    """Whether the same graph agreed with a failing model-level check in some process and disagreed with a check in
+    none (``vouch``)."""
+    marks = _marks(vouched)
+    return "+" + fingerprint(entry) in marks and not withdrawn(entry, vouched, marks)
+
+
+def withdrawn(entry: InnerGraph, vouched: Path | None, marks: set[str] | None = None) -> bool:
+    """Whether the same graph disagreed with a model-level check in some process (``vouch``)."""
+    return "-" + fingerprint(entry) in (marks if marks is not None else _marks(vouched))
 
 
 def fails(entry: InnerGraph, tolerance: tuple[float, float] | None) -> bool:

@@ -114,13 +114,12 @@ class Judge:
         question = Question.now()
         if not (question.backend == "inductor" and question.subsystem == "lowerings"):
             return self.attempt(patches=patches)
-        if self.inner is None and self.agreed is not None and inner_graph.vouched_for(self.agreed, self.vouched):
-            self.inner = self.agreed  # the same graph agreed with a failing check in another process
+        self._take_up_vouched_graphs()
         if self.inner is not None and question.run_state in ("find_max_bounds", "bisect"):
             tried = self._graph_attempt()
             if tried.outcome != "error":
                 return tried
-            self.inner, self.graph_level = None, False  # the kept graph cannot compile here: the model from now on
+            self.graph_level, self.inner, self.agreed = False, None, None  # it cannot compile here: the model now
             reset_counters()  # the failed compile counted applications
             return self.attempt(patches=patches)
         if not self.graph_level:
@@ -136,16 +135,29 @@ class Judge:
                 graph = inner_graph.usable(kept, failing, self.request.repro_tolerance(), self.request.second_opinion)
         except Exception:  # the kept graph cannot run eagerly
             graph = None
-        if graph is None:  # it cannot stand for the model: the model at every step
+        if graph is None:  # it cannot stand for the model: the model at every step, in every process
             self.graph_level, self.inner, self.agreed = False, None, None
-        elif failing:
-            self.inner = graph
-            inner_graph.vouch(graph, self.vouched)
-        elif inner_graph.vouched_for(graph, self.vouched):
-            self.inner = graph
+            if len(kept) == 1 and kept[0] is not None:
+                inner_graph.vouch(kept[0], self.vouched, agreed=False)
+        elif failing or inner_graph.vouched_for(graph, self.vouched):
+            self.inner, self.agreed = graph, None
+            if failing:
+                inner_graph.vouch(graph, self.vouched, agreed=True)
         else:
             self.agreed = graph
         return tried
+
+    def _take_up_vouched_graphs(self) -> None:
+        """What the diagnosis's other processes found about this process's kept graphs: a graph that agreed with a
+        passing check here stands for the model once the same graph agreed with a failing check elsewhere; one
+        that disagreed with a check elsewhere stands for it nowhere."""
+        from . import inner_graph
+
+        if self.inner is not None and inner_graph.withdrawn(self.inner, self.vouched):
+            self.graph_level, self.inner, self.agreed = False, None, None
+        elif self.graph_level and self.inner is None and self.agreed is not None:
+            if inner_graph.vouched_for(self.agreed, self.vouched):
+                self.inner, self.agreed = self.agreed, None
 
     def _graph_attempt(self) -> Attempt:
         """The kept graph compiled again alone under the bisector's state here, judged by the repro's rule."""
@@ -153,9 +165,9 @@ class Judge:
         from ..timing import host_lock
         from . import inner_graph
 
-        self.before_inductor()
         start = time.perf_counter()
         try:
+            self.before_inductor()
             with host_lock.work(), device_scope(self.request.device):
                 failing = inner_graph.fails(self.inner, self.request.repro_tolerance())
         except Exception as error:
@@ -183,12 +195,12 @@ class Judge:
         request = self.request
         selection = selection or request.selection
         device = torch.device(request.device.name)
-        if lowers_with_inductor():
-            self.before_inductor()
         start = time.perf_counter()
         compiled = None
         self.counts.checks += 1
         try:
+            if lowers_with_inductor():
+                self.before_inductor()
             with (
                 host_lock.work(),
                 device_scope(request.device),
