@@ -137,7 +137,7 @@ class Judge:
             graph = None
         if graph is None:  # it cannot stand for the model: the model at every step, in every process
             self.graph_level, self.inner, self.agreed = False, None, None
-            if len(kept) == 1 and kept[0] is not None:
+            if len(kept) == 1 and kept[0] is not None and kept[0].eager is not None:  # it ran, and disagreed
                 inner_graph.vouch(kept[0], self.vouched, agreed=False)
         elif failing or inner_graph.vouched_for(graph, self.vouched):
             self.inner, self.agreed = graph, None
