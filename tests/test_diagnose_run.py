@@ -143,6 +143,83 @@ def test_an_answer_in_hand_offers_the_helpers_nothing() -> None:
     assert offered == [[step(0, 31), step(0, 15), step(16, 31), step(32, 47)]]  # (32, 63) answered: its next step
 
 
+def test_a_step_a_helper_answers_sooner_heads_the_helpers_queue_and_is_checked_here_only_with_none_idle() -> None:
+    """Where a helper would answer a step sooner (``delegate``: the asking process would check the whole model
+    while another process compiles the steps from its kept graph), the step itself heads what the helpers are
+    offered, and the asking process takes the answer of the idle helper that took it instead of checking (on an
+    H100 the asker's whole-model check of opus-mt's first step took 14.5 s, a helper's step 5 s); where no helper
+    took it, the asking process checks it; without delegation a step is never offered ahead of the steps after it."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from pytest_inductor_templates.diagnose.bisect import Answers
+    from pytest_inductor_templates.diagnose.drawn import Counts
+    from pytest_inductor_templates.diagnose.questions import Question
+
+    def step(low: int, high: int) -> Question:
+        return Question("inductor", "lowerings", "bisect", low, high)
+
+    taken = {step(0, 63): {"failing": True, "pid": 2}}  # what an idle helper took and answered
+    offered: list[list[Question]] = []
+    helpers = SimpleNamespace(
+        processes=[1, 2],
+        answers={},
+        answered=lambda question: None,
+        offer=offered.append,
+        take=lambda question, implied: taken.get(question),
+        serving=contextlib.nullcontext,
+    )
+    log = SimpleNamespace(write=lambda *args, **fields: None)
+    here: list[int] = []  # the checks in the asking process
+
+    def answers(delegate: bool) -> Answers:
+        check = lambda: here.append(1) or False  # noqa: E731
+        return Answers(check, log, {}, None, helpers, Counts(), delegate=lambda q: delegate)  # type: ignore[arg-type]
+
+    delegating = answers(True)
+    assert delegating._answer(step(0, 63)) is True and here == []  # the helper's answer; no check here
+    assert offered[-1][0] == step(0, 63) and step(0, 31) in offered[-1]
+    assert delegating._answer(step(32, 63)) is False and len(here) == 1  # no helper took it: checked here
+    assert offered[-1][0] == step(32, 63)
+    assert answers(False)._answer(step(0, 31)) is False and len(here) == 2
+    assert step(0, 31) not in offered[-1]
+
+
+def test_a_process_without_a_graph_hands_its_lowering_steps_on_once_some_graph_was_vouched_for(tmp_path: Path) -> None:
+    """``Judge.sooner_elsewhere``: a lowering step (the count or a bisection step, not the switch) goes to a helper
+    where this process holds no graph that stands for the model and some process's graph agreed with a failing
+    check and none disagreed; not before, and not once this process holds one."""
+    from pathlib import Path as PathType
+    from types import SimpleNamespace
+
+    from pytest_inductor_templates.diagnose.drawn import Counts
+    from pytest_inductor_templates.diagnose.predicate import Judge
+    from pytest_inductor_templates.diagnose.questions import Question
+    from pytest_inductor_templates.diagnose.request import DiagnosisRequest
+    from pytest_inductor_templates.machine import CPU
+    from pytest_inductor_templates.templates.selection import Selection
+
+    vouched: PathType = tmp_path / "graphs-vouched.txt"
+    request = DiagnosisRequest(None, Selection(), CPU, "accuracy_fail", tmp_path)  # type: ignore[arg-type]
+    judge = Judge(request, None, None, Counts(), vouched=vouched)
+    bisecting, counting = (
+        Question("inductor", "lowerings", "bisect", 0, 63),
+        Question("inductor", "lowerings", "find_max_bounds"),
+    )
+    switch = Question("inductor", "lowerings", "test_disable")
+    assert not judge.sooner_elsewhere(bisecting)  # nothing vouched for yet
+    vouched.write_text("+" + "a" * 64 + "\n")
+    assert judge.sooner_elsewhere(bisecting) and judge.sooner_elsewhere(counting)
+    assert not judge.sooner_elsewhere(switch) and not judge.sooner_elsewhere(
+        Question("inductor", "post_grad_passes", "test_disable")
+    )
+    judge.inner = SimpleNamespace()  # a graph of its own that stands for the model
+    assert not judge.sooner_elsewhere(bisecting)
+    judge.inner = None
+    vouched.write_text("+" + "a" * 64 + "\n-" + "a" * 64 + "\n")  # and withdrawn
+    assert not judge.sooner_elsewhere(bisecting)
+
+
 def test_a_question_the_asker_answers_now_leaves_the_helpers_queue(tmp_path: Path) -> None:
     """A question looked up in the helpers' answers leaves their queue whether or not an answer is in: the asking
     process answers it now (implied by another answer, or by a check), so no helper should take it later."""
