@@ -7,9 +7,7 @@ one by one (``stage.find_stage``) and ``Answers`` answers each
   without convolutions, precision casts of a graph without float16 or bfloat16, stride padding on the CPU),
 - from an answered step inside a bisection step's range whose answer implies its own (answers are monotone in a
   step's midpoint, as torch's binary search assumes): a step a helper is slow on is settled so,
-- else by a check in the asking process (or an idle helper's, where ``delegate`` says a helper's is sooner: a
-  lowering step the asking process would check on the whole model, while some process compiles them from Inductor's
-  kept graph), while helper processes (``helpers``), each with a bisector state of
+- else by a check in the asking process, while helper processes (``helpers``), each with a bisector state of
   its own set to its question's, answer the questions torch may ask next (the later stages, the later subsystems'
   switches, both halves of a bisection step, and their halves where there are more helpers than halves); an
   answer a helper has, or is working on, is taken from it.
@@ -71,10 +69,8 @@ class Answers:
         reproduced: str | None,
         helpers: Helpers | None,
         counts: Any,
-        delegate: Callable[[Question], bool] = lambda question: False,
     ) -> None:
         self.check = check  # the check in this process, under the bisector's state here
-        self.delegate = delegate  # whether an idle helper checks ``question`` sooner than this process would
         self.log = log
         self.skipped = skipped
         self.reproduced = reproduced  # the item's own failure, or None
@@ -167,9 +163,7 @@ class Answers:
             # it would hand them torch's other branch, which it does not take (on opus-mt, a helper's 12 s check)
             answer = self.helpers.answered(question) or self._implied(question)
             if answer is None:
-                ahead = question.questions_ahead(len(self.helpers.processes), self._settled, self._known)
-                first = [question] if self.delegate(question) else []  # to an idle helper, if there is one
-                self.helpers.offer([*first, *ahead])
+                self.helpers.offer(question.questions_ahead(len(self.helpers.processes), self._settled, self._known))
                 answer = self.helpers.take(question, lambda: self._implied(question))
         if answer is not None and answer.get("error") is not None:  # the helper's check could not run there:
             self.log.write("helper", pid=answer.get("pid"), error=answer["error"], question=asdict(question))

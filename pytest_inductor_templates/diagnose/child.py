@@ -303,7 +303,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
         answers = Answers(
             lambda: logged(judge.asked(selection.compile_options if options_as_patches(Question.now().backend)
                                        else None)),
-            log, skipped, reproduced, helpers, counts, delegate=judge.sooner_elsewhere,
+            log, skipped, reproduced, helpers, counts,
         )  # fmt: skip
         found = stage.find_stage(answers, log, temp)
         judge.inner = judge.agreed = None  # the kept graphs (their inputs in host memory) serve no later step

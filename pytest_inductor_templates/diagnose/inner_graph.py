@@ -207,12 +207,6 @@ def vouched_for(entry: InnerGraph, vouched: Path | None) -> bool:
     return "+" + fingerprint(entry) in marks and not withdrawn(entry, vouched, marks)
 
 
-def any_vouched(vouched: Path | None) -> bool:
-    """Whether some graph agreed with a failing model-level check in some process and disagreed with none."""
-    marks = _marks(vouched)
-    return any(mark.startswith("+") and "-" + mark[1:] not in marks for mark in marks)
-
-
 def withdrawn(entry: InnerGraph, vouched: Path | None, marks: set[str] | None = None) -> bool:
     """Whether the same graph disagreed with a model-level check in some process (``vouch``)."""
     return "-" + fingerprint(entry) in (marks if marks is not None else _marks(vouched))

@@ -147,16 +147,6 @@ class Judge:
             self.agreed = graph
         return tried
 
-    def sooner_elsewhere(self, question: Any) -> bool:
-        """Whether another process of the diagnosis would answer ``question`` sooner: a lowering step that this
-        process would check on the whole model (it holds no graph that stands for it), while some process's kept
-        graph agreed with a failing check (its steps compile the graph alone: on an H100, opus-mt's 5 s against
-        15 s)."""
-        from . import inner_graph
-
-        lowering_step = question.subsystem == "lowerings" and question.run_state in ("find_max_bounds", "bisect")
-        return lowering_step and self.inner is None and inner_graph.any_vouched(self.vouched)
-
     def _take_up_vouched_graphs(self) -> None:
         """What the diagnosis's other processes found about this process's kept graphs: a graph that agreed with a
         passing check here stands for the model once the same graph agreed with a failing check elsewhere; one
