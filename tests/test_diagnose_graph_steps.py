@@ -123,18 +123,21 @@ class WholeModel(Judge):
         return Attempt("accuracy_fail" if failing and not self.lying else "pass", "", 0.0)
 
 
-def walk(judge, count=None, between=lambda: None):
+def walk(judge, count=None, between=lambda: None, before=()):
     \"\"\"torch's lowering questions, as a helper answers them; each: (failing, compiled from the graph). Given the
-    ``count``, the switch and the steps alone (a helper given no count), with ``between`` run after the switch.\"\"\"
+    ``count``, the switch and the steps alone (a helper given no count), with ``between`` run after the switch;
+    ``before``: the subsystems whose switches this process answered first.\"\"\"
     seen = []
 
-    def ask(run_state, low=None, high=None):
+    def ask(run_state, low=None, high=None, subsystem="lowerings"):
         def check():
             tried = judge.asked(None)
             seen.append([tried.outcome == "accuracy_fail", tried.graph])
             return seen[-1][0]
-        return answer_here(Question("inductor", "lowerings", run_state, low, high), check, ".")
+        return answer_here(Question("inductor", subsystem, run_state, low, high), check, ".")
 
+    for subsystem in before:
+        ask("test_disable", subsystem=subsystem)
     ask("test_disable")
     between()
     count = ask("find_max_bounds")["range"][1] if count is None else count
@@ -165,6 +168,7 @@ result["unrelated"] = walk(judge(Path("unrelated.txt")), count)
 mark = inner_graph.fingerprint(asker.inner)
 Path("withdrawn.txt").write_text(f"+{mark}\\n-{mark}\\n")  # and another process found the same graph disagreeing
 result["withdrawn"] = walk(judge(Path("withdrawn.txt")), count)
+result["post_grad"] = walk(judge(), before=["post_grad_passes"])  # a helper given that switch first
 print("ROUTED " + json.dumps(result))
 """
 
@@ -202,3 +206,14 @@ def test_a_graph_that_agreed_with_a_passing_check_is_used_once_another_process_v
     first = [fails for fails, _ in alone].index(True)
     assert first > 1 and [graph for _, graph in alone] == [False] * (first + 1) + [True] * (len(alone) - first - 1)
     assert result["unrelated"] == alone and result["withdrawn"] == alone, result  # another graph's; a disagreement
+
+
+def test_the_post_grad_passes_switch_keeps_the_graph_the_lowering_steps_compile(planted: dict[str, Any]) -> None:
+    """The post-grad passes act inside ``compile_fx_inner``: a process whose first check was their switch (failing:
+    they do not fix a wrong lowering) keeps the graph Inductor was given there, which agreed with that failing
+    check; after the lowerings' switch (whole, passing), the count and every step compile that graph alone, with
+    the model's answers."""
+    seen = planted["ROUTED"]["post_grad"]
+    assert seen[:2] == [[True, False], [False, False]], seen  # the two switches, model-level
+    assert all(graph for _, graph in seen[2:]) and seen[2][0] is True, seen  # the count, from the graph, fails
+    assert [fails for fails, _ in seen[3:]] == [fails for fails, _ in planted["ROUTED"]["routed"][2:]], seen

@@ -1,5 +1,6 @@
 """A lowering-bisection step compiled from Inductor's own input: the post-AOT graph ``compile_fx_inner`` was given
-in a model-level check of the lowerings in this process (kept with its fake inputs, its arguments, the tracing
+in a model-level check of the lowerings, or of the post-grad passes' switch, in this process (those passes act
+inside ``compile_fx_inner``: its input is the same; kept with its fake inputs, its arguments, the tracing
 context and Inductor's config it compiled under, and the real inputs and outputs of its first call), compiled
 again by ``compile_fx_inner`` alone and judged on that graph's outputs against the graph run eagerly, by the
 repro's rule (``standalone.compare``: the item's explicit tolerance, else the per-dtype default; the float64
