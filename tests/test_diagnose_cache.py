@@ -11,7 +11,7 @@ TWO_PROCESSES = """
 import json, os
 from pathlib import Path
 import torch
-from pytest_inductor_templates.diagnose.child import diagnosis_environment
+from pytest_inductor_templates.diagnose.environment import diagnosis_environment
 from pytest_inductor_templates.diagnose.standalone import check
 
 work = Path({work!r})
