@@ -1,5 +1,5 @@
 """Memory sizes: parsing ``8GiB``, a process's resident memory, the host's available memory, a device's allocated
-CUDA memory."""
+CUDA memory, the bytes a set of tensors holds."""
 
 from __future__ import annotations
 
@@ -55,3 +55,16 @@ def cuda_allocated(device: Any) -> int | None:
     import torch
 
     return int(torch.cuda.memory_allocated(torch.device(device.name)))
+
+
+def storage_bytes(tensors: list[Any]) -> int:
+    """The bytes these tensors hold, each storage once (views and expanded tensors share one)."""
+    import torch
+
+    sizes = {}
+    for t in tensors:
+        if t.layout == torch.strided:
+            sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        else:  # sparse and other layouts have no single storage
+            sizes[id(t)] = t.numel() * t.element_size()
+    return sum(sizes.values())

@@ -20,7 +20,7 @@ from ..check.float64 import Float64Run
 from ..check.inputs import Inputs
 from ..check.runner import EagerSide
 from ..compile.outputs import map_tensors
-from ..memory import available_memory
+from ..memory import available_memory, storage_bytes
 from ..samples.base import model_and_inputs
 from .request import ModelBuilder
 
@@ -155,7 +155,7 @@ def _in_memory(model: Any, inputs: list[Inputs]) -> str | None:
     tensors = [*model.parameters(), *model.buffers()] if isinstance(model, torch.nn.Module) else []
     for x in inputs:
         map_tensors(lambda t: tensors.append(t) or t, (x.args, x.kwargs))
-    size = sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+    size = storage_bytes([t for t in tensors if isinstance(t, torch.Tensor)])
     memory = available_memory()  # /dev/shm's free space does not see a container's memory limit
     roomy = shutil.disk_usage(SHARED_MEMORY).free > 2 * size and (memory is None or memory > 2 * size)
     return str(SHARED_MEMORY) if roomy else None

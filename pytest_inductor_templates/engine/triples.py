@@ -19,7 +19,7 @@ from ..compile.isolation import CompileWatcher, isolated_compile_state
 from ..compile.phase_times import reset_dynamo
 from ..diagnose import Diagnosis
 from ..machine import device_scope
-from ..memory import MiB, cuda_allocated, format_size, rss_bytes
+from ..memory import MiB, cuda_allocated, format_size, rss_bytes, storage_bytes
 from ..outcomes import Outcome
 from ..samples.base import Sample, SampleError
 from ..templates.matrix import Case
@@ -199,19 +199,6 @@ def _alive(refs: list[weakref.ref[Any]]) -> list[Any]:
     return [t for t in (ref() for ref in refs) if t is not None]
 
 
-def _storage_bytes(tensors: list[Any]) -> int:
-    """The bytes these tensors hold, each storage once (views and expanded tensors share one)."""
-    import torch
-
-    sizes = {}
-    for t in tensors:
-        if t.layout == torch.strided:
-            sizes[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        else:  # sparse and other layouts have no single storage
-            sizes[id(t)] = t.numel() * t.element_size()
-    return sum(sizes.values())
-
-
 class TripleCache:
     """Holds the current triple; builds the next one only when the key changes, releasing the last."""
 
@@ -324,4 +311,4 @@ class TripleCache:
                 import torch
 
                 torch.cuda.empty_cache()
-        return _storage_bytes(_alive(tensors))
+        return storage_bytes(_alive(tensors))
