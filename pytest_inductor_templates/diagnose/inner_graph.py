@@ -26,6 +26,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+LOWERINGS = "lowerings"
+# the subsystems that act only inside Inductor's compile_fx_inner: a model-level check with one of them switched off
+# gives it the graph that the lowering steps compile (the switches of config changes, applied as torch.compile's
+# options, are also read by AOT autograd's decompositions and partitioner: not those)
+INSIDE_COMPILE_FX_INNER = frozenset({LOWERINGS, "post_grad_passes"})
+
+
+def keeps_the_graph(question: Any) -> bool:
+    """Whether the model-level check of ``question`` keeps the graph Inductor's ``compile_fx_inner`` was given, for
+    the lowering steps: a question about the lowerings, or the switch of a subsystem acting only inside
+    ``compile_fx_inner``."""
+    if question.backend != "inductor":
+        return False
+    return question.subsystem == LOWERINGS or (
+        question.subsystem in INSIDE_COMPILE_FX_INNER and question.run_state == "test_disable"
+    )
+
 
 @dataclass
 class InnerGraph:

@@ -101,10 +101,10 @@ class Judge:
     def asked(self, patches: dict[str, Any] | None) -> Attempt:
         """The check of the question the bisector asks in this process (its state set here): a step counting or
         bisecting the lowerings is compiled from the graph Inductor compiled in a model-level check in this process
-        that keeps it (``keeps_the_graph``: of the lowerings, or the post-grad passes' switch, which give Inductor's
-        ``compile_fx_inner`` the same graph) once that graph can stand for the model: its verdict on a failing
-        check's outputs was that check's, and on a passing one's (where this process checked one) too; else the
-        model. A graph that agreed with a passing check here stands for the model once the same graph
+        that keeps it (``inner_graph.keeps_the_graph``: of the lowerings, or the post-grad passes' switch, which
+        give Inductor's ``compile_fx_inner`` the same graph) once that graph can stand for the model: its verdict
+        on a failing check's outputs was that check's, and on a passing one's (where this process checked one) too;
+        else the model. A graph that agreed with a passing check here stands for the model once the same graph
         (``inner_graph.fingerprint``) agreed with a failing check in another process of the diagnosis
         (``vouched``)."""
         from ..machine import device_scope
@@ -113,12 +113,12 @@ class Judge:
         from .questions import Question, reset_counters
 
         question = Question.now()
-        if not keeps_the_graph(question):
+        if not inner_graph.keeps_the_graph(question):
             return self.attempt(patches=patches)
         self._take_up_vouched_graphs()
         if (
             self.inner is not None
-            and question.subsystem == LOWERINGS
+            and question.subsystem == inner_graph.LOWERINGS
             and question.run_state in ("find_max_bounds", "bisect")
         ):
             tried = self._graph_attempt()
@@ -234,24 +234,6 @@ class Judge:
             outcome, reason = "error", f"building or checking raised {first_line(error)}"
         calls = compiled.stats.graphs if compiled is not None else 0
         return Attempt(outcome, reason, round(time.perf_counter() - start, 2), calls)
-
-
-LOWERINGS = "lowerings"
-# the subsystems that act only inside Inductor's compile_fx_inner: a model-level check with one of them switched off
-# gives it the graph that the lowering steps compile (the switches of config changes, applied as torch.compile's
-# options, are also read by AOT autograd's decompositions and partitioner: not those)
-INSIDE_COMPILE_FX_INNER = frozenset({LOWERINGS, "post_grad_passes"})
-
-
-def keeps_the_graph(question: Any) -> bool:
-    """Whether the model-level check of ``question`` keeps the graph Inductor's ``compile_fx_inner`` was given, for
-    the lowering steps: a question about the lowerings, or the switch of a subsystem acting only inside
-    ``compile_fx_inner``."""
-    if question.backend != "inductor":
-        return False
-    return question.subsystem == LOWERINGS or (
-        question.subsystem in INSIDE_COMPILE_FX_INNER and question.run_state == "test_disable"
-    )
 
 
 def lowers_with_inductor() -> bool:
