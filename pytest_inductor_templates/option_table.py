@@ -26,6 +26,7 @@ CPU_PROBE_SECONDS = 1.0  # --inductor-cpu-probe's default
 DIAGNOSE_MAX = 20  # --inductor-diagnose-max's default
 DIAGNOSE_PROCESSES = 2  # --inductor-diagnose-processes' default
 CUDA_PROCESSES = 4  # --inductor-timing-processes' default on CUDA: a process's loads share its offset
+CUDA_MORE_PROCESSES = 8  # ... and up to this many while the band over the first is wider than its target
 CPU_PROCESSES = 1  # ... on the CPU (its rounds already meet the host's speeds within one process)
 CUDA_TIMINGS = 4  # on CUDA --inductor-timing-loads' default is this over the processes timing an item (1 in each of 4)
 CPU_LOADS = 1  # --inductor-timing-loads' default on the CPU
@@ -252,10 +253,11 @@ OPTIONS = (
         "inductor_timing_processes",
         "a compiled sample item's paired timing runs in N worker processes: its own, then repeats of the same "
         "compiled code (from the compile cache) in others, each timing its share of the item's span, and its "
-        f"speedup's band comes from the spread between their means (default: {CUDA_PROCESSES} on CUDA, "
-        f"{CPU_PROCESSES} on the CPU; always 1 with --inductor-isolation=none, where only --inductor-timing-loads "
-        "repeats a timing)",
-        "N",
+        "speedup's band comes from the spread between their means (their 20%-trimmed mean from five on); N-M: in N, "
+        f"then in more, up to M, while the band is wider than its target (default: {CUDA_PROCESSES}-"
+        f"{CUDA_MORE_PROCESSES} on CUDA, {CPU_PROCESSES} on the CPU; always 1 with --inductor-isolation=none, where "
+        "only --inductor-timing-loads repeats a timing)",
+        "N[-M]",
     ),
     Option(
         "inductor_timing_loads",

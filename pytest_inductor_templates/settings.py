@@ -105,8 +105,7 @@ class Settings:
         threads = _positive(self.get("inductor_timing_threads"), int, "a whole number of threads such as 4")
         self.timing_threads = int(threads) if threads is not None else None
         self.speedup_precision = _percent(self.get("inductor_speedup_precision"))
-        processes = _positive(self.get("inductor_timing_processes"), int, "a whole number of processes such as 3")
-        self.timing_processes = int(processes) if processes is not None else None
+        self.timing_processes = _process_counts(self.get("inductor_timing_processes"))
         loads = _positive(self.get("inductor_timing_loads"), int, "a whole number of loads such as 8")
         self.timing_loads = int(loads) if loads is not None else None
         span = self.get("inductor_timing_min_seconds")
@@ -200,6 +199,21 @@ def _positive(raw: Sourced[Any] | None, kind: type, example: str) -> float | Non
     if not math.isfinite(value) or value <= 0:
         raise raw.usage_error(f"expected {example} (more than 0), got {raw.value!r}")
     return value
+
+
+def _process_counts(raw: Sourced[Any] | None) -> tuple[int, int] | None:
+    """``N`` as (N, N), ``N-M`` as (N, M): the processes a timing runs in first, and at most; None when not given."""
+    if raw is None:
+        return None
+    first, dash, most = str(raw.value).strip().partition("-")
+    example = "a whole number of processes such as 3, or a first and a most such as 4-8"
+    try:
+        counts = int(first), int(most if dash else first)
+    except ValueError:
+        raise raw.usage_error(f"expected {example}, got {raw.value!r}") from None
+    if not 0 < counts[0] <= counts[1]:
+        raise raw.usage_error(f"expected {example} (the first above 0, the most at least the first), got {raw.value!r}")
+    return counts
 
 
 def _results_path(raw: Sourced[Any] | None, example: str = "results.jsonl") -> Path | None:

@@ -15,8 +15,19 @@ def t_975(count: int) -> float:
     return T_975[min(count - 2, len(T_975) - 1)]
 
 
+TRIM = 0.2  # a band over several values is over their 20%-trimmed mean: from five values on, the farthest each side
+
+
+def trimmed(count: int) -> int:
+    """How many of ``count`` values a band over them leaves out at each end (Tukey and McLaughlin's 20%-trimmed
+    mean: none of up to four, one of five to nine, two of ten to fourteen)."""
+    return int(TRIM * count)
+
+
 def band_units(processes: int | None, loads: int | None) -> int:
-    """How many values a speedup's band over its timings was Student's t over: the processes' means where several
-    processes timed it, else one process's loads (1: one timing, whose own interval is its band)."""
+    """The count a speedup's band over its timings took Student's t for: the values it was over (the processes'
+    means where several processes timed it, else one process's loads; 1: one timing, whose own interval is its
+    band) less those its trimmed mean left out."""
     processes, loads = processes or 1, loads or 1
-    return processes if processes > 1 else loads
+    count = processes if processes > 1 else loads
+    return count - 2 * trimmed(count)

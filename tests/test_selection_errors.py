@@ -56,7 +56,13 @@ BAD_COMMAND_LINES = [
     ),
     (
         ["--inductor-timing-processes=2.5"],
-        "--inductor-timing-processes (command line): expected a whole number of processes such as 3, got '2.5'",
+        "--inductor-timing-processes (command line): expected a whole number of processes such as 3, or a first and "
+        "a most such as 4-8, got '2.5'",
+    ),
+    (
+        ["--inductor-timing-processes=5-3"],
+        "--inductor-timing-processes (command line): expected a whole number of processes such as 3, or a first and "
+        "a most such as 4-8 (the first above 0, the most at least the first), got '5-3'",
     ),
     (
         ["--inductor-speedup-precision=tight"],

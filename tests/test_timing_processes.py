@@ -19,9 +19,16 @@ from inner_runs import run_pytest_warm
 
 from conftest import FAST, QUIET
 from pytest_inductor_templates.record import ItemRecord
+from pytest_inductor_templates.student import band_units
 from pytest_inductor_templates.timing.measure import Timing, TimingPlan
 from pytest_inductor_templates.timing.paired import Interval, PairedPlan, time_paired
-from pytest_inductor_templates.timing.processes import Repeat, across_processes, loads_for, processes_for
+from pytest_inductor_templates.timing.processes import (
+    Repeat,
+    across_processes,
+    loads_for,
+    most_processes_for,
+    processes_for,
+)
 from pytest_inductor_templates.timing.rounds import RoundsPlan
 
 EAGER_SECONDS, SPEEDUP = 1e-3, 1.25
@@ -91,43 +98,71 @@ def test_loads_share_their_process_s_offset_so_the_band_over_processes_is_over_t
 
 def test_processes_that_agree_give_a_band_as_narrow_as_their_spread_whatever_their_own_widths() -> None:
     """Eight processes whose medians agree within 1% but whose own intervals (few rounds each) are ±20% wide: the
-    band is Student's t over the medians alone. Each median already carries its rounds' noise, so the processes' own
+    band is over the medians alone (their 20%-trimmed mean: Student's t over the six kept, of the spread with the
+    farthest each side set to its neighbour). Each median already carries its rounds' noise, so the processes' own
     widths are not added on top (they would make it about ±7%)."""
     medians = [1.20, 1.21, 1.19, 1.205, 1.195, 1.20, 1.21, 1.19]
     band = across_processes([Interval(m, m / 1.2, m * 1.2) for m in medians])
-    logs = [math.log(m) for m in medians]
-    spread = 2.365 * statistics.stdev(logs) / math.sqrt(8)  # t with 7 degrees of freedom
+    logs = sorted(math.log(m) for m in medians)
+    winsorized = [logs[1], *logs[1:7], logs[6]]
+    spread = 2.571 * statistics.stdev(winsorized) / (0.75 * math.sqrt(8))  # t with 5 degrees of freedom
+    assert math.isclose(math.log(band.median), statistics.fmean(logs[1:7]))
     assert math.isclose(math.log(band.high / band.median), spread)
     assert math.isclose(math.log(band.median / band.low), spread)
     assert band.half_width < 0.01
+
+
+def test_one_process_far_from_seven_that_agree_widens_their_band_no_more_than_their_spread() -> None:
+    """Seven processes within ±1.5% of 1.5x and one a third slower (one process's offset, as an H100 showed on
+    PoolFormer): the plain mean's band over the eight would be about ±12% and pulled down 5%; the 20%-trimmed mean
+    leaves the outlier out of the centre and, winsorized, out of the spread: within ±2%, around the seven. Up to four
+    values nothing is trimmed: the mean and its t band, as before."""
+    seven = [1.50, 1.52, 1.48, 1.51, 1.49, 1.515, 1.485]
+    band = across_processes([Interval(m, m, m) for m in [*seven, 1.0]])
+    logs = [math.log(m) for m in [*seven, 1.0]]
+    plain = 2.365 * statistics.stdev(logs) / math.sqrt(8)
+    assert plain > 0.1 and band.half_width < 0.02, (plain, band)
+    assert min(seven) < band.median < max(seven)
+    four = [1.50, 1.52, 1.48, 1.0]
+    small = across_processes([Interval(m, m, m) for m in four])
+    logs4 = [math.log(m) for m in four]
+    assert math.isclose(math.log(small.median), statistics.fmean(logs4))
+    assert math.isclose(math.log(small.high / small.median), 3.182 * statistics.stdev(logs4) / 2)
+    assert (band_units(8, 1), band_units(4, 1), band_units(1, 10), band_units(1, 1)) == (6, 4, 6, 1)
 
 
 def test_the_default_is_one_load_in_each_of_four_processes_on_cuda_and_one_timing_on_the_cpu() -> None:
     """On CUDA four timings: the first load of each of four processes (a later load's figure can be off); where
     fewer processes time the item (none to repeat in, unisolated), at least four loads of those (two in each of
     three)."""
-    assert (processes_for(None, "cuda"), processes_for(None, "cpu"), processes_for(3, "cpu")) == (4, 1, 3)
+    assert (processes_for(None, "cuda"), processes_for(None, "cpu"), processes_for((3, 3), "cpu")) == (4, 1, 3)
+    assert (most_processes_for(None, "cuda"), most_processes_for(None, "cpu"), most_processes_for((2, 5), "cpu")) == (
+        8,
+        1,
+        5,
+    )
     assert (loads_for(None, "cuda"), loads_for(None, "cpu"), loads_for(3, "cpu")) == (1, 1, 3)
     assert (loads_for(None, "cuda", 1), loads_for(None, "cuda", 3), loads_for(5, "cuda", 1)) == (4, 2, 5)
 
 
 def test_processes_share_the_item_s_spans_and_each_aims_wider() -> None:
     """Five processes time a fifth of the item's spans each, and each stops at the target times root five, times
-    1.96 over the t of the band over five processes (2.776): with no offset between them, that band then meets the
-    item's target (the timing costs what one process did). Four processes of two loads aim by t over four means;
-    eight loads of one process by t over eight loads."""
+    1.96 over the t of the band over the three its 20%-trimmed mean keeps (4.303), times that share (3/5): with no
+    offset between them, that band then meets the item's target (the timing costs what one process did). Four
+    processes of two loads aim by t over four means; eight loads of one process by t over the six kept."""
     rounds = RoundsPlan(timer=time.perf_counter, min_time=5e-3, max_time=1.0, min_rounds=5)
     one, five = TimingPlan(rounds), TimingPlan(rounds, processes=5)
     alone, shared = one.paired(cuda=True, launch_bound=True), five.paired(cuda=True, launch_bound=True)
     assert (alone.min_seconds, alone.max_seconds, alone.target) == (2.0, 4.0, 0.04)
     assert (shared.min_seconds, shared.max_seconds) == (0.4, 0.8)
     assert (
-        math.isclose(shared.target, 0.04 * math.sqrt(5) * 1.959964 / 2.776) and five.target(launch_bound=True) == 0.04
+        math.isclose(shared.target, 0.04 * math.sqrt(5) * 1.959964 / 4.303 * 3 / 5)
+        and five.target(launch_bound=True) == 0.04
     )
     four_of_two = TimingPlan(rounds, processes=4, loads=2).paired(cuda=True, launch_bound=True)
     assert math.isclose(four_of_two.target, 0.04 * math.sqrt(8) * 1.959964 / 3.182)
     eight = TimingPlan(rounds, loads=8).paired(cuda=True, launch_bound=True)
-    assert math.isclose(eight.target, 0.04 * math.sqrt(8) * 1.959964 / 2.365)
+    assert math.isclose(eight.target, 0.04 * math.sqrt(8) * 1.959964 / 2.571 * 6 / 8)
     assert shared.block_seconds == alone.block_seconds and shared.min_rounds == alone.min_rounds
 
 
@@ -192,6 +227,85 @@ def test_a_compiled_item_is_timed_in_loads_of_other_worker_processes_working_sid
     for pid in pids[2::2]:  # one work hold before each load's timing: the copy, its compile and the eager model
         groups = "".join(group[0] for _, group in sorted(order[pid]) if group in ("work", "timing"))
         assert "twt" in groups and "twwt" not in groups, (pid, groups)
+
+
+OFFSET_TOP = """
+BUILDS = {builds!r}
+SLOW = False
+
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+"""
+# the second process to build the sample (the first that repeats its timing) runs eager 20 times slower
+OFFSET_INIT = """global SLOW
+        open(BUILDS, 'a').write(str(os.getpid()) + ' ')
+        seen = list(dict.fromkeys(open(BUILDS).read().split()))
+        SLOW = seen.index(str(os.getpid())) == 1"""
+OFFSET_FORWARD = "if not torch.compiler.is_compiling(): spin(2e-4 * (20 if SLOW else 1))"
+
+
+def test_a_band_wider_than_its_target_is_timed_in_more_processes_up_to_the_most(tmp_path: Path) -> None:
+    """A real CPU run with --inductor-timing-processes=2-3: a sample whose first repeating process is planted a
+    20-fold offset (its eager calls spin 20 times longer, eager only: the compiled graph leaves the spin out) has a
+    band over its two processes far wider than the target and is timed in a third. The header names the first count
+    and the most."""
+    top = OFFSET_TOP.format(builds=str(tmp_path / "builds.log"))
+    write_fault_sample(tmp_path / "corpus" / "offset", fault_model(init=OFFSET_INIT, forward=OFFSET_FORWARD, top=top))
+    done = run_pytest_warm(
+        tmp_path, "--inductor-samples=corpus", "-k", "bench", "--inductor-template=default",
+        "--inductor-devices=cpu", "--inductor-timing-processes=2-3", "--inductor-results=run.jsonl",
+        "-p", "no:randomly", *FAST, *QUIET,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [
+        json.loads(line)["record"] for line in (tmp_path / "run.jsonl").read_text().splitlines() if "record" in line
+    ]
+    offset = next(r for r in records if r["kind"] == "bench" and r["template"] == "default")
+    assert offset["timing_processes"] == 3 and len(set(offset["process_pids"])) == 3, offset
+    assert max(offset["process_speedups"]) > 5 * min(offset["process_speedups"]), offset["process_speedups"]
+    assert ", in 2 processes on the CPU, 3 where their band is wider than its target (the band from" in done.stdout
+
+
+class Repeating:
+    """A triple whose repeats give planted speedups, one per process, in the order asked."""
+
+    def __init__(self, speedups: list[float]) -> None:
+        self.speedups, self.asked = speedups, []
+
+    def repeat(self, plan: TimingPlan, count: int, limit: object = None, after: int = 0) -> tuple[Repeat, ...]:
+        self.asked.append((after, count))
+        return tuple(Repeat(planted(self.speedups[1 + after + i]), pid=2 + after + i) for i in range(count))
+
+
+def planted(speedup: float) -> Any:
+    """A paired timing whose speedup is ``speedup``, measured exactly."""
+    return time_paired(
+        lambda: "eager", lambda: "compiled",
+        lambda run, iterations: ((1e-3 if run() == "eager" else 1e-3 / speedup) * iterations, None),
+        PLAN, iter(range(10**9)).__next__,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("speedups", "asked"),
+    [([1.25, 1.26, 1.24, 1.25, 9, 9], [(0, 3)]), ([1.25, 1.26, 1.10, 1.40, 1.25, 1.26, 1.24, 1.25], [(0, 3), (3, 4)])],
+)
+def test_more_processes_time_an_item_only_while_its_band_is_wider_than_its_target(
+    speedups: list[float], asked: list[tuple[int, int]]
+) -> None:
+    """With 4 processes first and at most 8, a compiled item whose four agree within its target is repeated in three
+    others only; one whose four spread past it, in the four after those too (each a process not asked before)."""
+    from pytest_inductor_templates.items.sample_items import repeated
+
+    triple = Repeating(speedups)
+    first = Timing(paired=planted(speedups[0]), target=0.04)
+    plan = TimingPlan(RoundsPlan(time.perf_counter, 1e-3, 0.1, 5), processes=4)
+    timing = repeated(triple, first, plan, 4, 8, cast(Any, None))
+    assert triple.asked == asked
+    assert [round(t.speedup.median, 2) for t in timing.processes] == speedups[: 4 + sum(n for _, n in asked[1:])]
 
 
 def spin(seconds: float) -> None:

@@ -106,7 +106,7 @@ class PreparedTriple:
         cell.footprint = self.footprint
         return cell
 
-    def repeat(self, plan: TimingPlan, count: int, limit: object = None) -> tuple[Repeat, ...]:
+    def repeat(self, plan: TimingPlan, count: int, limit: object = None, after: int = 0) -> tuple[Repeat, ...]:
         """No repeats: in this process (``--inductor-isolation=none``) there is no other to repeat the timing in."""
         return ()
 

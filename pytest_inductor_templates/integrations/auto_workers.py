@@ -20,7 +20,7 @@ from ..machine import gpu_free_memory
 from ..memory import available_memory, format_size
 from ..settings import Settings
 from ..timing.cores import host_split
-from ..timing.processes import processes_for
+from ..timing.processes import most_processes_for
 from ..timing.threads import usable_cpus
 
 GiB = 1024**3
@@ -110,7 +110,7 @@ def auto_workers(config: pytest.Config, settings: Settings) -> AutoWorkers | Non
     shared = devices is None or str(devices.value).strip() == "cuda"  # the workers then share the GPUs
     gpus = torch.cuda.device_count() if shared else 0
     free = gpu_free_memory(gpus) if gpus else None
-    repeaters = processes_for(settings.timing_processes, "cuda") - 1 if gpus and settings.isolated else 0
+    repeaters = most_processes_for(settings.timing_processes, "cuda") - 1 if gpus and settings.isolated else 0
     work = host_split(gpus).work if gpus and settings.isolated and settings.compile_beside_timing else ()
     return AutoWorkers(len(work) or usable_cpus(), available_memory(), gpus, min(free) if free else None,
                        settings.memory_budget or SAMPLE_MEMORY, repeaters, bool(work))  # fmt: skip

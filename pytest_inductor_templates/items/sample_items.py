@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,8 +23,11 @@ from ..report.records import CHECK_ENDED, ROOT_NODEID, conclude, new_record, sam
 from ..samples.base import Sample
 from ..samples.sources import largest_graphs_first
 from ..templates.matrix import Case
-from ..timing.processes import loads_for, processes_for
+from ..timing.processes import loads_for, most_processes_for, processes_for
 from .session import plugin_state
+
+if TYPE_CHECKING:
+    from ..timing.measure import Timing, TimingPlan
 
 CASE_KEY = pytest.StashKey[SampleCase]()
 DIAGNOSIS_MARGIN = 60.0  # seconds past a diagnosis's budget before its worker counts as stuck
@@ -117,20 +120,30 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
         pytest.skip(f"{CHECK_ENDED} {earlier.result.outcome.value}: {earlier.result.reason}")
     name_benchmark(benchmark, f"{triple.sample.id}[{triple.case.device.name}]")
     device_type = triple.case.device.type
-    wanted = processes_for(state.options.timing_processes, device_type)
-    processes = min(wanted, 1 + triple.repeat_processes)  # the paired timing's spans are shared among them
+    chosen, available = state.options.timing_processes, 1 + triple.repeat_processes
+    processes = min(processes_for(chosen, device_type), available)  # the paired timing's spans are shared among them
     loads = loads_for(state.options.timing_loads, device_type, processes)
     plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case), processes, loads)
     limit = item_limit(item, session.timeout)
     cell = triple.result(plan, limit)
     if cell.timing is not None and cell.timing.paired is not None and processes > 1:
-        repeats = (*cell.timing.repeats, *triple.repeat(plan, processes - 1, limit))  # its own loads first
-        cell = dataclasses.replace(cell, timing=dataclasses.replace(cell.timing, repeats=repeats))
+        most = min(most_processes_for(chosen, device_type), available)
+        cell = dataclasses.replace(cell, timing=repeated(triple, cell.timing, plan, processes, most, limit))
     if cell.timing is None:
         mark_untimed(item)
     else:
         feed(benchmark, cell.timing, triple.runs_in)
     conclude_sample(item, triple, cell)
+
+
+def repeated(triple: Any, timing: Timing, plan: TimingPlan, processes: int, most: int, limit: Limit) -> Timing:
+    """``timing`` (its own loads first) with its repeats in ``processes - 1`` other processes, then, while its band is
+    wider than its target, in the others up to ``most``, each timing its share of the first ``processes``' span."""
+    timing = dataclasses.replace(timing, repeats=(*timing.repeats, *triple.repeat(plan, processes - 1, limit)))
+    if most > processes and timing.unstable:
+        more = triple.repeat(plan, most - processes, limit, after=processes - 1)
+        timing = dataclasses.replace(timing, repeats=(*timing.repeats, *more))
+    return timing
 
 
 KINDS = (("check", check), ("bench", bench))

@@ -29,7 +29,7 @@ from ..templates.registry import EAGER, TemplateRegistry
 from ..templates.user import TemplateDefinitionError, add_user_templates, hook_definitions, load_templates_file
 from ..timing import cores, host_lock
 from ..timing.policy import TimingPolicy
-from ..timing.processes import processes_for
+from ..timing.processes import most_processes_for
 from ..timing.threads import COMPILE_THREADS, ThreadScope, compile_threads_share, xdist_workers
 from ..tolerance import Tolerance
 from ..worker import protocol
@@ -279,9 +279,9 @@ def conftest_modules(config: pytest.Config) -> list[tuple[str, str]]:
 
 
 def repeat_processes(settings: Settings, devices: list[Device]) -> int:
-    """The processes beside an item's own that repeat its timings: as many as the session's devices use (the most of
-    any: on CUDA three by default, on the CPU none)."""
-    return max(processes_for(settings.timing_processes, device.type) for device in devices) - 1
+    """The processes beside an item's own that repeat its timings: as many as the session's devices may use (the most
+    of any: on CUDA seven by default, three always and four more where a band is wide; on the CPU none)."""
+    return max(most_processes_for(settings.timing_processes, device.type) for device in devices) - 1
 
 
 def cpu_split(config: pytest.Config, settings: Settings, devices: list[Device]) -> cores.Split | None:

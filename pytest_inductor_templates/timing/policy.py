@@ -12,7 +12,7 @@ from ..settings import Settings
 from ..tables import timings_text
 from .measure import CPU_MAX_SECONDS, CUDA_MAX_SECONDS, CUDA_MIN_SECONDS, LAUNCH_BOUND_PRECISION
 from .paired import DEFAULT_PRECISION
-from .processes import loads_for, processes_for
+from .processes import loads_for, most_processes_for, processes_for
 from .threads import default_threads, load_average, load_warning, usable_cpus
 
 
@@ -29,9 +29,9 @@ class TimingPolicy:
     min_seconds: float | None = None  # each compiled item's paired rounds span at least this long
     cpu_time: bool = False  # CPU items' default timer is time.process_time
     follow_cpu: bool = False  # CUDA items' paired rounds move to a CPU at full speed (``fast_cpu``)
-    processes: int | None = None  # --inductor-timing-processes (None: each device type's default; 1 unisolated)
+    processes: tuple[int, int] | None = None  # --inductor-timing-processes (first, most; None: defaults; 1 unisolated)
     loads: int | None = None  # --inductor-timing-loads (None: each device type's default)
-    processes_unused: int | None = None  # --inductor-timing-processes as given where no process can repeat a timing
+    processes_unused: str | None = None  # --inductor-timing-processes as given where no process can repeat a timing
 
     @classmethod
     def from_settings(cls, chosen: Settings, workers: int | None = None, timer_chosen: bool = False) -> TimingPolicy:
@@ -41,7 +41,7 @@ class TimingPolicy:
         (``--benchmark-timer``), CPU items are timed by the process's CPU time: a shared CPU's waits stay out."""
         threads = chosen.timing_threads or default_threads(workers)
         cpu_time = threads == 1 and not timer_chosen
-        unused = not chosen.isolated and (chosen.timing_processes or 1) > 1  # no other process to repeat a timing in
+        unused = not chosen.isolated and (chosen.timing_processes or (1, 1))[1] > 1  # no other process to repeat in
         return cls(
             threads,
             precision=chosen.speedup_precision,
@@ -50,9 +50,9 @@ class TimingPolicy:
             min_seconds=chosen.timing_min_seconds,
             cpu_time=cpu_time,
             follow_cpu=chosen.timing_follow_cpu,
-            processes=chosen.timing_processes if chosen.isolated else 1,
+            processes=chosen.timing_processes if chosen.isolated else (1, 1),
             loads=chosen.timing_loads,
-            processes_unused=chosen.timing_processes if unused else None,
+            processes_unused=chosen.value("inductor_timing_processes") if unused else None,
         )
 
     @cached_property
@@ -88,19 +88,19 @@ class TimingPolicy:
 
     def _repeats(self) -> str:
         """How often each compiled sample item is timed (a user's ``inductor_benchmark`` test: once): ``each compiled
-        sample item timed in 4 processes on CUDA (...), once on the CPU``; and where
+        sample item timed in 4 processes on CUDA (up to 8 ...), once on the CPU``; and where
         ``--inductor-timing-processes`` cannot be had (unisolated), that it is not."""
 
-        def timed(device: str) -> str:
-            processes = processes_for(self.processes, device)
-            return timings_text(processes, loads_for(self.loads, device, processes))
+        def timed(device: str, where: str = "") -> str:
+            processes, most = processes_for(self.processes, device), most_processes_for(self.processes, device)
+            text = timings_text(processes, loads_for(self.loads, device, processes)) + where
+            if text.startswith("once"):
+                return text
+            more = f", {most} where their band is wider than its target" if most > processes else ""
+            return f"{text}{more} (the band from the spread between them)"
 
         cuda, cpu = timed("cuda"), timed("cpu")
-
-        def spread(timed: str, where: str = "") -> str:
-            return timed + where + (" (the band from the spread between them)" if timed != "once" else "")
-
-        text = spread(cuda) if cuda == cpu else f"{spread(cuda, ' on CUDA')}, {spread(cpu, ' on the CPU')}"
+        text = cuda if cuda == cpu else f"{timed('cuda', ' on CUDA')}, {timed('cpu', ' on the CPU')}"
         if self.processes_unused is not None:
             text += (
                 f"; --inductor-timing-processes={self.processes_unused} needs --inductor-isolation=process (no other "

@@ -27,8 +27,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..option_table import CPU_LOADS, CPU_PROCESSES, CUDA_PROCESSES, CUDA_TIMINGS
-from ..student import t_975
+from ..option_table import CPU_LOADS, CPU_PROCESSES, CUDA_MORE_PROCESSES, CUDA_PROCESSES, CUDA_TIMINGS
+from ..student import t_975, trimmed
 from .paired import Interval, PairedTiming
 
 
@@ -42,10 +42,17 @@ class Repeat:
     load: int = 0
 
 
-def processes_for(chosen: int | None, device_type: str) -> int:
-    """Processes a compiled item's paired timing runs in: ``chosen`` (``--inductor-timing-processes``), else the
-    default of the device type (4 on CUDA, 1 on the CPU)."""
-    return _per_device(chosen, device_type, CUDA_PROCESSES, CPU_PROCESSES)
+def processes_for(chosen: tuple[int, int] | None, device_type: str) -> int:
+    """Processes a compiled item's paired timing runs in first: ``chosen``'s first (``--inductor-timing-processes``),
+    else the default of the device type (4 on CUDA, 1 on the CPU)."""
+    return _per_device(chosen[0] if chosen else None, device_type, CUDA_PROCESSES, CPU_PROCESSES)
+
+
+def most_processes_for(chosen: tuple[int, int] | None, device_type: str) -> int:
+    """Processes a compiled item's paired timing may run in, more after the first while its band is wider than its
+    target: ``chosen``'s most (``--inductor-timing-processes``), else the default of the device type (8 on CUDA, 1
+    on the CPU)."""
+    return _per_device(chosen[1] if chosen else None, device_type, CUDA_MORE_PROCESSES, CPU_PROCESSES)
 
 
 def loads_for(chosen: int | None, device_type: str, processes: int | None = None) -> int:
@@ -70,11 +77,12 @@ def judged_together(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
 
 def across_processes(intervals: Sequence[Interval], processes: Sequence[int] | None = None) -> Interval:
     """The speedup over the timings that gave ``intervals`` (each a median and its 95% interval), ``processes``
-    naming the process each ran in (None: each its own): the geometric mean of the processes' geometric means, with
-    a 95% band of Student's t over those means. Loads of one process share its offset, which their spread does not
-    show (on an H100 two processes' four loads each differed by a median of 1.3%, as much as a repeat of the run
-    moved, while each process's loads agreed within it): so over several processes the band comes from the spread
-    between them; in one process, from the spread between its loads; with one timing, its own interval."""
+    naming the process each ran in (None: each its own): over the processes' geometric means, their 20%-trimmed
+    mean with Tukey and McLaughlin's 95% band (Student's t over the winsorized spread; up to four values, the mean
+    and its t band). Loads of one process share its offset, which their spread does not show (on an H100 two
+    processes' four loads each differed by a median of 1.3%, as much as a repeat of the run moved, while each
+    process's loads agreed within it): so over several processes the band comes from the spread between them; in
+    one process, from the spread between its loads; with one timing, its own interval."""
     if not intervals:
         raise ValueError("no intervals")
     if len(intervals) == 1:
@@ -85,7 +93,18 @@ def across_processes(intervals: Sequence[Interval], processes: Sequence[int] | N
     logs = [statistics.fmean(loads) for loads in by_process.values()]
     if len(logs) == 1:  # one process: its loads
         logs = next(iter(by_process.values()))
-    centre = statistics.fmean(logs)
-    count = len(logs)
-    between = t_975(count) * statistics.stdev(logs) / math.sqrt(count)
+    centre, between = trimmed_band(logs)
     return Interval(math.exp(centre), math.exp(centre - between), math.exp(centre + between))
+
+
+def trimmed_band(values: Sequence[float]) -> tuple[float, float]:
+    """The 20%-trimmed mean of ``values`` (two or more) and its 95% half-width (Tukey and McLaughlin): the values
+    left out at each end are, for the spread, set to the nearest one kept (winsorized), and Student's t is over
+    those kept. One process far from the others (on an H100, one of four a third slower where the others agreed
+    within 2%) then widens the band over eight no more than the others' spread does."""
+    ordered = sorted(values)
+    count, cut = len(ordered), trimmed(len(ordered))
+    kept = ordered[cut : count - cut]
+    winsorized = [kept[0]] * cut + kept + [kept[-1]] * cut
+    error = statistics.stdev(winsorized) / ((1 - 2 * cut / count) * math.sqrt(count))
+    return statistics.fmean(kept), t_975(len(kept)) * error

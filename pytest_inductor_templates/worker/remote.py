@@ -82,11 +82,12 @@ class RemoteTriple:
         """The other worker processes its paired timing can be repeated in."""
         return len(self.owner.repeaters)
 
-    def repeat(self, plan: TimingPlan, count: int, limit: Limit | None = None) -> tuple[Repeat, ...]:
-        """The cell's paired timing repeated in up to ``count`` other worker processes (``timing.processes``), each
-        building the triple afresh and compiling from the compile cache (checking it only under a fresh cache); a repeat
-        whose worker is lost or whose compile or timing gives nothing is left out (its reason on stderr)."""
-        return self.owner.repeat_in(self.owner.repeaters[:count], self.item_case, plan, limit)
+    def repeat(self, plan: TimingPlan, count: int, limit: Limit | None = None, after: int = 0) -> tuple[Repeat, ...]:
+        """The cell's paired timing repeated in up to ``count`` other worker processes (``timing.processes``), those
+        after the first ``after`` of them, each building the triple afresh and compiling from the compile cache
+        (checking it only under a fresh cache); a repeat whose worker is lost or whose compile or timing gives
+        nothing is left out (its reason on stderr)."""
+        return self.owner.repeat_in(self.owner.repeaters[after : after + count], self.item_case, plan, limit)
 
     def diagnose(self, plan: DiagnosisPlan, limit: Limit | None = None) -> Diagnosis:
         """Where and why the triple's check failed, diagnosed in the worker (asked once); a lost worker is a failed
