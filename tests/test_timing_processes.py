@@ -255,7 +255,7 @@ def test_a_band_wider_than_its_target_is_timed_in_more_processes_up_to_the_most(
     top = OFFSET_TOP.format(builds=str(tmp_path / "builds.log"))
     write_fault_sample(tmp_path / "corpus" / "offset", fault_model(init=OFFSET_INIT, forward=OFFSET_FORWARD, top=top))
     done = run_pytest_warm(
-        tmp_path, "--inductor-samples=corpus", "-k", "bench", "--inductor-template=default",
+        tmp_path, "--inductor-samples=corpus", "-k", "bench and default", "--inductor-template=default",
         "--inductor-devices=cpu", "--inductor-timing-processes=2-3", "--inductor-results=run.jsonl",
         "-p", "no:randomly", *FAST, *QUIET,
     )  # fmt: skip
