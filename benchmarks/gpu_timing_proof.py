@@ -211,8 +211,8 @@ def process_lines(name: str, run: Run) -> list[str]:
 
 def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 4, 6, 8)) -> list[str]:
     """What K processes give (K loads, for entries timed in one process): each entry's band over its first K
-    processes' timings (all their loads; as the plugin's band: Student's t over the processes' means, or over one
-    process's loads), for each K, against the stable targets."""
+    processes' timings (all their loads; as the plugin's band: over the processes' means, or over one process's
+    loads, their 20%-trimmed mean's from six on), for each K, against the stable targets."""
     entries = [r for r in compiled_bench(run).values() if r.process_speedups]
     lines = []
     for count in counts:

@@ -253,9 +253,9 @@ OPTIONS = (
         "inductor_timing_processes",
         "a compiled sample item's paired timing runs in N worker processes: its own, then repeats of the same "
         "compiled code (from the compile cache) in others, each timing its share of the item's span, and its "
-        "speedup's band comes from the spread between their means (from five on, their mean with the farthest "
-        "fifth each side left out); N-M: in N, then in more, up to M, while the band is wider than its target "
-        f"(default: {CUDA_PROCESSES}-"
+        "speedup's band comes from the spread between their means (from six on, their mean with the farthest "
+        "fifth each side, rounded down, left out); N-M: in N, then in more, up to M, while the band is wider than "
+        f"its target (default: {CUDA_PROCESSES}-"
         f"{CUDA_MORE_PROCESSES} on CUDA, {CPU_PROCESSES} on the CPU; always 1 with --inductor-isolation=none, where "
         "only --inductor-timing-loads repeats a timing)",
         "N[-M]",

@@ -15,13 +15,14 @@ def t_975(count: int) -> float:
     return T_975[min(count - 2, len(T_975) - 1)]
 
 
-TRIM = 0.2  # a band over several values is over their 20%-trimmed mean: from five values on, the farthest each side
+TRIM = 0.2  # a band over six or more values is over their 20%-trimmed mean: the farthest fifth each side left out
+TRIM_FROM = 6  # ... from this many on (over five, one left out each side would keep three: a wider band than four's)
 
 
 def trimmed(count: int) -> int:
-    """How many of ``count`` values a band over them leaves out at each end (Tukey and McLaughlin's 20%-trimmed
-    mean: none of up to four, one of five to nine, two of ten to fourteen)."""
-    return int(TRIM * count)
+    """How many of ``count`` values a band over them leaves out at each end (a 20%-trimmed mean, rounded down: none
+    of up to five, one of six to nine, two of ten to fourteen)."""
+    return int(TRIM * count) if count >= TRIM_FROM else 0
 
 
 def band_units(processes: int | None, loads: int | None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -275,3 +276,34 @@ def test_an_unstable_band_never_prints_as_within_its_target() -> None:
     assert speedup_text(record) == "1.5x ±2%"
     record.speedup_low, record.speedup_high, record.unstable = 1.5 * 0.97, 1.5 * 1.03, True
     assert speedup_text(record) == "1.5x ±3% unstable"
+
+
+def test_a_record_timed_in_eight_processes_keeps_the_t_of_its_trimmed_band_for_compare() -> None:
+    """Eight processes, one far from the others: the record's band is the 20%-trimmed mean's over the six kept, and
+    its ``band_quantile`` is Student's t for six values (2.571), which ``compare`` divides the band by to read its
+    standard error back (t for eight, 2.365, would read it wider than it was made)."""
+    from pytest_inductor_templates.check.result import CheckResult
+    from pytest_inductor_templates.engine.cell import CellResult, Footprint, Verdict
+    from pytest_inductor_templates.report.records import write_cell
+    from pytest_inductor_templates.timing.measure import Timing
+    from pytest_inductor_templates.timing.paired import Interval, PairedTiming
+    from pytest_inductor_templates.timing.processes import Repeat, trimmed_band
+    from pytest_inductor_templates.timing.rounds import Rounds
+
+    def process(speedup: float) -> PairedTiming:
+        every = Interval(speedup, speedup * 0.99, speedup * 1.01)
+        return PairedTiming([speedup * 1e-3] * 20, [1e-3] * 20, None, None, (1, 1), every, 0.02, 1.0)
+
+    speedups = [1.5, 1.52, 1.48, 1.51, 1.49, 1.515, 1.485, 1.0]
+    timing = Timing(Rounds(1, [1e-3] * 3), "time.perf_counter", 1, 5, paired=process(speedups[0]))
+    timing.repeats = tuple(Repeat(process(s), pid) for pid, s in enumerate(speedups[1:], start=2))
+    record = ItemRecord("builtin/x", "default", "cuda:0", "bench")
+    write_cell(
+        record, CellResult(Verdict(CheckResult(Outcome.PASS)), timing=timing, footprint=Footprint(1, None, None))
+    )
+    assert record.timing_processes == 8 and record.band_quantile == 2.571
+    centre, half = trimmed_band([math.log(s) for s in speedups])
+    assert record.speedup == pytest.approx(math.exp(centre)) and record.speedup_high == pytest.approx(
+        math.exp(centre + half)
+    )
+    assert record.speedup_high / record.speedup < 1.02  # the far process sets neither the centre nor the band

@@ -20,7 +20,7 @@ from ..machine import gpu_free_memory
 from ..memory import available_memory, format_size
 from ..settings import Settings
 from ..timing.cores import host_split
-from ..timing.processes import most_processes_for
+from ..timing.processes import most_processes_for, processes_for
 from ..timing.threads import usable_cpus
 
 GiB = 1024**3
@@ -41,15 +41,19 @@ class AutoWorkers:
     gpu_free: int | None  # the least free memory of those GPUs (bytes), None where unknown
     sample_bytes: int = SAMPLE_MEMORY  # one sample's tensors at most
     repeaters: int = 0  # the processes each worker repeats its compiled items' timings in
+    more_repeaters: int = 0  # ... and those it adds where a band is wide (counted for their CUDA context and torch)
     work_cpus: bool = False  # cpus counts only the CPUs work runs on (--inductor-compile-beside-timing=on)
 
     @property
     def worker_memory(self) -> int:
-        return WORKER_MEMORY + 2 * self.sample_bytes + self.repeaters * (REPEATER_MEMORY + self.sample_bytes)
+        repeaters = self.repeaters * (REPEATER_MEMORY + self.sample_bytes) + self.more_repeaters * REPEATER_MEMORY
+        return WORKER_MEMORY + 2 * self.sample_bytes + repeaters
 
     @property
     def gpu_worker_memory(self) -> int:
-        return (1 + self.repeaters) * (GPU_WORKER_MEMORY + 2 * self.sample_bytes)
+        return (1 + self.repeaters) * (
+            GPU_WORKER_MEMORY + 2 * self.sample_bytes
+        ) + self.more_repeaters * GPU_WORKER_MEMORY
 
     @property
     def by_memory(self) -> int | None:
@@ -94,7 +98,8 @@ class AutoWorkers:
         if self.count > self.fitting:
             parts.append("at least one a GPU")
         plural = "s" if self.count != 1 else ""
-        repeating = f", each with {self.repeaters} timing repeater(s)" if self.repeaters else ""
+        more = f" (and {self.more_repeaters} more where a band is wide)" if self.more_repeaters else ""
+        repeating = f", each with {self.repeaters} timing repeater(s){more}" if self.repeaters else ""
         return f"-n auto: {self.count} worker{plural}{repeating} ({'; '.join(parts)})"
 
 
@@ -110,7 +115,12 @@ def auto_workers(config: pytest.Config, settings: Settings) -> AutoWorkers | Non
     shared = devices is None or str(devices.value).strip() == "cuda"  # the workers then share the GPUs
     gpus = torch.cuda.device_count() if shared else 0
     free = gpu_free_memory(gpus) if gpus else None
-    repeaters = most_processes_for(settings.timing_processes, "cuda") - 1 if gpus and settings.isolated else 0
+    first, most = (
+        processes_for(settings.timing_processes, "cuda"),
+        most_processes_for(settings.timing_processes, "cuda"),
+    )
+    repeating = bool(gpus and settings.isolated)
     work = host_split(gpus).work if gpus and settings.isolated and settings.compile_beside_timing else ()
     return AutoWorkers(len(work) or usable_cpus(), available_memory(), gpus, min(free) if free else None,
-                       settings.memory_budget or SAMPLE_MEMORY, repeaters, bool(work))  # fmt: skip
+                       settings.memory_budget or SAMPLE_MEMORY, (first - 1) * repeating, (most - first) * repeating,
+                       bool(work))  # fmt: skip

@@ -126,8 +126,8 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
     plan = timing_plan(benchmark, state.timing, session.times_without_benchmark(triple.case), processes, loads)
     limit = item_limit(item, session.timeout)
     cell = triple.result(plan, limit)
-    if cell.timing is not None and cell.timing.paired is not None and processes > 1:
-        most = min(most_processes_for(chosen, device_type), available)
+    most = min(most_processes_for(chosen, device_type), available)
+    if cell.timing is not None and cell.timing.paired is not None and most > 1:
         cell = dataclasses.replace(cell, timing=repeated(triple, cell.timing, plan, processes, most, limit))
     if cell.timing is None:
         mark_untimed(item)
@@ -138,10 +138,12 @@ def bench(inductor_sample: Any, benchmark: Any, request: pytest.FixtureRequest) 
 
 def repeated(triple: Any, timing: Timing, plan: TimingPlan, processes: int, most: int, limit: Limit) -> Timing:
     """``timing`` (its own loads first) with its repeats in ``processes - 1`` other processes, then, while its band is
-    wider than its target, in the others up to ``most``, each timing its share of the first ``processes``' span."""
+    wider than its target, in processes not asked before until ``most`` have timed it (a repeat that gave nothing
+    is made up for), each timing its share of the first ``processes``' span."""
     timing = dataclasses.replace(timing, repeats=(*timing.repeats, *triple.repeat(plan, processes - 1, limit)))
-    if most > processes and timing.unstable:
-        more = triple.repeat(plan, most - processes, limit, after=processes - 1)
+    timed = len(set(timing.process_of))
+    if timed < most and timing.unstable:
+        more = triple.repeat(plan, most - timed, limit, after=processes - 1)
         timing = dataclasses.replace(timing, repeats=(*timing.repeats, *more))
     return timing
 

@@ -51,9 +51,9 @@ def processes_note(bench: list[ItemRecord]) -> list[str]:
     many = " or ".join(timings_text(processes, loads) for processes, loads in counts)
     return [
         f"timed {many} (--inductor-timing-loads, --inductor-timing-processes): the speedup is the geometric mean of "
-        "the timings' medians (of each process's, over several; from five processes on, of the middle 60%: the "
-        "20%-trimmed mean), its band from the spread between the processes (in one, between its loads); `report` "
-        "shows each timing's figure"
+        "the timings' medians (of each process's, over several; from six processes on, their 20%-trimmed mean: the "
+        "farthest fifth each side, rounded down, left out), its band from the spread between the processes (in one, "
+        "between its loads); `report` shows each timing's figure"
     ]
 
 

@@ -67,12 +67,11 @@ class TimingPlan:
 
     @property
     def _band_factor(self) -> float:
-        """The normal's 97.5th percentile over Student's t of the band over the timings (t over the processes'
-        means where several processes time, else over one process's loads; 1 with one timing), times the share of
-        them its trimmed mean keeps (its standard error is over that share of their root)."""
+        """The normal's 97.5th percentile over Student's t of the band over the timings: t over the processes'
+        means where several processes time, else over one process's loads, less those a trimmed mean leaves out (1
+        with one timing)."""
         kept = band_units(self.processes, self.loads)
-        count = self.processes if self.processes > 1 else self.loads
-        return Z_975 / t_975(kept) * kept / count if kept > 1 else 1.0
+        return Z_975 / t_975(kept) if kept > 1 else 1.0
 
     def target(self, launch_bound: bool = False) -> float:
         """The half-width the item's speedup aims for, over all its processes."""

@@ -78,11 +78,11 @@ def judged_together(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
 def across_processes(intervals: Sequence[Interval], processes: Sequence[int] | None = None) -> Interval:
     """The speedup over the timings that gave ``intervals`` (each a median and its 95% interval), ``processes``
     naming the process each ran in (None: each its own): over the processes' geometric means, their 20%-trimmed
-    mean with Tukey and McLaughlin's 95% band (Student's t over the winsorized spread; up to four values, the mean
-    and its t band). Loads of one process share its offset, which their spread does not show (on an H100 two
-    processes' four loads each differed by a median of 1.3%, as much as a repeat of the run moved, while each
-    process's loads agreed within it): so over several processes the band comes from the spread between them; in
-    one process, from the spread between its loads; with one timing, its own interval."""
+    mean with Yuen's 95% band (Student's t over the winsorized spread; up to five values, the mean and its t band).
+    Loads of one process share its offset, which their spread does not show (on an H100 two processes' four loads
+    each differed by a median of 1.3%, as much as a repeat of the run moved, while each process's loads agreed
+    within it): so over several processes the band comes from the spread between them; in one process, from the
+    spread between its loads; with one timing, its own interval."""
     if not intervals:
         raise ValueError("no intervals")
     if len(intervals) == 1:
@@ -98,13 +98,16 @@ def across_processes(intervals: Sequence[Interval], processes: Sequence[int] | N
 
 
 def trimmed_band(values: Sequence[float]) -> tuple[float, float]:
-    """The 20%-trimmed mean of ``values`` (two or more) and its 95% half-width (Tukey and McLaughlin): the values
-    left out at each end are, for the spread, set to the nearest one kept (winsorized), and Student's t is over
-    those kept. One process far from the others (on an H100, one of four a third slower where the others agreed
-    within 2%) then widens the band over eight no more than the others' spread does."""
+    """The 20%-trimmed mean of ``values`` (two or more; from six on, rounded down) and its 95% half-width by
+    Yuen's standard error (as scipy's trimmed t-test): the values left out at each end are, for the spread, set to
+    the nearest one kept (winsorized), and Student's t is over those kept. One process far from the others (on an
+    H100, one of four a third slower where the others agreed within 2%) then widens the band over eight no more
+    than the others' spread does. With nothing left out: the mean and its t band."""
     ordered = sorted(values)
     count, cut = len(ordered), trimmed(len(ordered))
     kept = ordered[cut : count - cut]
     winsorized = [kept[0]] * cut + kept + [kept[-1]] * cut
-    error = statistics.stdev(winsorized) / ((1 - 2 * cut / count) * math.sqrt(count))
+    centre = statistics.fmean(winsorized)
+    squares = sum((value - centre) ** 2 for value in winsorized)
+    error = math.sqrt(squares / (len(kept) * (len(kept) - 1)))
     return statistics.fmean(kept), t_975(len(kept)) * error
