@@ -174,62 +174,6 @@ def test_a_record_keeps_each_process_figure_and_refuses_a_wrong_list() -> None:
         ItemRecord.from_dict({**record.to_dict(), "process_speedups": ["fast"]})
 
 
-def test_a_compiled_item_is_timed_in_loads_of_other_worker_processes_working_side_by_side(tmp_path: Path) -> None:
-    """A real CPU run with --inductor-timing-processes=3 --inductor-timing-loads=2 (the compiled bench items alone,
-    their rounds stopping early): the item's paired timing runs twice in its worker (the later load compiled again
-    after a Dynamo reset, around a copy of the model as built) and twice in each of two other worker processes, whose
-    work (build, compile) runs side by side (the lock log shows their work holds overlapping); each process builds
-    the sample once (a sample that logs its builds: the model under test; the check's eager models, paired timing's
-    and the loads' are copies of it as built); the record has each timing's speedup, pid and load, process by
-    process, the speedup is their geometric mean with the first timing's own interval beside it, and the terminal
-    says what the band is over, from its start."""
-    builds = tmp_path / "builds.log"
-    write_fault_sample(
-        tmp_path / "corpus" / "logged", fault_model(init=f"open({str(builds)!r}, 'a').write(f'{{os.getpid()}}\\n')")
-    )
-    done = run_pytest_warm(
-        tmp_path, "--inductor-samples=corpus", "-k", "logged and bench",
-        "--inductor-template=default", "--inductor-devices=cpu", "--inductor-timing-processes=3",
-        "--inductor-timing-loads=2", "--inductor-speedup-precision=50", "--inductor-results=run.jsonl",
-        "--inductor-lock-log=locks.log", "-p", "no:randomly", *FAST, *QUIET,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    records = [
-        json.loads(line)["record"] for line in (tmp_path / "run.jsonl").read_text().splitlines() if "record" in line
-    ]
-    logged = next(r for r in records if r["kind"] == "bench" and r["template"] == "default" and "logged" in r["sample"])
-    built = [int(pid) for pid in builds.read_text().split()]
-    assert [built.count(pid) for pid in logged["process_pids"][2::2]] == [1, 1], (logged["process_pids"], built)
-    assert built.count(logged["pid"]) == 2, built  # the eager row's triple and this one, one build each
-    bench = logged
-    assert (bench["timing_processes"], bench["timing_loads"], bench["process_loads"]) == (3, 2, [0, 1] * 3)
-    pids = bench["process_pids"]
-    assert pids[0] == bench["pid"] and pids[::2] == pids[1::2] and len(set(pids)) == 3, pids
-    speedups = bench["process_speedups"]
-    assert math.isclose(bench["speedup"], math.exp(sum(map(math.log, speedups)) / 6)), (bench["speedup"], speedups)
-    assert bench["first_process_low"] <= speedups[0] <= bench["first_process_high"]
-    assert bench["band_quantile"] == 4.303  # Student's t over the three processes' means: what compare reads back
-    eager, compiled = bench["process_eager_ms"], bench["process_compiled_ms"]  # which side each timing's offset is on
-    assert len(eager) == len(compiled) == 6 and math.isclose(eager[0], bench["eager_median"] * 1e3, rel_tol=1e-3)
-    assert math.isclose(compiled[0], bench["compiled_median"] * 1e3, rel_tol=1e-3)  # each side where it belongs
-    assert all(0.3 < e / c / s < 3 for e, c, s in zip(eager, compiled, speedups, strict=True)), (eager, speedups)
-    assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
-    assert "timed in 3 processes of 2 loads (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout
-    assert "; each compiled sample item timed in 3 processes of 2 loads (the band from the spread" in done.stdout
-    holds: dict[int, list[tuple[float, float]]] = {}
-    order: dict[int, list[tuple[float, str]]] = {}
-    for line in (tmp_path / "locks.log").read_text().splitlines():
-        pid, group, _, start, end = line.split()
-        order.setdefault(int(pid), []).append((float(start), group))
-        if group == "work":
-            holds.setdefault(int(pid), []).append((float(start), float(end)))
-    first, second = (holds[pid][1:] for pid in pids[2::2])  # each repeater's first hold: its start (importing torch)
-    assert any(a < d and c < b for a, b in first for c, d in second), holds  # the repeats worked at the same time
-    for pid in pids[2::2]:  # one work hold before each load's timing: the copy, its compile and the eager model
-        groups = "".join(group[0] for _, group in sorted(order[pid]) if group in ("work", "timing"))
-        assert "twt" in groups and "twwt" not in groups, (pid, groups)
-
-
 OFFSET_TOP = """
 BUILDS = {builds!r}
 SLOW = False
@@ -248,26 +192,62 @@ OFFSET_INIT = """global SLOW
 OFFSET_FORWARD = "if not torch.compiler.is_compiling(): spin(2e-4 * (20 if SLOW else 1))"
 
 
-def test_a_band_wider_than_its_target_is_timed_in_more_processes_up_to_the_most(tmp_path: Path) -> None:
-    """A real CPU run with --inductor-timing-processes=2-3: a sample whose first repeating process is planted a
-    20-fold offset (its eager calls spin 20 times longer, eager only: the compiled graph leaves the spin out) has a
-    band over its two processes far wider than the target and is timed in a third. The header names the first count
-    and the most."""
-    top = OFFSET_TOP.format(builds=str(tmp_path / "builds.log"))
-    write_fault_sample(tmp_path / "corpus" / "offset", fault_model(init=OFFSET_INIT, forward=OFFSET_FORWARD, top=top))
+def test_a_compiled_item_is_timed_in_loads_of_other_worker_processes_working_side_by_side(tmp_path: Path) -> None:
+    """A real CPU run with --inductor-timing-processes=3-4 --inductor-timing-loads=2 (the compiled bench items alone,
+    their rounds stopping early): the item's paired timing runs twice in its worker (the later load compiled again
+    after a Dynamo reset, around a copy of the model as built) and twice in each of two other worker processes, whose
+    work (build, compile) runs side by side (the lock log shows their work holds overlapping); the first of them is
+    planted a 20-fold offset (its eager calls spin 20 times longer; the compiled graph leaves the spin out), so the
+    band over the three is wider than its target and a fourth process times the item too. Each process builds the
+    sample once (a sample that logs its builds: the model under test; the check's eager models, paired timing's and
+    the loads' are copies of it as built); the record has each timing's speedup, pid and load, process by process,
+    the speedup is their geometric mean with the first timing's own interval beside it, and the terminal says what
+    the band is over, from its start."""
+    builds = tmp_path / "builds.log"
+    top = OFFSET_TOP.format(builds=str(builds))
+    write_fault_sample(tmp_path / "corpus" / "logged", fault_model(init=OFFSET_INIT, forward=OFFSET_FORWARD, top=top))
     done = run_pytest_warm(
-        tmp_path, "--inductor-samples=corpus", "-k", "bench and default", "--inductor-template=default",
-        "--inductor-devices=cpu", "--inductor-timing-processes=2-3", "--inductor-results=run.jsonl",
-        "-p", "no:randomly", *FAST, *QUIET,
+        tmp_path, "--inductor-samples=corpus", "-k", "logged and bench",
+        "--inductor-template=default", "--inductor-devices=cpu", "--inductor-timing-processes=3-4",
+        "--inductor-timing-loads=2", "--inductor-speedup-precision=50", "--inductor-results=run.jsonl",
+        "--inductor-lock-log=locks.log", "-p", "no:randomly", *FAST, *QUIET,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     records = [
         json.loads(line)["record"] for line in (tmp_path / "run.jsonl").read_text().splitlines() if "record" in line
     ]
-    offset = next(r for r in records if r["kind"] == "bench" and r["template"] == "default")
-    assert offset["timing_processes"] == 3 and len(set(offset["process_pids"])) == 3, offset
-    assert max(offset["process_speedups"]) > 5 * min(offset["process_speedups"]), offset["process_speedups"]
-    assert ", in 2 processes on the CPU, 3 where their band is wider than its target (the band from" in done.stdout
+    bench = next(r for r in records if r["kind"] == "bench" and r["template"] == "default" and "logged" in r["sample"])
+    built = [int(pid) for pid in builds.read_text().split()]
+    pids = bench["process_pids"]
+    assert [built.count(pid) for pid in pids[2::2]] == [1, 1, 1], (pids, built)
+    assert built.count(bench["pid"]) == 2, built  # the eager row's triple and this one, one build each
+    assert (bench["timing_processes"], bench["timing_loads"], bench["process_loads"]) == (4, 2, [0, 1] * 4)
+    assert pids[0] == bench["pid"] and pids[::2] == pids[1::2] and len(set(pids)) == 4, pids
+    speedups = bench["process_speedups"]
+    assert max(speedups[2:4]) > 5 * max(speedups[:2]), speedups  # the planted offset, in the first repeater
+    assert math.isclose(bench["speedup"], math.exp(sum(map(math.log, speedups)) / 8)), (bench["speedup"], speedups)
+    assert bench["first_process_low"] <= speedups[0] <= bench["first_process_high"]
+    assert bench["band_quantile"] == 3.182  # Student's t over the four processes' means: what compare reads back
+    eager, compiled = bench["process_eager_ms"], bench["process_compiled_ms"]  # which side each timing's offset is on
+    assert len(eager) == len(compiled) == 8 and math.isclose(eager[0], bench["eager_median"] * 1e3, rel_tol=1e-3)
+    assert math.isclose(compiled[0], bench["compiled_median"] * 1e3, rel_tol=1e-3)  # each side where it belongs
+    assert all(0.3 < e / c / s < 3 for e, c, s in zip(eager, compiled, speedups, strict=True)), (eager, speedups)
+    assert bench["speedup_low"] < bench["speedup"] < bench["speedup_high"]
+    assert "timed in 4 processes of 2 loads (--inductor-timing-loads, --inductor-timing-processes)" in done.stdout
+    header = "; each compiled sample item timed in 3 processes of 2 loads, 4 where their band is wider than its target"
+    assert header + " (the band from the spread" in done.stdout
+    holds: dict[int, list[tuple[float, float]]] = {}
+    order: dict[int, list[tuple[float, str]]] = {}
+    for line in (tmp_path / "locks.log").read_text().splitlines():
+        pid, group, _, start, end = line.split()
+        order.setdefault(int(pid), []).append((float(start), group))
+        if group == "work":
+            holds.setdefault(int(pid), []).append((float(start), float(end)))
+    first, second = (holds[pid][1:] for pid in pids[2:6:2])  # each repeater's first hold: its start (importing torch)
+    assert any(a < d and c < b for a, b in first for c, d in second), holds  # the repeats worked at the same time
+    for pid in pids[2::2]:  # one work hold before each load's timing: the copy, its compile and the eager model
+        groups = "".join(group[0] for _, group in sorted(order[pid]) if group in ("work", "timing"))
+        assert "twt" in groups and "twwt" not in groups, (pid, groups)
 
 
 class Repeating:
