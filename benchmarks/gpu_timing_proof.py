@@ -209,30 +209,48 @@ def process_lines(name: str, run: Run) -> list[str]:
     return lines
 
 
+def first_processes_band(record: ItemRecord, count: int) -> Interval | None:
+    """The entry's band over its first ``count`` processes' timings (all their loads; in one process, its first
+    ``count`` loads), as the plugin makes it; None where it has fewer."""
+    speedups = record.process_speedups or []
+    pids = record.process_pids or list(range(len(speedups)))
+    order = list(dict.fromkeys(pids))
+    if len(order) > 1:  # the first K processes, each with all its loads
+        if len(order) < count:
+            return None
+        kept = [(s, pid) for s, pid in zip(speedups, pids, strict=True) if pid in order[:count]]
+    elif len(speedups) >= count:  # one process: its first K loads
+        kept = list(zip(speedups[:count], pids[:count], strict=True))
+    else:
+        return None
+    return across_processes([Interval(s, s, s) for s, _ in kept], [pid for _, pid in kept])
+
+
 def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 4, 6, 8)) -> list[str]:
     """What K processes give (K loads, for entries timed in one process): each entry's band over its first K
-    processes' timings (all their loads; as the plugin's band: over the processes' means, or over one process's
-    loads, their 20%-trimmed mean's from six on), for each K, against the stable targets."""
+    processes' timings (as the plugin's band: over the processes' means, or over one process's loads, their
+    20%-trimmed mean's from six on), for each K, against the stable targets; and the plugin's default rule where an
+    entry has eight: the first four, all eight where the four's band is wider than the entry's target."""
     entries = [r for r in compiled_bench(run).values() if r.process_speedups]
     lines = []
     for count in counts:
         widths: dict[bool, list[float]] = {False: [], True: []}
         for record in entries:
-            speedups = record.process_speedups
-            pids = record.process_pids or list(range(len(speedups)))
-            order = list(dict.fromkeys(pids))
-            if len(order) > 1:  # the first K processes, each with all its loads
-                if len(order) < count:
-                    continue
-                kept = [(s, pid) for s, pid in zip(speedups, pids, strict=True) if pid in order[:count]]
-            elif len(speedups) >= count:  # one process: its first K loads
-                kept = list(zip(speedups[:count], pids[:count], strict=True))
-            else:
-                continue
-            band = across_processes([Interval(s, s, s) for s, _ in kept], [pid for _, pid in kept])
-            widths[bool(record.launch_bound)].append(band.half_width)
+            if (band := first_processes_band(record, count)) is not None:
+                widths[bool(record.launch_bound)].append(band.half_width)
         if parts := within_parts(widths):
             lines.append(f"{name}: over the first {count} processes (loads in one): {parts}")
+    widths = {False: [], True: []}
+    extended = 0
+    for record in entries:
+        four, eight = first_processes_band(record, 4), first_processes_band(record, 8)
+        if four is None or eight is None or record.speedup_target is None:
+            continue
+        wide = four.half_width > record.speedup_target
+        extended += wide
+        widths[bool(record.launch_bound)].append((eight if wide else four).half_width)
+    if parts := within_parts(widths):
+        lines.append(f"{name}: 4 processes, all 8 where their band is wider than its target ({extended} so): {parts}")
     return lines
 
 
