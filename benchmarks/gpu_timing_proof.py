@@ -43,6 +43,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import gpu_scaling as scaling
@@ -143,6 +144,10 @@ def compiled_bench(run: Run) -> dict[tuple[str, str, str], ItemRecord]:
 def stable_lines(name: str, run: Run) -> list[str]:
     lines = []
     entries = compiled_bench(run).values()
+    counts = Counter(r.timing_processes or 1 for r in entries if r.speedup is not None)
+    if len(counts) > 1:  # more processes where a band was wide
+        timed = ", ".join(f"{n} in {k}" for k, n in sorted(counts.items()))
+        lines.append(f"{name}: timed in processes: {timed} (of {sum(counts.values())} speedups)")
     for label, launch, target in KINDS:
         widths = [w for r in entries if bool(r.launch_bound) is launch and (w := half_width(r)) is not None]
         if not widths:
