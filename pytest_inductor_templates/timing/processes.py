@@ -4,12 +4,14 @@ A timing carries an offset that more rounds inside it do not shrink: a load's (w
 memory landed) and, shared by every load of it, a process's (on an H100 two processes' means differed by a median
 1.3%, as much as a repeat of the run moved, while each one's loads agreed within a few tenths). A compiled item's
 paired timing is therefore repeated: in the same process, compiled again from the compile cache (a Dynamo reset and
-a fresh copy of the model: a load), and in other worker processes (the same code and autotune choices). Its speedup
-is the geometric mean of the processes' geometric means, with a 95% band of Student's t over those means (in one
-process, over its loads). By default on CUDA each process times its first load only: on an H100 a later load's
-speedup differed from the same process's first, and from a fresh process's, by 20-50% on 3 of 18 samples in two runs,
-in every process (a fresh process compiling the sample again after a reset did not), so by default loads fill in
-only where fewer than four processes time the item. Each timing's median carries its own rounds' noise, so that
+a fresh copy of the model: a load), and in other worker processes (the same code and autotune choices): on CUDA in
+four, and in four more where the band over the first four is wider than its target. Its speedup is the geometric mean
+of the processes' geometric means, with a 95% band of Student's t over those means (in one process, over its loads);
+from six on, their 20%-trimmed mean with Yuen's band, so that one process far from the others sets neither. By
+default on CUDA each process times its first load only: on an H100 a later load's speedup differed from the same
+process's first, and from a fresh process's, by 20-50% on 3 of 18 samples in two runs, in every process (a fresh
+process compiling the sample again after a reset did not), so by default loads fill in only where fewer than four
+processes time the item. Each timing's median carries its own rounds' noise, so that
 spread already holds it; the timings' own intervals, combined, no longer set a floor under it: from about ten
 rounds each they overstate their medians' noise (on an H100 that floor widened 13 of 18 bands past the spread, 7 of
 them past ±4%, where eight processes agreed within it). With one timing the band is that timing's interval.
