@@ -214,21 +214,24 @@ def process_lines(name: str, run: Run) -> list[str]:
     return lines
 
 
+def band_over_first(timings: list[tuple[float, int]], count: int) -> Interval | None:
+    """The band over the first ``count`` processes of ``timings`` (speedup, pid; each process with all its loads),
+    as the plugin makes it; None where there are fewer processes."""
+    order = list(dict.fromkeys(pid for _, pid in timings))
+    if len(order) < count:
+        return None
+    kept = [(s, pid) for s, pid in timings if pid in order[:count]]
+    return across_processes([Interval(s, s, s) for s, _ in kept], [pid for _, pid in kept])
+
+
 def first_processes_band(record: ItemRecord, count: int) -> Interval | None:
     """The entry's band over its first ``count`` processes' timings (all their loads; in one process, its first
-    ``count`` loads), as the plugin makes it; None where it has fewer."""
+    ``count`` loads, each as its own); None where it has fewer."""
     speedups = record.process_speedups or []
     pids = record.process_pids or list(range(len(speedups)))
-    order = list(dict.fromkeys(pids))
-    if len(order) > 1:  # the first K processes, each with all its loads
-        if len(order) < count:
-            return None
-        kept = [(s, pid) for s, pid in zip(speedups, pids, strict=True) if pid in order[:count]]
-    elif len(speedups) >= count:  # one process: its first K loads
-        kept = list(zip(speedups[:count], pids[:count], strict=True))
-    else:
-        return None
-    return across_processes([Interval(s, s, s) for s, _ in kept], [pid for _, pid in kept])
+    if len(set(pids)) > 1:
+        return band_over_first(list(zip(speedups, pids, strict=True)), count)
+    return band_over_first([(s, load) for load, s in enumerate(speedups)], count)
 
 
 def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 4, 6, 8)) -> list[str]:
@@ -279,13 +282,8 @@ def own_process_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5, 7
         widths: dict[bool, list[float]] = {False: [], True: []}
         for record in entries:
             pairs = zip(record.process_speedups, record.process_pids, strict=True)
-            kept = [(s, pid) for s, pid in pairs if pid != record.pid]
-            order = list(dict.fromkeys(pid for _, pid in kept))
-            if len(order) < count:
-                continue
-            kept = [(s, pid) for s, pid in kept if pid in order[:count]]
-            band = across_processes([Interval(s, s, s) for s, _ in kept], [pid for _, pid in kept])
-            widths[bool(record.launch_bound)].append(band.half_width)
+            if (band := band_over_first([(s, pid) for s, pid in pairs if pid != record.pid], count)) is not None:
+                widths[bool(record.launch_bound)].append(band.half_width)
         if parts := within_parts(widths):
             lines.append(f"{name}: over {count} processes besides the item's own: {parts}")
     return lines

@@ -124,7 +124,7 @@ class Judge:
             tried = self._graph_attempt()
             if tried.outcome != "error":
                 return tried
-            self.graph_level, self.inner, self.agreed = False, None, None  # it cannot compile here: the model now
+            self._model_from_now_on()  # the kept graph cannot compile here
             reset_counters()  # the failed compile counted applications
             return self.attempt(patches=patches)
         if not self.graph_level:
@@ -141,7 +141,7 @@ class Judge:
         except Exception:  # the kept graph cannot run eagerly
             graph = None
         if graph is None:  # it cannot stand for the model: the model at every step, in every process
-            self.graph_level, self.inner, self.agreed = False, None, None
+            self._model_from_now_on()
             if len(kept) == 1 and kept[0] is not None and kept[0].eager is not None:  # it ran, and disagreed
                 inner_graph.vouch(kept[0], self.vouched, agreed=False)
         elif failing or inner_graph.vouched_for(graph, self.vouched):
@@ -159,10 +159,14 @@ class Judge:
         from . import inner_graph
 
         if self.inner is not None and inner_graph.withdrawn(self.inner, self.vouched):
-            self.graph_level, self.inner, self.agreed = False, None, None
+            self._model_from_now_on()
         elif self.graph_level and self.inner is None and self.agreed is not None:
             if inner_graph.vouched_for(self.agreed, self.vouched):
                 self.inner, self.agreed = self.agreed, None
+
+    def _model_from_now_on(self) -> None:
+        """No kept graph stands for the model in this process any more: every later step checks the model."""
+        self.graph_level, self.inner, self.agreed = False, None, None
 
     def _graph_attempt(self) -> Attempt:
         """The kept graph compiled again alone under the bisector's state here, judged by the repro's rule."""

@@ -115,12 +115,10 @@ def auto_workers(config: pytest.Config, settings: Settings) -> AutoWorkers | Non
     shared = devices is None or str(devices.value).strip() == "cuda"  # the workers then share the GPUs
     gpus = torch.cuda.device_count() if shared else 0
     free = gpu_free_memory(gpus) if gpus else None
-    first, most = (
-        processes_for(settings.timing_processes, "cuda"),
-        most_processes_for(settings.timing_processes, "cuda"),
-    )
-    repeating = bool(gpus and settings.isolated)
+    repeaters = more = 0  # the processes each worker repeats timings in, and those it adds where a band is wide
+    if gpus and settings.isolated:
+        first = processes_for(settings.timing_processes, "cuda")
+        repeaters, more = first - 1, most_processes_for(settings.timing_processes, "cuda") - first
     work = host_split(gpus).work if gpus and settings.isolated and settings.compile_beside_timing else ()
     return AutoWorkers(len(work) or usable_cpus(), available_memory(), gpus, min(free) if free else None,
-                       settings.memory_budget or SAMPLE_MEMORY, (first - 1) * repeating, (most - first) * repeating,
-                       bool(work))  # fmt: skip
+                       settings.memory_budget or SAMPLE_MEMORY, repeaters, more, bool(work))  # fmt: skip

@@ -88,7 +88,8 @@ class TimingPolicy:
 
     def _repeats(self) -> str:
         """How often each compiled sample item is timed (a user's ``inductor_benchmark`` test: once): ``each compiled
-        sample item timed in 4 processes on CUDA (up to 8 ...), once on the CPU``; and where
+        sample item timed in 4 processes on CUDA, 8 where their band is wider than its target (...), once on the
+        CPU``; and where
         ``--inductor-timing-processes`` cannot be had (unisolated), that it is not."""
 
         def timed(device: str, where: str = "") -> str:
