@@ -413,3 +413,22 @@ def test_a_derived_second_input_varies_every_tensor_unless_eager_rejects_it() ->
     first = Inputs((torch.tensor([3, 2, 1]), torch.arange(4.0)))
     observed = observe(CheckSubject(lambda: sorted_lengths, sorted_lengths, [first]))
     assert [x.tolist() for x in observed.expected] == [[0.0, 6.0, 12.0, 18.0], [18.0, 0.0, 6.0, 12.0]]
+
+
+def test_a_value_mismatch_the_second_opinion_failed_keeps_its_float64_figures() -> None:
+    """The figures go with the verdict (``CheckResult.float64_rmse``), so a diagnosis judges drift or miscompile
+    from the failing check itself instead of compiling the model again."""
+    from pytest_inductor_templates.diagnose.localise import rmse
+    from pytest_inductor_templates.diagnose.numerics import at_failing_outputs
+
+    torch.manual_seed(0)
+    exact = torch.randn(64, 64, dtype=torch.float64)
+    eager = exact.float()
+    wrong = eager * 1.001  # a planted 0.1% error: far beyond eager's rounding
+    verdict = compare(wrong, eager, reference64=lambda: exact)
+    assert verdict.rule == "second opinion: RMSE"
+    assert verdict.mismatches[0].float64_rmse == pytest.approx((rmse(wrong, exact), rmse(eager, exact)))
+    unjudged = compare(wrong, eager)  # no float64 run: no figures
+    assert unjudged.mismatches[0].float64_rmse is None
+    worst = at_failing_outputs({"out[0]": (2e-6, 1e-6), "out[1]": (1e-4, 1e-7)})
+    assert worst.describe() == "RMSE against float64 at the outputs (out[1]): compiled 0.0001, eager 1e-07 (1e+03x)"

@@ -317,7 +317,11 @@ def judge(observed: Observed, tolerance: Tolerance | None = None, second_opinion
         what = f"call {number} of {calls}"
         reason = f"{what}: {comparison.mismatches[0].message}"
         details = _explain(f"compiled output differs from eager on {what}:", comparison.mismatches)
-        return CheckResult(Outcome.ACCURACY_FAIL, reason, details, level, comparison.rule, second_opinions=cleared)
+        figures = {m.path: m.float64_rmse for m in comparison.mismatches if m.float64_rmse is not None}
+        return CheckResult(
+            Outcome.ACCURACY_FAIL, reason, details, level, comparison.rule, second_opinions=cleared,
+            float64_rmse=figures,
+        )  # fmt: skip
     if observed.eager_first_after is None:  # eager's first output kept its values: so must the compiled one's
         overwritten = compare_outputs(observed.first_after, observed.actual[0], EXACT)
         what = "the first call's output changed after a later call (overwritten in place)"

@@ -39,6 +39,7 @@ class Opinion:
     cleared: bool
     rule: str  # ``second opinion`` when cleared; which bound failed; ``first comparison`` when no trusted reference
     evidence: str
+    distances: Distances | None = None  # the figures, where the float64 run could judge
 
 
 @dataclass(frozen=True)
@@ -179,9 +180,11 @@ def opinion_on(path: str, actual: Any, expected: Any, reference: Reference) -> O
     left_out = int((~finite & r.isfinite()).sum())
     distances = Distances(_rms(err_c), _rms(err_e), float(err_c.max()), float(err_e.max()), left_out)
     if distances.compiled_rmse > RMSE_FACTOR * distances.eager_rmse + roundoff * _rms(values):
-        return Opinion(False, "second opinion: RMSE", f"{distances}: RMSE beyond {RMSE_FACTOR:g}x eager's")
+        return Opinion(False, "second opinion: RMSE", f"{distances}: RMSE beyond {RMSE_FACTOR:g}x eager's", distances)
     if distances.compiled_worst > WORST_FACTOR * distances.eager_worst + roundoff * float(values.max()):
-        return Opinion(False, "second opinion: worst element", f"{distances}: worst beyond {WORST_FACTOR:g}x eager's")
+        return Opinion(
+            False, "second opinion: worst element", f"{distances}: worst beyond {WORST_FACTOR:g}x eager's", distances
+        )
     bad_slice = _worst_slice(err_c, err_e, values, roundoff)
     if bad_slice is not None:
         where, c, w = bad_slice
@@ -189,5 +192,6 @@ def opinion_on(path: str, actual: Any, expected: Any, reference: Reference) -> O
             False,
             "second opinion: slice",
             f"{distances}; at {where}: RMSE {c:.3g} vs {w:.3g}, beyond {SLICE_FACTOR:g}x eager's",
+            distances,
         )
-    return Opinion(True, SECOND_OPINION, f"{path}: {distances}")
+    return Opinion(True, SECOND_OPINION, f"{path}: {distances}", distances)

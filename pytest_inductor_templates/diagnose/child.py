@@ -218,6 +218,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
             return
     # the inductor stage fails: the item's own check said so, or the reproduce step did
     reproduced = request.reason if request.reason is not None else first.reason
+    failing_figures = request.item_float64_rmse if request.reason is not None else first.float64_rmse
     graphs: list[Any] = []
     with _step(log, "capture", counts), host_lock.work():
         graphs = capture(request, selection, drawn)
@@ -294,6 +295,8 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
                 fixed = None if still is None else not still
             if finding is not None and finding.compiled_rmse is not None and finding.eager_rmse is not None:
                 distances = numerics.Distances(finding.compiled_rmse, finding.eager_rmse, f"at {finding.describe()}")
+            elif failing_figures:  # the failing check's own figures at its outputs: no compile
+                distances = numerics.at_failing_outputs(failing_figures)
             else:
                 distances = numerics.output_distances(request, selection, drawn, eager)
                 counts.compiles += 1

@@ -44,6 +44,13 @@ def floating_dtypes(build: Any) -> set[str]:
     }
 
 
+def at_failing_outputs(figures: dict[str, tuple[float, float]]) -> Distances:
+    """The failing check's own figures (output path -> compiled's and eager's RMSE against float64, as
+    ``CheckResult.float64_rmse`` keeps them), at the output where compiled is farthest beyond eager."""
+    found = [Distances(compiled, eager, f"at the outputs ({path})") for path, (compiled, eager) in figures.items()]
+    return max(found, key=lambda d: d.ratio)
+
+
 def output_distances(request: DiagnosisRequest, selection: Selection, build: Any, eager: Any) -> Distances | None:
     """Compiled's and eager's RMSE against the float64 run at the first output where they differ most; eager's
     outputs and the float64 run are the diagnosis's (``eager``, computed once), the compiled one is compiled here."""

@@ -26,6 +26,7 @@ class Attempt:
     backend_calls: int = 0  # graphs the plugin's own backend compiled (0: torch.compile used another backend)
     notes: list[str] = field(default_factory=list)
     graph: bool = False  # compiled from Inductor's kept graph alone (``inner_graph``), not the whole model
+    float64_rmse: dict[str, tuple[float, float]] = field(default_factory=dict)  # ``CheckResult.float64_rmse``
 
 
 def call_of(request: DiagnosisRequest) -> Any:
@@ -233,11 +234,11 @@ class Judge:
                     if isinstance(observed, CheckResult)
                     else judge(observed, request.tolerance, request.second_opinion)
                 )
-            outcome, reason = result.outcome.value, result.reason
+            outcome, reason, figures = result.outcome.value, result.reason, result.float64_rmse
         except Exception as error:
-            outcome, reason = "error", f"building or checking raised {first_line(error)}"
+            outcome, reason, figures = "error", f"building or checking raised {first_line(error)}", {}
         calls = compiled.stats.graphs if compiled is not None else 0
-        return Attempt(outcome, reason, round(time.perf_counter() - start, 2), calls)
+        return Attempt(outcome, reason, round(time.perf_counter() - start, 2), calls, float64_rmse=figures)
 
 
 def lowers_with_inductor() -> bool:

@@ -75,6 +75,9 @@ class DiagnosisRequest:
     # files, imported by the diagnosis's processes (backends and templates they register)
     reason: str | None = None  # the item's own failure (its reason): the reproduce step, without compiling again
     # (None: the diagnosis checks once itself, with a fresh cache)
+    item_float64_rmse: dict[str, tuple[float, float]] = field(default_factory=dict)  # with ``reason``: the item's
+    # failing outputs' compiled and eager RMSE against float64 (``CheckResult.float64_rmse``), which the kind step
+    # reads instead of compiling the model again
     item_cache: str | None = None  # the item's compile-cache state (cold, warm, mixed): code from the cache is
     # compiled again for the reproduce step, which says so when that passes
     host_lock: Sharing | None = None  # the session's work/timing lock, taken per check by the diagnosis's processes

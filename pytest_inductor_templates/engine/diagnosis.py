@@ -127,7 +127,9 @@ def diagnose_cell(
         request = DiagnosisRequest(
             source, selection, device, verdict.result.outcome.value, plan.repro_dir, tolerance, plan.budget_seconds,
             no_grad, name=plan.name, second_opinion=policy.second_opinion, tf32=policy.tf32, conftests=plan.conftests,
-            reason=None if cached else verdict.result.reason, item_cache=cache_state, host_lock=host_lock.sharing(),
+            reason=None if cached else verdict.result.reason,
+            item_float64_rmse={} if cached else dict(verdict.result.float64_rmse), item_cache=cache_state,
+            host_lock=host_lock.sharing(),
             processes=plan.processes,
         )  # fmt: skip
         diagnosis = diagnose(request)
