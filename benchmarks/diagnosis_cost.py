@@ -60,18 +60,38 @@ def count_eager_call(module, args):  # a forward pre-hook (module level: a saved
         _count("eager_run")
 
 
+def _count_lowerings(graph_module):  # each Inductor graph lowering is a compile
+    init = graph_module.GraphLowering.__init__
+
+    def counted_init(self, *args, **kwargs):
+        _count("compile")
+        init(self, *args, **kwargs)
+
+    graph_module.GraphLowering.__init__ = counted_init
+
+
+class _CountAfterImport:  # wraps Inductor's GraphLowering as its module is imported, so that counting imports no
+    # torch at the interpreter's start: the diagnosis's child then starts its helpers as early as it does unplanted
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch._inductor.graph":
+            return None
+        import importlib.machinery
+
+        _sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        exec_module = spec.loader.exec_module
+
+        def exec_then_count(module):
+            exec_module(module)
+            _count_lowerings(module)
+
+        spec.loader.exec_module = exec_then_count
+        return spec
+
+
 if _COUNT_FILE and _IN_DIAGNOSIS:
     _count("process_start")
-    import torch
-    from torch._inductor import graph as _graph
-
-    _init = _graph.GraphLowering.__init__
-
-    def _counted_init(self, *args, **kwargs):
-        _count("compile")
-        _init(self, *args, **kwargs)
-
-    _graph.GraphLowering.__init__ = _counted_init
+    _sys.meta_path.insert(0, _CountAfterImport())
 
     from pytest_inductor_templates.samples import builtin as _builtin, graphnet as _graphnet
 
@@ -80,6 +100,8 @@ if _COUNT_FILE and _IN_DIAGNOSIS:
             make_model, make_inputs = cls.make_model, cls.make_inputs
 
             def counted_model(self, device):
+                import torch
+
                 model = make_model(self, device)
                 if str(device) == "meta":  # a skeleton for saved tensors: nothing drawn
                     return model
@@ -97,6 +119,8 @@ if _COUNT_FILE and _IN_DIAGNOSIS:
                 both = cls.make_model_and_inputs
 
                 def counted_both(self, device):
+                    import torch
+
                     model, inputs = both(self, device)
                     _count("draw_inputs")
                     _count("draw_model")
