@@ -262,6 +262,48 @@ def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 
     return lines
 
 
+def until_full_speed(record: ItemRecord, first: int = 4, most: int = 8) -> tuple[Interval, int] | None:
+    """The rule to try against the default, recounted from an entry timed in ``most`` processes (None otherwise):
+    its first ``first`` processes, then one more at a time until ``first`` of them ran at full speed (median
+    CPU-speed probe within ``SLOW`` of the mark) or ``most`` have timed it; the band over the full-speed ones where
+    at least three are, else over all asked; and, as the default, all ``most`` (their full-speed ones) where that
+    band is wider than the entry's target. With how many processes it asked."""
+    speedups, probes, mark = record.process_speedups or [], record.process_probe_ms or [], record.full_speed_mark_ms
+    pids = record.process_pids or list(range(len(speedups)))
+    order = list(dict.fromkeys(pids))
+    if len(order) < most or not mark or len(probes) != len(speedups):
+        return None
+    fast = {pid for pid, probe in zip(pids, probes, strict=True) if probe <= SLOW * mark}
+
+    def band(asked: list[int]) -> Interval:
+        counted = [pid for pid in asked if pid in fast] if sum(pid in fast for pid in asked) >= 3 else asked
+        kept = [(s, pid) for s, pid in zip(speedups, pids, strict=True) if pid in counted]
+        return across_processes([Interval(s, s, s) for s, _ in kept], [pid for _, pid in kept])
+
+    asked = order[:first]
+    while sum(pid in fast for pid in asked) < first and len(asked) < most:
+        asked = order[: len(asked) + 1]
+    found = band(asked)
+    if record.speedup_target is not None and found.half_width > record.speedup_target and len(asked) < most:
+        asked = order[:most]
+        found = band(asked)
+    return found, len(asked)
+
+
+def until_full_speed_lines(name: str, run: Run) -> list[str]:
+    """The stable count under ``until_full_speed``, over the entries timed in eight processes."""
+    widths: dict[bool, list[float]] = {False: [], True: []}
+    asked: list[int] = []
+    for record in compiled_bench(run).values():
+        if (found := until_full_speed(record)) is not None:
+            widths[bool(record.launch_bound)].append(found[0].half_width)
+            asked.append(found[1])
+    if not (parts := within_parts(widths)):
+        return []
+    counts = ", ".join(f"{n} in {k}" for k, n in sorted(Counter(asked).items()))
+    return [f"{name}: 4 processes, more until 4 at full speed, its band over those (asked: {counts}): {parts}"]
+
+
 def own_process_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5, 7)) -> list[str]:
     """The item's own process (which compiled the sample, cold in a cold run, and checked it) against the others:
     its speedup's median offset from theirs, and what K of the other processes alone would give, for each K."""
@@ -315,6 +357,15 @@ def repeat_lines(first: Run, second: Run) -> list[str]:
         lines.append(
             f"repeat, mostly-slow timings left out: change median {statistics.median(changes):.1%}, largest "
             f"{max(changes):.1%}; inside the first run's band: {inside} of {len(bands)}"
+        )
+    ruled = {k: (until_full_speed(one[k]), until_full_speed(two[k])) for k in keys}
+    ruled = {k: (a[0], b[0]) for k, (a, b) in ruled.items() if a is not None and b is not None}
+    if ruled:
+        changes = [abs(b.median / a.median - 1) for a, b in ruled.values()]
+        inside = sum(a.low <= b.median <= a.high for a, b in ruled.values())
+        lines.append(
+            f"repeat, 4 processes, more until 4 at full speed: change median {statistics.median(changes):.1%}, "
+            f"largest {max(changes):.1%}; inside the first run's band: {inside} of {len(ruled)}"
         )
     if keys:
         changes = [abs(two[k].speedup / one[k].speedup - 1) for k in keys]
@@ -416,6 +467,7 @@ def main() -> int:
                 lines += process_lines(f"run-{count}w", m.run)
                 lines += first_processes_lines(f"run-{count}w", m.run)
                 lines += without_slow_lines(f"run-{count}w", m.run)
+                lines += until_full_speed_lines(f"run-{count}w", m.run)
                 lines += own_process_lines(f"run-{count}w", m.run)
     if "baseline-1w" in walls and f"run-{counts[0]}w" in walls:
         new, old = walls[f"run-{counts[0]}w"], walls["baseline-1w"]

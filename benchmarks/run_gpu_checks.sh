@@ -4,7 +4,7 @@
 #   (what: env tests suite fidelity tf32 probe examples samples samples_bf16 memory faults; default all; also, not in
 #   the default: stability and crosscheck (speedups' spread and a Timer reference), multigpu (2 GPUs), corpus,
 #   isolation and scaling, over CORPUS (default ../shared/graphnet-corpus); diagnose and diagnose_pass: issue 40's
-#   diagnosis proof; variance: where a speedup's variance sits)
+#   diagnosis proof; timing: issue 37's proof run; variance: where a speedup's variance sits)
 # Logs go to $OUT (default /tmp/gpu-checks). WORKERS: xdist workers of the samples steps (default 8);
 # SAMPLES_K: a -k expression to run only some samples; SHARD: the name of a results shard; STEP_LIMIT: seconds
 # a step may run before it is interrupted (default 540; pytest then still writes what it has); NO_INSTALL=1: the
@@ -84,6 +84,12 @@ for step in $what; do
       OUT="$OUT/corpus" limit python3 benchmarks/corpus_results.py run "${CORPUS:-../shared/graphnet-corpus}" \
           --shard "${SHARD:-1/1}" --templates "${TEMPLATES:-default,cudagraphs,freezing}" \
           --workers "${CORPUS_WORKERS:-4}" --diagnose "${DIAGNOSE_MAX:-40}" ${RESUME:+--resume} 2>&1 | tail -25 ;;
+    timing) # issue 37's proof run: the 18 samples of gpu_timing_samples.txt, four workers, cold then a warm repeat,
+      # with TIMING_ARGS passed to the runs (e.g. --inductor-timing-processes=8: every item in eight processes, so
+      # that the script recounts the default rule and the full-speed one from the same records)
+      OUT="$OUT/timing" limit python3 benchmarks/gpu_timing_proof.py "${CORPUS:-../shared/graphnet-corpus}" \
+          --workers 4 --best 4 --warm-repeat --steps scaling,repeat -- ${TIMING_ARGS:-} 2>&1 | tee "$OUT/timing.txt" \
+          | grep -E "^(run|repeat)" ;;
     variance) # issue 37: where a speedup's variance sits (rounds, stretches of one process, processes)
       OUT="$OUT/variance" limit python3 benchmarks/timing_variance.py "${CORPUS:-../shared/graphnet-corpus}" \
           --processes "${VARIANCE_PROCESSES:-3}" --stretches "${VARIANCE_STRETCHES:-3}" \
