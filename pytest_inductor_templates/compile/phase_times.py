@@ -4,6 +4,7 @@ Dynamo's resets (each reset clears those timers: ``isolated_compile_state`` rese
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +18,13 @@ PARTS = {  # the field a block's figures get: the torch timer it sums
     "kernel_wait": "async_compile.wait",  # the generated module waiting for its kernels (a compile pool)
     "kernel_compile": "async_compile.precompile",  # a kernel compiled in the process (no pool)
 }
-_totals: dict[str, float] = dict.fromkeys(PARTS, 0.0)  # this process's seconds per part, banked so far
+OWN_PARTS = {  # the parts of a diagnosis's check outside the compile, timed by the plugin (``own_part``)
+    "build": "the check's fresh copy of the model and its compiled wrapper",
+    "calls": "the compiled model's calls, its compile (the first call's) included",
+    "compare": "the outputs compared with eager's, the float64 second opinion included",
+    "graph_eager": "a kept graph run eagerly, to see whether it stands for the model",
+}
+_totals: dict[str, float] = dict.fromkeys([*PARTS, *OWN_PARTS], 0.0)  # this process's seconds per part, banked
 _banked: dict[str, int] = {}  # how many of each timer's entries are in the totals
 
 
@@ -40,9 +47,19 @@ def reset_dynamo() -> None:
 
 
 @contextlib.contextmanager
+def own_part(field: str) -> Iterator[None]:
+    """Count the block's seconds as ``field`` of ``OWN_PARTS`` (where ``compile_parts`` reads them)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        _totals[field] += time.perf_counter() - start
+
+
+@contextlib.contextmanager
 def compile_parts(into: dict[str, Any]) -> Iterator[None]:
-    """Add to ``into`` the seconds the block's Inductor compiles spent in each of ``PARTS``, and ``kernels``: the
-    Triton kernels they asked for (loaded from a cache or compiled)."""
+    """Add to ``into`` the seconds the block's Inductor compiles spent in each of ``PARTS``, the block's
+    ``OWN_PARTS``, and ``kernels``: the Triton kernels they asked for (loaded from a cache or compiled)."""
     from torch._dynamo.utils import counters
 
     _bank()
@@ -52,5 +69,5 @@ def compile_parts(into: dict[str, Any]) -> Iterator[None]:
         yield
     finally:
         _bank()
-        into.update({field: round(_totals[field] - before[field], 2) for field in PARTS})
+        into.update({field: round(_totals[field] - before[field], 2) for field in [*PARTS, *OWN_PARTS]})
         into["kernels"] = counters["inductor"]["async_compile_cache_miss"] - asked

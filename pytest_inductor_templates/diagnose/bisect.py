@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from ..compile.phase_times import PARTS, compile_parts
+from ..compile.phase_times import OWN_PARTS, PARTS, compile_parts
 from .helpers import Helpers
 from .questions import Question, remember_applications
 from .steplog import StepLog
@@ -175,7 +175,9 @@ class Answers:
         if answer.get("debug_info"):  # the last bisection steps: what each application was
             remember_applications(question.backend, question.subsystem, answer["debug_info"])  # type: ignore[arg-type]
         fields = {
-            k: answer.get(k) for k in ("seconds", "pid", *PARTS, "kernels", "implied_by") if answer.get(k) is not None
+            k: answer.get(k)
+            for k in ("seconds", "pid", *PARTS, *OWN_PARTS, "kernels", "implied_by")
+            if answer.get(k) is not None
         }
         self.log.write("bisect_check", **where, failing=answer.get("failing"), **fields)
         return answer.get("failing")

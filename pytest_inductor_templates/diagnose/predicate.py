@@ -11,6 +11,7 @@ from typing import Any
 
 from ..check.inputs import Inputs
 from ..compile.failures import first_line
+from ..compile.phase_times import own_part
 from ..templates.registry import Template
 from ..templates.selection import Selection
 from .request import DiagnosisRequest
@@ -137,7 +138,7 @@ class Judge:
             return tried
         failing = tried.outcome == self.request.outcome
         try:
-            with host_lock.work(), device_scope(self.request.device):  # its eager runs, as a check's
+            with host_lock.work(), device_scope(self.request.device), own_part("graph_eager"):  # as a check's runs
                 graph = inner_graph.usable(kept, failing, self.request.repro_tolerance(), self.request.second_opinion)
         except Exception:  # the kept graph cannot run eagerly
             graph = None
@@ -217,7 +218,8 @@ class Judge:
                 scoped_config(patches),
                 isolated_compile_state() as watcher,
             ):
-                compiled = CompiledModel(self.build.make_model(device), selection, watcher)
+                with own_part("build"):
+                    compiled = CompiledModel(self.build.make_model(device), selection, watcher)
                 subject = CheckSubject(
                     make_eager=lambda: self.build.make_model(device),
                     model=compiled,
@@ -227,13 +229,15 @@ class Judge:
                     second_opinion=request.second_opinion,
                     call=call_of(request),
                 )
-                observed = observe_model(subject, for_one_check(self.eager))
+                with own_part("calls"):
+                    observed = observe_model(subject, for_one_check(self.eager))
                 self.counts.compiles += 1
-                result = (
-                    observed
-                    if isinstance(observed, CheckResult)
-                    else judge(observed, request.tolerance, request.second_opinion)
-                )
+                with own_part("compare"):
+                    result = (
+                        observed
+                        if isinstance(observed, CheckResult)
+                        else judge(observed, request.tolerance, request.second_opinion)
+                    )
             outcome, reason, figures = result.outcome.value, result.reason, result.float64_rmse
         except Exception as error:
             outcome, reason, figures = "error", f"building or checking raised {first_line(error)}", {}
