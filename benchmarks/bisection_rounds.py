@@ -67,7 +67,7 @@ from pytest_inductor_templates.diagnose.steplog import StepLog, read_log
 
 work = Path({work!r})
 log, counts = StepLog(work / "steps.jsonl"), Counts()
-helpers = Helpers(work, {helpers}, log, counts, boot=open({boot!r}).read()) if {helpers} else None
+helpers = Helpers(work, {helpers}, log, counts, boot=Path({boot!r}).read_text()) if {helpers} else None
 if helpers is not None:
     helpers.wait_ready()
 start = time.monotonic()
@@ -94,6 +94,8 @@ def main() -> int:
     parser.add_argument("--check-seconds", type=float, default=1.0)
     parser.add_argument("--slow", default=None, help="LOW-HIGH:SECONDS: one bisection step slow in a helper")
     args = parser.parse_args()
+    if not 0 <= args.bad < args.applications:
+        parser.error(f"--bad {args.bad}: an application from 0 to {args.applications - 1}")
     slow = None
     if args.slow:
         span, _, seconds = args.slow.partition(":")

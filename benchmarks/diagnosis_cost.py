@@ -79,6 +79,8 @@ class _CountAfterImport:  # wraps Inductor's GraphLowering as its module is impo
 
         _sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:  # not found: the import fails as it would have
+            return spec
         exec_module = spec.loader.exec_module
 
         def exec_then_count(module):

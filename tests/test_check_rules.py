@@ -145,6 +145,23 @@ def test_bf16_a_row_2_percent_off_fails_the_second_opinion(gemm: Observed) -> No
     assert "at dim 0 index 63" in result.reason
 
 
+def test_a_failing_call_keeps_its_float64_figures_by_call_and_output(gemm: Observed) -> None:
+    """The verdict carries compiled's and eager's RMSE against float64 at each output its second opinion failed,
+    named by call (``CheckResult.float64_rmse``): a diagnosis reads its kind from them, not from another compile."""
+    from pytest_inductor_templates.diagnose.localise import rmse
+
+    wide = gemm.float64.outputs()
+    assert wide is not None
+    actual = [gemm.actual[0], {"out": gemm.actual[1]["out"] * 1.05}]  # the second call 5% off
+    result = judge(dataclasses.replace(gemm, actual=actual, first_after=actual[0]))
+    assert result.outcome is Outcome.ACCURACY_FAIL and result.reason.startswith("call 2 of 2:"), result.reason
+    ((where, figures),) = result.float64_rmse.items()
+    assert where == "call 2 of 2: out['out']"
+    expected = (rmse(actual[1]["out"], wide[1]["out"]), rmse(gemm.expected[1]["out"], wide[1]["out"]))
+    assert figures == pytest.approx(expected)
+    assert judge(gemm).float64_rmse == {}  # a pass has none
+
+
 def _masked_row_off(key: str, t: torch.Tensor) -> torch.Tensor:
     if key == "masked":
         t[-1] *= 1.02

@@ -430,5 +430,11 @@ def test_a_value_mismatch_the_second_opinion_failed_keeps_its_float64_figures() 
     assert verdict.mismatches[0].float64_rmse == pytest.approx((rmse(wrong, exact), rmse(eager, exact)))
     unjudged = compare(wrong, eager)  # no float64 run: no figures
     assert unjudged.mismatches[0].float64_rmse is None
-    worst = at_failing_outputs({"out[0]": (2e-6, 1e-6), "out[1]": (1e-4, 1e-7)})
-    assert worst.describe() == "RMSE against float64 at the outputs (out[1]): compiled 0.0001, eager 1e-07 (1e+03x)"
+    rounded = exact * (1 + 1e-4 * torch.randn(64, 64, dtype=torch.float64))  # TF32 rounding's run: 1e-4 off
+    under_tf32 = compare(eager * 1.01, eager, reference64=lambda: exact, reference_tf32=lambda: rounded)
+    assert not under_tf32.ok and rmse(rounded, exact) > 100 * rmse(eager, exact)  # the allowance is TF32's
+    assert under_tf32.mismatches[0].float64_rmse == pytest.approx((rmse(eager * 1.01, exact), rmse(eager, exact)))
+    worst = at_failing_outputs({"call 1 of 2: out[0]": (2e-6, 1e-6), "call 1 of 2: out[1]": (1e-4, 1e-7)})
+    assert worst.describe() == (
+        "RMSE against float64 at the outputs (call 1 of 2: out[1]): compiled 0.0001, eager 1e-07 (1e+03x)"
+    )

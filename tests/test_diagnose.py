@@ -165,7 +165,7 @@ def test_planted_decomposition(tmp_path: Path) -> None:
     assert diagnosis["stage"] == "aot_eager_decomp_partition / decomposition: aten.hardswish.default", steps
     assert diagnosis["op"] == "aten.hardswish (decomposed)", steps
     assert diagnosis["kind"] == "miscompile", steps
-    assert "at the outputs (out)" in diagnosis["figures"], diagnosis
+    assert "at the outputs (call 1 of 2: out)" in diagnosis["figures"], diagnosis
     after = {before["step"]: r["compiles"] for before, r in itertools.pairwise(steps) if r["step"] == "counts"}
     assert after["kind"] == after["operator"], steps  # the failing check's own float64 figures: no compile
     assert_repro_tracks_the_plant(tmp_path, diagnosis, "hardswish_decomp")

@@ -244,7 +244,8 @@ def test_one_draw_skipped_checks_and_the_lock_per_check(tmp_path: Path) -> None:
         "inductor_comprehensive_padding": "Inductor pads no strides on the CPU (disable_padding_cpu)",
     }
     compiled = [r for r in steps if r["step"] == "bisect_check" and r.get("dynamo")]  # each a model-level check
-    assert compiled and all(r["calls"] >= r["dynamo"] and r["build"] >= 0 <= r["compare"] for r in compiled), compiled
+    assert compiled and all({"build", "calls", "compare", "graph_eager"} <= r.keys() for r in compiled), compiled
+    assert all(r["calls"] >= r["dynamo"] for r in compiled), compiled  # the compile happens in the first call
     timed = [r for r in compiled if r.get("seconds")]  # a helper's answers: the parts within the check's seconds
     assert timed and all(r["build"] + r["calls"] + r["compare"] <= r["seconds"] + 0.03 for r in timed), timed
     child = next(r["pid"] for r in steps if r["step"] == "start")

@@ -34,7 +34,7 @@ class Mismatch:
     rule: str = ""  # what decided it, when that is not the kind itself: ``first comparison``, ``second opinion: ...``
     count: int = 0  # for a tensor's values: how many elements differ, of how many
     total: int = 0
-    float64_rmse: tuple[float, float] | None = None  # compiled's and eager's RMSE against float64, where judged so
+    float64_rmse: tuple[float, float] | None = None  # compiled's and eager's own RMSE against float64, where judged so
 
     @property
     def decided_by(self) -> str:
@@ -285,8 +285,7 @@ def compare_outputs(
                 result.second_opinions.append(opinion.evidence)
             else:
                 message = f"{message}; {opinion.evidence}"
-                figures = opinion.distances
-                rmse = (figures.compiled_rmse, figures.eager_rmse) if figures is not None else None
+                rmse = opinion.distances.own_rmse if opinion.distances is not None else None
                 result.mismatches.append(Mismatch(path, "values", message, opinion.rule, **counts, float64_rmse=rmse))
     if result.mismatches:
         result.level = result.level if all(m.kind == "values" for m in result.mismatches) else None

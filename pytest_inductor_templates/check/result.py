@@ -19,5 +19,6 @@ class CheckResult:
     error: BaseException | None = None  # the exception behind a compile or runtime failure
     second_opinions: list[str] = field(default_factory=list)  # the float64 figures of each output it cleared
     uncompared: list[str] = field(default_factory=list)  # floating outputs eager left NaN or Inf everywhere
-    # the failing call's outputs the float64 second opinion failed: path -> compiled's and eager's RMSE against it
+    # the failing call's outputs the float64 second opinion failed ("call 1 of 2: out[0]") -> compiled's and eager's
+    # own RMSE against the float64 run
     float64_rmse: dict[str, tuple[float, float]] = field(default_factory=dict)

@@ -317,7 +317,7 @@ def judge(observed: Observed, tolerance: Tolerance | None = None, second_opinion
         what = f"call {number} of {calls}"
         reason = f"{what}: {comparison.mismatches[0].message}"
         details = _explain(f"compiled output differs from eager on {what}:", comparison.mismatches)
-        figures = {m.path: m.float64_rmse for m in comparison.mismatches if m.float64_rmse is not None}
+        figures = {f"{what}: {m.path}": m.float64_rmse for m in comparison.mismatches if m.float64_rmse is not None}
         return CheckResult(
             Outcome.ACCURACY_FAIL, reason, details, level, comparison.rule, second_opinions=cleared,
             float64_rmse=figures,

@@ -61,6 +61,12 @@ class Distances:
     compiled_worst: float
     eager_worst: float
     left_out: int = 0  # elements NaN or Inf in eager (and compiled) but finite in float64, left out
+    eager_own_rmse: float | None = None  # under TF32, eager's own RMSE (``eager_rmse`` is then TF32's allowance)
+
+    @property
+    def own_rmse(self) -> tuple[float, float]:
+        """Compiled's and eager's own RMSE against float64 (eager's without TF32's allowance)."""
+        return self.compiled_rmse, self.eager_own_rmse if self.eager_own_rmse is not None else self.eager_rmse
 
     def __str__(self) -> str:
         left_out = f" (leaving out {self.left_out} elements where eager is NaN or Inf and float64 is finite)"
@@ -178,7 +184,8 @@ def opinion_on(path: str, actual: Any, expected: Any, reference: Reference) -> O
     values = torch.where(finite, e, zero).abs()
     roundoff = machine_epsilon(expected.dtype) / 2
     left_out = int((~finite & r.isfinite()).sum())
-    distances = Distances(_rms(err_c), _rms(err_e), float(err_c.max()), float(err_e.max()), left_out)
+    own = _rms(torch.where(finite, (e - r).abs(), zero)) if tf32 is not None else None
+    distances = Distances(_rms(err_c), _rms(err_e), float(err_c.max()), float(err_e.max()), left_out, own)
     if distances.compiled_rmse > RMSE_FACTOR * distances.eager_rmse + roundoff * _rms(values):
         return Opinion(False, "second opinion: RMSE", f"{distances}: RMSE beyond {RMSE_FACTOR:g}x eager's", distances)
     if distances.compiled_worst > WORST_FACTOR * distances.eager_worst + roundoff * float(values.max()):

@@ -49,6 +49,8 @@ def reset_dynamo() -> None:
 @contextlib.contextmanager
 def own_part(field: str) -> Iterator[None]:
     """Count the block's seconds as ``field`` of ``OWN_PARTS`` (where ``compile_parts`` reads them)."""
+    if field not in OWN_PARTS:
+        raise ValueError(f"{field!r} is none of {', '.join(OWN_PARTS)}")
     start = time.perf_counter()
     try:
         yield

@@ -299,7 +299,8 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
                 distances = numerics.at_failing_outputs(failing_figures)
             else:
                 distances = numerics.output_distances(request, selection, drawn, eager)
-                counts.compiles += 1
+                if eager.float64.outputs() is not None:  # it compiles where there is a float64 run
+                    counts.compiles += 1
             kind = numerics.kind_of(distances, fixed)
             figures = distances.describe() if distances else None
             if fixed is not None:

@@ -45,15 +45,17 @@ def floating_dtypes(build: Any) -> set[str]:
 
 
 def at_failing_outputs(figures: dict[str, tuple[float, float]]) -> Distances:
-    """The failing check's own figures (output path -> compiled's and eager's RMSE against float64, as
+    """The failing check's own figures (its call and output -> compiled's and eager's RMSE against float64, as
     ``CheckResult.float64_rmse`` keeps them), at the output where compiled is farthest beyond eager."""
-    found = [Distances(compiled, eager, f"at the outputs ({path})") for path, (compiled, eager) in figures.items()]
+    found = [Distances(compiled, eager, f"at the outputs ({where})") for where, (compiled, eager) in figures.items()]
     return max(found, key=lambda d: d.ratio)
 
 
 def output_distances(request: DiagnosisRequest, selection: Selection, build: Any, eager: Any) -> Distances | None:
-    """Compiled's and eager's RMSE against the float64 run at the first output where they differ most; eager's
-    outputs and the float64 run are the diagnosis's (``eager``, computed once), the compiled one is compiled here."""
+    """Compiled's and eager's RMSE against the float64 run at the first call's output where they differ most; eager's
+    outputs and the float64 run are the diagnosis's (``eager``, computed once), the compiled one is compiled here
+    (not where there is no float64 run). Where the failing check's second opinion judged its outputs, the kind step
+    reads its figures instead (``at_failing_outputs``)."""
     import torch
 
     from ..compile.compiled import CompiledModel
@@ -61,15 +63,15 @@ def output_distances(request: DiagnosisRequest, selection: Selection, build: Any
     from ..timing import host_lock
     from .predicate import call_of
 
+    wide = eager.float64.outputs()
+    if wide is None:
+        return None
     device = torch.device(request.device.name)
     inputs = build.make_inputs(device)[:1]
     with host_lock.work(), isolated_compile_state() as watcher:
         compiled = CompiledModel(build.make_model(device), selection, watcher)
         actual = call_of(request)(compiled, inputs[0])
     expected = eager.expected[0]
-    wide = eager.float64.outputs()
-    if wide is None:
-        return None
     best: Distances | None = None
     for (path, a), (_, e), (_, f) in zip(leaves(actual), leaves(expected), leaves(wide[0]), strict=False):
         if not (isinstance(e, torch.Tensor) and e.is_floating_point() and a.shape == e.shape == f.shape):
