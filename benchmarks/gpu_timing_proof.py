@@ -290,6 +290,12 @@ def until_full_speed(record: ItemRecord, first: int = 4, most: int = 8) -> tuple
     return found, len(asked)
 
 
+def until_full_speed_band(record: ItemRecord) -> Interval | None:
+    """``until_full_speed``'s band alone."""
+    found = until_full_speed(record)
+    return found[0] if found is not None else None
+
+
 def until_full_speed_lines(name: str, run: Run) -> list[str]:
     """The stable count under ``until_full_speed``, over the entries timed in eight processes."""
     widths: dict[bool, list[float]] = {False: [], True: []}
@@ -331,6 +337,20 @@ def own_process_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5, 7
     return lines
 
 
+def recounted_repeat_lines(label: str, pairs: list[tuple[Interval | None, Interval | None]]) -> list[str]:
+    """The repeat's change and coverage under a recounted band (each entry's band in the first run and the repeat;
+    entries the rule cannot recount, None, left out)."""
+    bands = [(a, b) for a, b in pairs if a is not None and b is not None]
+    if not bands:
+        return []
+    changes = [abs(b.median / a.median - 1) for a, b in bands]
+    inside = sum(a.low <= b.median <= a.high for a, b in bands)
+    return [
+        f"repeat, {label}: change median {statistics.median(changes):.1%}, largest {max(changes):.1%}; inside the "
+        f"first run's band: {inside} of {len(bands)}"
+    ]
+
+
 def repeat_lines(first: Run, second: Run) -> list[str]:
     one, two = compiled_bench(first), compiled_bench(second)
     rows, lines = [], []
@@ -349,24 +369,11 @@ def repeat_lines(first: Run, second: Run) -> list[str]:
             for k, c in zip(keys, [two[k].speedup / one[k].speedup - 1 for k in keys], strict=True)
         ]
     keys = [k for k in one if k in two]
-    bands = {k: (without_slow(one[k]), without_slow(two[k])) for k in keys}
-    bands = {k: pair for k, pair in bands.items() if pair[0] is not None and pair[1] is not None}
-    if bands:
-        changes = [abs(b.median / a.median - 1) for a, b in bands.values()]
-        inside = sum(a.low <= b.median <= a.high for a, b in bands.values())
-        lines.append(
-            f"repeat, mostly-slow timings left out: change median {statistics.median(changes):.1%}, largest "
-            f"{max(changes):.1%}; inside the first run's band: {inside} of {len(bands)}"
-        )
-    ruled = {k: (until_full_speed(one[k]), until_full_speed(two[k])) for k in keys}
-    ruled = {k: (a[0], b[0]) for k, (a, b) in ruled.items() if a is not None and b is not None}
-    if ruled:
-        changes = [abs(b.median / a.median - 1) for a, b in ruled.values()]
-        inside = sum(a.low <= b.median <= a.high for a, b in ruled.values())
-        lines.append(
-            f"repeat, 4 processes, more until 4 at full speed: change median {statistics.median(changes):.1%}, "
-            f"largest {max(changes):.1%}; inside the first run's band: {inside} of {len(ruled)}"
-        )
+    for label, rule in (
+        ("mostly-slow timings left out", without_slow),
+        ("4 processes, more until 4 at full speed", until_full_speed_band),
+    ):
+        lines += recounted_repeat_lines(label, [(rule(one[k]), rule(two[k])) for k in keys])
     if keys:
         changes = [abs(two[k].speedup / one[k].speedup - 1) for k in keys]
         inside = sum(one[k].speedup_low <= two[k].speedup <= one[k].speedup_high for k in keys)
