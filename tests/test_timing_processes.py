@@ -198,12 +198,12 @@ def test_a_compiled_item_is_timed_in_loads_of_other_worker_processes_working_sid
     their rounds stopping early): the item's paired timing runs twice in its worker (the later load compiled again
     after a Dynamo reset, around a copy of the model as built) and twice in each of two other worker processes, whose
     work (build, compile) runs side by side (the lock log shows their work holds overlapping); the first of them to
-    build is planted a 20-fold offset (its eager calls spin 20 times longer; the compiled graph leaves the spin out), so the
-    band over the three is wider than its target and a fourth process times the item too. Each process builds the
-    sample once (a sample that logs its builds: the model under test; the check's eager models, paired timing's and
-    the loads' are copies of it as built); the record has each timing's speedup, pid and load, process by process,
-    the speedup is their geometric mean with the first timing's own interval beside it, and the terminal says what
-    the band is over, from its start."""
+    build is planted a 20-fold offset (its eager calls spin 20 times longer; the compiled graph leaves the spin
+    out), so the band over the three is wider than its target and a fourth process times the item too. Each process
+    builds the sample once (a sample that logs its builds: the model under test; the check's eager models, paired
+    timing's and the loads' are copies of it as built); the record has each timing's speedup, pid and load, process
+    by process, the speedup is their geometric mean with the first timing's own interval beside it, and the terminal
+    says what the band is over, from its start."""
     builds = tmp_path / "builds.log"
     top = OFFSET_TOP.format(builds=str(builds))
     write_fault_sample(tmp_path / "corpus" / "logged", fault_model(init=OFFSET_INIT, forward=OFFSET_FORWARD, top=top))
