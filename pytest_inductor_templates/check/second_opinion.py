@@ -39,7 +39,7 @@ class Opinion:
     cleared: bool
     rule: str  # ``second opinion`` when cleared; which bound failed; ``first comparison`` when no trusted reference
     evidence: str
-    distances: Distances | None = None  # the figures, where the float64 run could judge
+    distances: Distances | None = None  # the figures of an output it failed (a diagnosis reads them)
 
 
 @dataclass(frozen=True)
@@ -201,4 +201,4 @@ def opinion_on(path: str, actual: Any, expected: Any, reference: Reference) -> O
             f"{distances}; at {where}: RMSE {c:.3g} vs {w:.3g}, beyond {SLICE_FACTOR:g}x eager's",
             distances,
         )
-    return Opinion(True, SECOND_OPINION, f"{path}: {distances}", distances)
+    return Opinion(True, SECOND_OPINION, f"{path}: {distances}")

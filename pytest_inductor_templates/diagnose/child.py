@@ -298,9 +298,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
             elif failing_figures:  # the failing check's own figures at its outputs: no compile
                 distances = numerics.at_failing_outputs(failing_figures)
             else:
-                distances = numerics.output_distances(request, selection, drawn, eager)
-                if eager.float64.outputs() is not None:  # it compiles where there is a float64 run
-                    counts.compiles += 1
+                distances = numerics.output_distances(request, selection, drawn, eager, counts)
             kind = numerics.kind_of(distances, fixed)
             figures = distances.describe() if distances else None
             if fixed is not None:

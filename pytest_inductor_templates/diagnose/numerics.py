@@ -51,11 +51,13 @@ def at_failing_outputs(figures: dict[str, tuple[float, float]]) -> Distances:
     return max(found, key=lambda d: d.ratio)
 
 
-def output_distances(request: DiagnosisRequest, selection: Selection, build: Any, eager: Any) -> Distances | None:
+def output_distances(
+    request: DiagnosisRequest, selection: Selection, build: Any, eager: Any, counts: Any
+) -> Distances | None:
     """Compiled's and eager's RMSE against the float64 run at the first call's output where they differ most; eager's
     outputs and the float64 run are the diagnosis's (``eager``, computed once), the compiled one is compiled here
-    (not where there is no float64 run). Where the failing check's second opinion judged its outputs, the kind step
-    reads its figures instead (``at_failing_outputs``)."""
+    (not where there is no float64 run), counted in ``counts``. Where the failing check's second opinion judged its
+    outputs, the kind step reads its figures instead (``at_failing_outputs``)."""
     import torch
 
     from ..compile.compiled import CompiledModel
@@ -71,6 +73,7 @@ def output_distances(request: DiagnosisRequest, selection: Selection, build: Any
     with host_lock.work(), isolated_compile_state() as watcher:
         compiled = CompiledModel(build.make_model(device), selection, watcher)
         actual = call_of(request)(compiled, inputs[0])
+    counts.compiles += 1
     expected = eager.expected[0]
     best: Distances | None = None
     for (path, a), (_, e), (_, f) in zip(leaves(actual), leaves(expected), leaves(wide[0]), strict=False):
