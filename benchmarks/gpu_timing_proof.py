@@ -29,7 +29,7 @@ lock log under $OUT. The runs (each kept by --resume once finished, wall times i
 Stable: over ``run-1w`` and ``run-Bw``, the share of speedups whose band's half-width is within 2% (bound by the GPU)
 or 4% (launch-bound), and the median half-width of each; and what 3, 4, 5 or 8 timings give (each entry's band over
 its first K timings' speedups, loads or processes, the spread between them), so one run at the default count says
-whether fewer would do; and each band with the timings that ran mostly slow left out. Per run, where its span went
+whether fewer would do. Per run, where its span went
 (its lock log: timing, work in the items' own processes and in repeats, seconds by how many processes worked at
 once). Prints everything and writes it to $OUT/summary.md.
 """
@@ -48,7 +48,6 @@ from pathlib import Path
 
 import gpu_scaling as scaling
 
-from pytest_inductor_templates.cpu_speed import SLOW
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.runs.files import Run, load
 from pytest_inductor_templates.tables import render, seconds
@@ -161,18 +160,6 @@ def stable_lines(name: str, run: Run) -> list[str]:
     return lines
 
 
-def without_slow(record: ItemRecord) -> Interval | None:
-    """The entry's band over its timings (loads, processes) that did not run mostly slow (median CPU-speed probe
-    within ``SLOW`` of the mark), where at least half did not; else over all of them. None with one timing."""
-    speedups, probes, mark = record.process_speedups, record.process_probe_ms, record.full_speed_mark_ms
-    if not speedups or len(speedups) < 2:
-        return None
-    pids = record.process_pids or list(range(len(speedups)))
-    fast = [(s, pid) for s, p, pid in zip(speedups, probes or [], pids, strict=False) if mark and p <= SLOW * mark]
-    counted = fast if 2 * len(fast) >= len(speedups) and len(fast) >= 2 else list(zip(speedups, pids, strict=True))
-    return across_processes([Interval(s, s, s) for s, _ in counted], [pid for _, pid in counted])
-
-
 def within_parts(widths: dict[bool, list[float]]) -> str:
     """``launch-bound 13 of 18 within ±4% (median ±1.7%)`` for each kind with bands (``widths``: half-widths by
     whether the entry is launch-bound), joined by ``; ``."""
@@ -184,26 +171,20 @@ def within_parts(widths: dict[bool, list[float]]) -> str:
     )
 
 
-def without_slow_lines(name: str, run: Run) -> list[str]:
-    """What the stable count would be with each entry's mostly-slow timings left out of its band."""
-    widths: dict[bool, list[float]] = {False: [], True: []}
-    for record in compiled_bench(run).values():
-        if (band := without_slow(record)) is not None:
-            widths[bool(record.launch_bound)].append(band.half_width)
-    parts = within_parts(widths)
-    return [f"{name}: mostly-slow timings left out: {parts}"] if parts else []
-
-
 def process_lines(name: str, run: Run) -> list[str]:
     """Each entry's band over its timings (loads, processes): each timing's speedup and median CPU-speed probe over
     the mark of full speed, and how many timings met too few full-speed rounds."""
-    lines = [f"{name}: each timing's speedup (its median probe / the mark); timings with too few full-speed rounds:"]
+    lines = [
+        f"{name}: each timing's speedup (its median probe / the mark; - where the band left it out); timings with too "
+        "few full-speed rounds:"
+    ]
     for record in sorted(compiled_bench(run).values(), key=lambda r: -(half_width(r) or 0)):
         speedups, probes = record.process_speedups or [record.speedup], record.process_probe_ms or []
         mark = record.full_speed_mark_ms
+        counted = record.process_counted or [True] * len(speedups)
         figures = [
-            f"{speedup:.3f}" + (f" ({probe / mark:.2f})" if mark and probe else "")
-            for speedup, probe in zip(speedups, probes or [None] * len(speedups), strict=True)
+            f"{speedup:.3f}" + (f" ({probe / mark:.2f})" if mark and probe else "") + ("" if kept else "-")
+            for speedup, probe, kept in zip(speedups, probes or [None] * len(speedups), counted, strict=True)
         ]
         width = half_width(record)
         band = f"±{width:.1%}" if width is not None else "no band"
@@ -236,9 +217,8 @@ def first_processes_band(record: ItemRecord, count: int) -> Interval | None:
 
 def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 4, 6, 8)) -> list[str]:
     """What K processes give (K loads, for entries timed in one process): each entry's band over its first K
-    processes' timings (as the plugin's band: over the processes' means, or over one process's loads, their
-    20%-trimmed mean's from six on), for each K, against the stable targets; and the plugin's default rule where an
-    entry has eight: the first four, all eight where the four's band is wider than the entry's target."""
+    processes' timings (over the processes' means, or over one process's loads, their 20%-trimmed mean's from six
+    on; every timing counted, no floor), for each K, against the stable targets."""
     entries = [r for r in compiled_bench(run).values() if r.process_speedups]
     lines = []
     for count in counts:
@@ -248,66 +228,7 @@ def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 
                 widths[bool(record.launch_bound)].append(band.half_width)
         if parts := within_parts(widths):
             lines.append(f"{name}: over the first {count} processes (loads in one): {parts}")
-    widths = {False: [], True: []}
-    extended = 0
-    for record in entries:
-        four, eight = first_processes_band(record, 4), first_processes_band(record, 8)
-        if four is None or eight is None or record.speedup_target is None:
-            continue
-        wide = four.half_width > record.speedup_target
-        extended += wide
-        widths[bool(record.launch_bound)].append((eight if wide else four).half_width)
-    if parts := within_parts(widths):
-        lines.append(f"{name}: 4 processes, all 8 where their band is wider than its target ({extended} so): {parts}")
     return lines
-
-
-def until_full_speed(record: ItemRecord, first: int = 4, most: int = 8) -> tuple[Interval, int] | None:
-    """The rule to try against the default, recounted from an entry timed in ``most`` processes (None otherwise):
-    its first ``first`` processes, then one more at a time until ``first`` of them ran at full speed (median
-    CPU-speed probe within ``SLOW`` of the mark) or ``most`` have timed it; the band over the full-speed ones where
-    at least three are, else over all asked; and, as the default, all ``most`` (their full-speed ones) where that
-    band is wider than the entry's target. With how many processes it asked."""
-    speedups, probes, mark = record.process_speedups or [], record.process_probe_ms or [], record.full_speed_mark_ms
-    pids = record.process_pids or list(range(len(speedups)))
-    order = list(dict.fromkeys(pids))
-    if len(order) < most or not mark or len(probes) != len(speedups):
-        return None
-    fast = {pid for pid, probe in zip(pids, probes, strict=True) if probe <= SLOW * mark}
-
-    def band(asked: list[int]) -> Interval:
-        counted = [pid for pid in asked if pid in fast] if sum(pid in fast for pid in asked) >= 3 else asked
-        kept = [(s, pid) for s, pid in zip(speedups, pids, strict=True) if pid in counted]
-        return across_processes([Interval(s, s, s) for s, _ in kept], [pid for _, pid in kept])
-
-    asked = order[:first]
-    while sum(pid in fast for pid in asked) < first and len(asked) < most:
-        asked = order[: len(asked) + 1]
-    found = band(asked)
-    if record.speedup_target is not None and found.half_width > record.speedup_target and len(asked) < most:
-        asked = order[:most]
-        found = band(asked)
-    return found, len(asked)
-
-
-def until_full_speed_band(record: ItemRecord) -> Interval | None:
-    """``until_full_speed``'s band alone."""
-    found = until_full_speed(record)
-    return found[0] if found is not None else None
-
-
-def until_full_speed_lines(name: str, run: Run) -> list[str]:
-    """The stable count under ``until_full_speed``, over the entries timed in eight processes."""
-    widths: dict[bool, list[float]] = {False: [], True: []}
-    asked: list[int] = []
-    for record in compiled_bench(run).values():
-        if (found := until_full_speed(record)) is not None:
-            widths[bool(record.launch_bound)].append(found[0].half_width)
-            asked.append(found[1])
-    if not (parts := within_parts(widths)):
-        return []
-    counts = ", ".join(f"{n} in {k}" for k, n in sorted(Counter(asked).items()))
-    return [f"{name}: 4 processes, more until 4 at full speed, its band over those (asked: {counts}): {parts}"]
 
 
 def own_process_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5, 7)) -> list[str]:
@@ -337,20 +258,6 @@ def own_process_lines(name: str, run: Run, counts: tuple[int, ...] = (3, 4, 5, 7
     return lines
 
 
-def recounted_repeat_lines(label: str, pairs: list[tuple[Interval | None, Interval | None]]) -> list[str]:
-    """The repeat's change and coverage under a recounted band (each entry's band in the first run and the repeat;
-    entries the rule cannot recount, None, left out)."""
-    bands = [(a, b) for a, b in pairs if a is not None and b is not None]
-    if not bands:
-        return []
-    changes = [abs(b.median / a.median - 1) for a, b in bands]
-    inside = sum(a.low <= b.median <= a.high for a, b in bands)
-    return [
-        f"repeat, {label}: change median {statistics.median(changes):.1%}, largest {max(changes):.1%}; inside the "
-        f"first run's band: {inside} of {len(bands)}"
-    ]
-
-
 def repeat_lines(first: Run, second: Run) -> list[str]:
     one, two = compiled_bench(first), compiled_bench(second)
     rows, lines = [], []
@@ -369,11 +276,6 @@ def repeat_lines(first: Run, second: Run) -> list[str]:
             for k, c in zip(keys, [two[k].speedup / one[k].speedup - 1 for k in keys], strict=True)
         ]
     keys = [k for k in one if k in two]
-    for label, rule in (
-        ("mostly-slow timings left out", without_slow),
-        ("4 processes, more until 4 at full speed", until_full_speed_band),
-    ):
-        lines += recounted_repeat_lines(label, [(rule(one[k]), rule(two[k])) for k in keys])
     if keys:
         changes = [abs(two[k].speedup / one[k].speedup - 1) for k in keys]
         inside = sum(one[k].speedup_low <= two[k].speedup <= one[k].speedup_high for k in keys)
@@ -473,8 +375,6 @@ def main() -> int:
                 lines += stable_lines(f"run-{count}w", m.run)
                 lines += process_lines(f"run-{count}w", m.run)
                 lines += first_processes_lines(f"run-{count}w", m.run)
-                lines += without_slow_lines(f"run-{count}w", m.run)
-                lines += until_full_speed_lines(f"run-{count}w", m.run)
                 lines += own_process_lines(f"run-{count}w", m.run)
     if "baseline-1w" in walls and f"run-{counts[0]}w" in walls:
         new, old = walls[f"run-{counts[0]}w"], walls["baseline-1w"]

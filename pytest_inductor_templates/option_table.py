@@ -25,8 +25,7 @@ DIAGNOSE_BUDGET = 300.0  # --inductor-diagnose-budget's default, seconds
 CPU_PROBE_SECONDS = 1.0  # --inductor-cpu-probe's default
 DIAGNOSE_MAX = 20  # --inductor-diagnose-max's default
 DIAGNOSE_PROCESSES = 2  # --inductor-diagnose-processes' default
-CUDA_PROCESSES = 4  # --inductor-timing-processes' default on CUDA: a process's loads share its offset
-CUDA_MORE_PROCESSES = 8  # ... and up to this many while the band over the first is wider than its target
+CUDA_PROCESSES = 8  # --inductor-timing-processes' default on CUDA: a process's loads share its offset
 CPU_PROCESSES = 1  # ... on the CPU (its rounds already meet the host's speeds within one process)
 CUDA_TIMINGS = 4  # on CUDA --inductor-timing-loads' default is this over the processes timing an item (1 in each of 4)
 CPU_LOADS = 1  # --inductor-timing-loads' default on the CPU
@@ -254,10 +253,10 @@ OPTIONS = (
         "a compiled sample item's paired timing runs in N worker processes: its own, then repeats of the same "
         "compiled code (from the compile cache) in others, each timing its share of the item's span, and its "
         "speedup's band comes from the spread between their means (from six on, their mean with the farthest "
-        "fifth each side, rounded down, left out); N-M: in N, then in more, up to M, while the band is wider than "
-        f"its target (default: {CUDA_PROCESSES}-"
-        f"{CUDA_MORE_PROCESSES} on CUDA, {CPU_PROCESSES} on the CPU; always 1 with --inductor-isolation=none, where "
-        "only --inductor-timing-loads repeats a timing)",
+        "fifth each side, rounded down, left out; on CUDA over the timings whose CPU ran at full speed, where they "
+        "are more than half, and at least +-1 percent, +-2 launch-bound); N-M: in N, then in more, up to M, while "
+        f"the band is wider than its target (default: {CUDA_PROCESSES} on CUDA, {CPU_PROCESSES} on the CPU; always 1 "
+        "with --inductor-isolation=none, where only --inductor-timing-loads repeats a timing)",
         "N[-M]",
     ),
     Option(

@@ -21,9 +21,8 @@ from .outcomes import FAILURES, Outcome
 # check_rule, pid/rss_mib/cuda_mib; 4: a compiled item's rounds are its paired compiled blocks, with its speedup's
 # target, launch shares and timing seconds; 5: speedups over several processes (timing_processes, process_speedups,
 # process_pids, first_process_*; later slow_cpu_processes, process_probe_ms, full_speed_mark_ms, diagnosis_deferred,
-# cpu_moves, timing_loads, process_loads, process_eager_ms, process_compiled_ms, band_quantile; process_counted,
-# written while slow processes were left out of the band, is ignored). Format 3 and 4 files still read. Readers
-# refuse others.
+# cpu_moves, timing_loads, process_loads, process_eager_ms, process_compiled_ms, band_quantile, process_counted).
+# Format 3 and 4 files still read. Readers refuse others.
 FORMAT = 5
 READS = (3, 4, 5)
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
@@ -107,7 +106,8 @@ class ItemRecord:
     process_speedups: list[float] | None = None
     process_pids: list[int] | None = None  # the processes those speedups were timed in, in that order
     process_loads: list[int] | None = None  # ... and the load of its process each was (0: the process's first)
-    slow_cpu_processes: int | None = None  # of those, the ones with too few full-speed rounds (counted, all rounds)
+    slow_cpu_processes: int | None = None  # of those, the ones with too few full-speed rounds (all rounds counted)
+    process_counted: list[bool] | None = None  # ... whether the band is over it (on CUDA: its CPU at full speed)
     process_probe_ms: list[float] | None = None  # each process's median CPU-speed probe (ms), the item's own first
     process_eager_ms: list[float] | None = None  # each timing's eager median (ms per call), in process_speedups' order
     process_compiled_ms: list[float] | None = None  # ... and compiled median: which side a timing's offset is on
@@ -154,6 +154,7 @@ class ItemRecord:
         self.paired_seconds = self.cpu_slow_rounds = self.full_speed_speedup = self.speedup_target = None
         self.speedup_of = self.all_rounds_speedup = None
         self.timing_processes = self.process_speedups = self.process_pids = self.slow_cpu_processes = None
+        self.process_counted = None
         self.timing_loads = self.process_loads = None
         self.process_probe_ms = self.full_speed_mark_ms = self.cpu_moves = None
         self.process_eager_ms = self.process_compiled_ms = self.band_quantile = None

@@ -104,10 +104,15 @@ def timings_text(processes: int, loads: int) -> str:
 
 def processes_text(record: ItemRecord) -> str | None:
     """``over 3 timings: 1.21x, 1.25x, 1.23x`` (the item's own first), where there was more than one (loads,
-    processes)."""
+    processes); a timing the band left out (its CPU slow throughout) reads ``1.43x (slow CPU, left out)``."""
     if not record.process_speedups:  # set only where there were repeats
         return None
-    return f"over {len(record.process_speedups)} timings: {', '.join(map(times, record.process_speedups))}"
+    counted = record.process_counted or [True] * len(record.process_speedups)
+    figures = [
+        times(speedup) + ("" if kept else " (slow CPU, left out)")
+        for speedup, kept in zip(record.process_speedups, counted, strict=False)
+    ]
+    return f"over {len(record.process_speedups)} timings: {', '.join(figures)}"
 
 
 def speedup_cell(record: ItemRecord | None, eager: ItemRecord | None = None) -> str:

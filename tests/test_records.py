@@ -87,13 +87,26 @@ def test_the_paired_rounds_cpu_probe_reaches_the_record() -> None:
     assert mostly_fast.speedup == 4.5 and mostly_fast.speedup_of == "all rounds"
 
 
-def test_a_process_that_met_too_few_full_speed_rounds_is_counted_and_said_so() -> None:
-    """Over three processes, the one whose rounds all ran slow against the others' mark stays in the band (leaving
-    such processes out moved repeats more on the H200, not less); the record counts it as slow and keeps every
-    process's figure and median probe, and the report's line lists every process."""
+@pytest.mark.parametrize(
+    ("probes", "host_shares", "counted"),
+    [
+        ((0.2, 0.1, 0.1, 0.1), (0.3, 0.7), [False, True, True, True]),  # CUDA, three of four at full speed
+        ((0.2, 0.2, 0.1, 0.1), (0.3, 0.7), [True] * 4),  # CUDA, only half at full speed: every timing counts
+        ((0.2, 0.1, 0.1, 0.1), None, [True] * 4),  # the CPU: every timing counts
+    ],
+)
+def test_a_timing_whose_cpu_ran_slow_throughout_is_left_out_where_most_ran_at_full_speed(
+    probes: tuple[float, ...], host_shares: tuple[float, float] | None, counted: list[bool]
+) -> None:
+    """The item's own process met a CPU twice as slow as the others' mark (its launch-bound compiled call 4.5 ms
+    where theirs took 3.0-3.1): on CUDA, where the timings at full speed are more than half, the band is over them
+    and the record says which it left out (``process_counted``, its ``band_quantile`` Student's t over those kept);
+    where they are not, or on the CPU, every timing counts. Either way the record keeps every timing's figure and
+    median probe, and the report's line marks the one left out."""
     from pytest_inductor_templates.check.result import CheckResult
     from pytest_inductor_templates.engine.cell import CellResult, Footprint, Verdict
     from pytest_inductor_templates.report.records import write_cell
+    from pytest_inductor_templates.student import t_975
     from pytest_inductor_templates.tables import processes_text
     from pytest_inductor_templates.timing.measure import Timing
     from pytest_inductor_templates.timing.paired import Interval, PairedTiming
@@ -106,17 +119,20 @@ def test_a_process_that_met_too_few_full_speed_rounds_is_counted_and_said_so() -
         paired = PairedTiming([eager] * rounds, [1e-3] * rounds, None, None, (1, 1), every, 0.02, 1.0)
         return dataclasses.replace(paired, probes=[probe] * rounds)
 
-    fast, also_fast, slow = process(3e-3, 0.1), process(3.1e-3, 0.1), process(4.5e-3, 0.2)
-    timing = Timing(Rounds(1, [1e-3] * 3), "time.perf_counter", 1, 5, paired=slow)
-    timing.repeats = (Repeat(fast, 2), Repeat(also_fast, 3))
+    eager_ms = (4.5e-3, 3.0e-3, 3.1e-3, 3.05e-3)
+    timings = [process(eager, probe) for eager, probe in zip(eager_ms, probes, strict=True)]
+    timing = Timing(Rounds(1, [1e-3] * 3), "time.perf_counter", 1, 5, paired=timings[0], host_shares=host_shares)
+    timing.repeats = tuple(Repeat(t, pid) for pid, t in enumerate(timings[1:], start=2))
     record = ItemRecord("builtin/x", "default", "cuda:0", "bench")
     cell = CellResult(Verdict(CheckResult(Outcome.PASS)), timing=timing, footprint=Footprint(1, None, None))
     write_cell(record, cell)
-    assert record.slow_cpu_processes == 1 and record.timing_processes == 3
-    assert record.process_speedups == pytest.approx([4.5, 3.0, 3.1]) and record.process_probe_ms == [0.2, 0.1, 0.1]
-    assert record.full_speed_mark_ms == 0.1 and record.speedup_of == "all rounds"
-    assert record.speedup == pytest.approx((4.5 * 3.0 * 3.1) ** (1 / 3))  # the item's own slow process counted
-    assert processes_text(record) == "over 3 timings: 4.5x, 3x, 3.1x"
+    assert record.timing_processes == 4 and record.process_counted == counted
+    assert record.process_speedups == pytest.approx([4.5, 3.0, 3.1, 3.05]) and record.process_probe_ms == list(probes)
+    kept = [s for s, c in zip(record.process_speedups, counted, strict=True) if c]
+    assert record.speedup == pytest.approx(math.prod(kept) ** (1 / len(kept)))
+    assert record.band_quantile == pytest.approx(t_975(len(kept)))
+    left_out = "" if all(counted) else " (slow CPU, left out)"
+    assert processes_text(record) == f"over 4 timings: 4.5x{left_out}, 3x, 3.1x, 3.05x"
 
 
 def test_a_speedup_whose_interval_means_nothing_prints_as_noise_and_contradicting_medians_are_named() -> None:

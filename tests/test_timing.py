@@ -215,9 +215,8 @@ def test_thread_setting_holds_for_the_plugins_items_and_an_impossible_precision_
         "(time.process_time); speedups paired with eager, until their 95% interval is within ±0.0%"
     ) in run.stdout
     defaults = (
-        "each compiled sample item timed in 4 processes on CUDA, 8 where their band is wider than its target (the band "
-        "from the spread between them), "
-        "once on the CPU"
+        "each compiled sample item timed in 8 processes on CUDA (the band from the spread between them), once on the "
+        "CPU"
     )
     assert f"; {defaults}\n" in run.stdout  # the loads' and processes' defaults, named where the run starts
     assert "INSIDE 1" in run.stdout and re.search(r"OUTSIDE (\d+) BEFORE \1\b", run.stdout)

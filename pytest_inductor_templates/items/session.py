@@ -280,7 +280,7 @@ def conftest_modules(config: pytest.Config) -> list[tuple[str, str]]:
 
 def repeat_processes(settings: Settings, devices: list[Device]) -> int:
     """The processes beside an item's own that repeat its timings: as many as the session's devices may use (the most
-    of any: on CUDA seven by default, three always and four more where a band is wide; on the CPU none)."""
+    of any: on CUDA seven by default; on the CPU none)."""
     return max(most_processes_for(settings.timing_processes, device.type) for device in devices) - 1
 
 

@@ -170,7 +170,10 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
         assert cell.footprint is not None  # a triple built in a worker has its footprint
         record.process_pids = [cell.footprint.pid, *(repeat.pid for repeat in timing.repeats)]
         record.process_loads = loads
-        record.band_quantile = t_975(band_units(record.timing_processes, record.timing_loads))
+        counted = timing.in_band
+        record.process_counted = counted
+        in_band = {process for process, kept in zip(timing.process_of, counted, strict=True) if kept}
+        record.band_quantile = t_975(band_units(len(in_band), sum(counted) if len(in_band) == 1 else 1))
         record.process_eager_ms = [round(p.eager_median * 1e3, 5) for p in processes]
         record.process_compiled_ms = [round(p.compiled_median * 1e3, 5) for p in processes]
         record.first_process_low, record.first_process_high = first.speedup.low, first.speedup.high

@@ -53,7 +53,8 @@ def processes_note(bench: list[ItemRecord]) -> list[str]:
         f"timed {many} (--inductor-timing-loads, --inductor-timing-processes): the speedup is the geometric mean of "
         "the timings' medians (of each process's, over several; from six processes on, their 20%-trimmed mean: the "
         "farthest fifth each side, rounded down, left out), its band from the spread between the processes (in one, "
-        "between its loads); `report` shows each timing's figure"
+        "between its loads); on CUDA over the timings whose CPU ran at full speed where they are more than half, "
+        "and at least ±1% (±2% launch-bound); `report` shows each timing's figure"
     ]
 
 

@@ -32,7 +32,7 @@ from .paired import (
     PairedTiming,
     time_paired,
 )
-from .processes import Repeat, across_processes, judged_together
+from .processes import Repeat, across_processes, at_full_speed, band_floor, judged_together, widened
 from .rounds import Rounds, RoundsPlan, time_rounds
 from .timers import CUDA_MIN_ROUND_SECONDS, LAUNCH_BOUND_SHARE, block_timer, device_time_ms, host_share, warm_up
 
@@ -127,10 +127,24 @@ class Timing:
         return judged_together([self.paired, *(repeat.paired for repeat in self.repeats)])
 
     @property
-    def speedup(self) -> Interval | None:
-        """The speedup and its 95% band over the timings (one: that timing's interval); None unpaired."""
+    def in_band(self) -> list[bool]:
+        """Which of ``processes`` the band is over: on CUDA those whose CPU ran at full speed, where they are more
+        than half (``at_full_speed``); else all."""
         processes = self.processes
-        return across_processes([timing.speedup for timing in processes], self.process_of) if processes else None
+        return at_full_speed(processes) if self.launch_bound is not None else [True] * len(processes)
+
+    @property
+    def speedup(self) -> Interval | None:
+        """The speedup and its 95% band over the timings in the band (one: that timing's interval), on CUDA at least
+        ``band_floor`` wide; None unpaired."""
+        processes = self.processes
+        if not processes:
+            return None
+        kept = [(timing.speedup, process) for timing, process, counted in zip(
+            processes, self.process_of, self.in_band, strict=True
+        ) if counted]  # fmt: skip
+        band = across_processes([interval for interval, _ in kept], [process for _, process in kept])
+        return widened(band, band_floor(self.launch_bound))
 
     @property
     def process_of(self) -> list[int]:

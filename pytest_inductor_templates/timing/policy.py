@@ -88,9 +88,9 @@ class TimingPolicy:
 
     def _repeats(self) -> str:
         """How often each compiled sample item is timed (a user's ``inductor_benchmark`` test: once): ``each compiled
-        sample item timed in 4 processes on CUDA, 8 where their band is wider than its target (...), once on the
-        CPU``; and where
-        ``--inductor-timing-processes`` cannot be had (unisolated), that it is not."""
+        sample item timed in 8 processes on CUDA (the band from the spread between them), once on the CPU``, with
+        ``N where their band is wider than its target`` where ``--inductor-timing-processes`` asks for more after
+        the first; and where ``--inductor-timing-processes`` cannot be had (unisolated), that it is not."""
 
         def timed(device: str, where: str = "") -> str:
             processes, most = processes_for(self.processes, device), most_processes_for(self.processes, device)

@@ -5,19 +5,24 @@ memory landed) and, shared by every load of it, a process's (on an H100 two proc
 1.3%, as much as a repeat of the run moved, while each one's loads agreed within a few tenths). A compiled item's
 paired timing is therefore repeated: in the same process, compiled again from the compile cache (a Dynamo reset and
 a fresh copy of the model: a load), and in other worker processes (the same code and autotune choices): on CUDA in
-four, and in four more where the band over the first four is wider than its target. Its speedup is the geometric mean
-of the processes' geometric means, with a 95% band of Student's t over those means (in one process, over its loads);
-from six on, their 20%-trimmed mean with Yuen's band, so that one process far from the others sets neither. By
-default on CUDA each process times its first load only: on an H100 a later load's speedup differed from the same
-process's first, and from a fresh process's, by 20-50% on 3 of 18 samples in two runs, in every process (a fresh
-process compiling the sample again after a reset did not), so by default loads fill in only where fewer than four
-processes time the item. Each timing's median carries its own rounds' noise, so that
-spread already holds it; the timings' own intervals, combined, no longer set a floor under it: from about ten
-rounds each they overstate their medians' noise (on an H100 that floor widened 13 of 18 bands past the spread, 7 of
-them past ±4%, where eight processes agreed within it). With one timing the band is that timing's interval.
-The processes' rounds are judged against the fastest mark of full speed any of them left; a process whose rounds ran
-mostly slow, too few at full speed (``slow-CPU rounds``), is counted with all its rounds: on the H200 leaving such
-processes out left bands over one or two processes (a mark few processes met) and moved repeats more, not less.
+eight. Its speedup is the geometric mean of the processes' geometric means, with a 95% band of Student's t over
+those means (in one process, over its loads); from six on, their 20%-trimmed mean with Yuen's band, so that one
+process far from the others sets neither. By default on CUDA each process times its first load only: on an H100 a
+later load's speedup differed from the same process's first, and from a fresh process's, by 20-50% on 3 of 18
+samples in two runs, in every process, so by default loads fill in only where fewer than four processes time the
+item. Each timing's median carries its own rounds' noise, so that spread already holds it; the timings' own
+intervals, combined, set no floor under it (from about ten rounds each they overstate their medians' noise).
+
+The processes' rounds are judged against the fastest mark of full speed any of them left. A timing whose CPU ran
+slow throughout (its median CPU-speed probe over ``SLOW_TIMING`` times that mark) is left out of the band where the
+timings at full speed are more than half: on an H100 a timing's median probe fell at 1.0-1.45 times the mark or at
+1.6-2.7 times (288 timings, one between), and a launch-bound compiled call slowed with the CPU while a GPU-bound
+eager one did not (``PoolFormer_s12`` 1.43x and 1.47x in its two slow processes, 2.13-2.35x in six at full speed;
+counted, its repeat moved 12.5%; left out, 3.3%). With fewer at full speed every timing counts (leaving them out then
+left bands over one or two processes on the H200, and repeats moved more). On CUDA a band is never narrower than
+``BAND_FLOOR`` (``LAUNCH_BOUND_BAND_FLOOR`` where the host's CPU speed is in the figure): a band over five to eight
+processes knows its spread only roughly, and on an H100 some came out at ±0.1-0.6% where a repeat of the run moved
+the speedup by 1.4-2.3%.
 
 Pure functions: no torch.
 """
@@ -29,9 +34,13 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..option_table import CPU_LOADS, CPU_PROCESSES, CUDA_MORE_PROCESSES, CUDA_PROCESSES, CUDA_TIMINGS
+from ..option_table import CPU_LOADS, CPU_PROCESSES, CUDA_PROCESSES, CUDA_TIMINGS
 from ..student import t_975, trimmed
 from .paired import Interval, PairedTiming
+
+SLOW_TIMING = 1.5  # a timing whose median CPU-speed probe is this many times the mark ran on a slow CPU throughout
+BAND_FLOOR = 0.01  # on CUDA a speedup's band is at least this wide each side
+LAUNCH_BOUND_BAND_FLOOR = 0.02  # ... and this wide where the host's CPU speed is in the figure (launch-bound)
 
 
 @dataclass(frozen=True)
@@ -46,21 +55,22 @@ class Repeat:
 
 def processes_for(chosen: tuple[int, int] | None, device_type: str) -> int:
     """Processes a compiled item's paired timing runs in first: ``chosen``'s first (``--inductor-timing-processes``),
-    else the default of the device type (4 on CUDA, 1 on the CPU)."""
+    else the default of the device type (8 on CUDA, 1 on the CPU)."""
     return _per_device(chosen[0] if chosen else None, device_type, CUDA_PROCESSES, CPU_PROCESSES)
 
 
 def most_processes_for(chosen: tuple[int, int] | None, device_type: str) -> int:
     """Processes a compiled item's paired timing may run in, more after the first while its band is wider than its
-    target: ``chosen``'s most (``--inductor-timing-processes``), else the default of the device type (8 on CUDA, 1
-    on the CPU)."""
-    return _per_device(chosen[1] if chosen else None, device_type, CUDA_MORE_PROCESSES, CPU_PROCESSES)
+    target: ``chosen``'s most (``--inductor-timing-processes``), else the first's default (8 on CUDA, 1 on the
+    CPU)."""
+    return _per_device(chosen[1] if chosen else None, device_type, CUDA_PROCESSES, CPU_PROCESSES)
 
 
 def loads_for(chosen: int | None, device_type: str, processes: int | None = None) -> int:
     """Loads each of ``processes`` (the processes timing the item; None: the device type's default) times a compiled
     item in: ``chosen`` (``--inductor-timing-loads``), else on CUDA at least four timings shared among the
-    processes (1 in each of 4, 2 in each of 3 or 2; 4 in one, as with ``--inductor-isolation=none``), on the CPU 1."""
+    processes (1 in each of 4 or more, 2 in each of 3 or 2; 4 in one, as with ``--inductor-isolation=none``), on
+    the CPU 1."""
     count = processes if processes is not None else processes_for(None, device_type)
     return _per_device(chosen, device_type, -(-CUDA_TIMINGS // count), CPU_LOADS)
 
@@ -75,6 +85,35 @@ def judged_together(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
     """The processes' paired timings, each round's full speed judged against the fastest mark of any of them."""
     reference = min((t.mark for t in timings if t.mark is not None), default=None)
     return [timing.judged_against(reference) for timing in timings]
+
+
+def at_full_speed(timings: Sequence[PairedTiming]) -> list[bool]:
+    """Which of ``timings`` (judged together) the band is over: those whose median CPU-speed probe is within
+    ``SLOW_TIMING`` times the fastest mark of full speed any of them left, where they are more than half; else all
+    of them (and all where a timing has no probes)."""
+    marks = [t.mark for t in timings if t.mark is not None]
+    if not marks or not all(t.probes for t in timings):
+        return [True] * len(timings)
+    fast = [statistics.median(t.probes) <= SLOW_TIMING * min(marks) for t in timings]
+    return fast if 2 * sum(fast) > len(timings) else [True] * len(timings)
+
+
+def band_floor(launch_bound: bool | None) -> float:
+    """The least half-width of a speedup's band (log scale): on CUDA (``launch_bound`` known) ``BAND_FLOOR``, or
+    ``LAUNCH_BOUND_BAND_FLOOR`` launch-bound; elsewhere none."""
+    if launch_bound is None:
+        return 0.0
+    return LAUNCH_BOUND_BAND_FLOOR if launch_bound else BAND_FLOOR
+
+
+def widened(band: Interval, floor: float) -> Interval:
+    """``band``, widened symmetrically on the log scale to at least ``floor`` each side."""
+    if band.median <= 0 or band.low <= 0:
+        return band
+    half = max(math.log(band.high / band.median), math.log(band.median / band.low))
+    if half >= floor:
+        return band
+    return Interval(band.median, band.median * math.exp(-floor), band.median * math.exp(floor))
 
 
 def across_processes(intervals: Sequence[Interval], processes: Sequence[int] | None = None) -> Interval:
