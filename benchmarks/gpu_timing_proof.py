@@ -26,6 +26,9 @@ lock log under $OUT. The runs (each kept by --resume once finished, wall times i
   ``compare --fail-on speedup:5%`` of ``run-Bw`` against ``repeat-Bw`` (should pass) and against ``slowed-Bw``
   (should fail each slowed entry).
 
+- ``recount`` (no run): ``run-Bw`` and ``repeat-Bw`` as an earlier invocation left them in $OUT, each compiled
+  entry's band made again from its timings' figures by this plugin's band rule (records with each timing's probe).
+
 Stable: over ``run-1w`` and ``run-Bw``, the share of speedups whose band's half-width is within 2% (bound by the GPU)
 or 4% (launch-bound), and the median half-width of each; and what 3, 4, 5 or 8 timings give (each entry's band over
 its first K timings' speedups, loads or processes, the spread between them), so one run at the default count says
@@ -52,7 +55,7 @@ from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.runs.files import Run, load
 from pytest_inductor_templates.tables import render, seconds
 from pytest_inductor_templates.timing.paired import Interval
-from pytest_inductor_templates.timing.processes import across_processes
+from pytest_inductor_templates.timing.processes import across_processes, at_full_speed, speedup_band
 
 GPU_BOUND_TARGET, LAUNCH_BOUND_TARGET = 0.02, 0.04
 KINDS = (("bound by the GPU", False, GPU_BOUND_TARGET), ("launch-bound", True, LAUNCH_BOUND_TARGET))
@@ -124,7 +127,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--workers", default="1,4,8")
     parser.add_argument("--best", type=int, help="the worker count of the repeat and gate runs (default: fastest)")
     parser.add_argument("--baseline-src", type=Path, help="an older plugin, unpacked: the cost's base")
-    parser.add_argument("--steps", default="baseline,scaling,repeat,gate")
+    parser.add_argument("--steps", default="baseline,scaling,repeat,gate", help="and recount: see the docstring")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--warm-repeat", action="store_true", help="repeat and gate runs from run-Bw's caches")
     return parser.parse_args(argv), extra
@@ -286,6 +289,35 @@ def repeat_lines(first: Run, second: Run) -> list[str]:
     return [*lines, "", *render(["sample", "kind", "first run", "repeat", "change"], rows, markdown=True)]
 
 
+def rebanded(run: Run) -> Run:
+    """``run`` with each compiled entry's speedup and band made again from its timings' figures by this plugin's
+    rule (``speedup_band``: the timings at full speed where most were, the floor): an earlier run recounted."""
+    for record in compiled_bench(run).values():
+        speedups = record.process_speedups
+        if not speedups or record.process_probe_ms is None:
+            continue
+        counted = at_full_speed(record.process_probe_ms, record.full_speed_mark_ms)
+        pids = record.process_pids or list(range(len(speedups)))
+        band = speedup_band([Interval(s, s, s) for s in speedups], pids, counted, record.launch_bound)
+        record.speedup, record.speedup_low, record.speedup_high = band.median, band.low, band.high
+        record.process_counted = counted
+    return run
+
+
+def recount_lines(out: Path, best: int) -> list[str]:
+    """The stable and repeat figures of ``run-Bw`` and ``repeat-Bw`` in ``out`` (an earlier invocation's) under this
+    plugin's band rule."""
+    first, second = (out / f"{name}-{best}w.jsonl" for name in ("run", "repeat"))
+    if not first.exists():
+        return [f"recount: no {first.name} in {out}"]
+    one = rebanded(load(str(first)))
+    lines = [f"recount of {first.name} by this plugin's band:", *stable_lines(f"run-{best}w", one)]
+    if second.exists():
+        two = rebanded(load(str(second)))
+        lines += [*stable_lines(f"repeat-{best}w", two), *repeat_lines(one, two)]
+    return lines
+
+
 def gate_lines(base: Path, same: Path, slowed: Path) -> list[str]:
     command = [sys.executable, "-m", "pytest_inductor_templates.runs.cli", "compare"]
     lines = []
@@ -389,6 +421,8 @@ def main() -> int:
         same = out / f"repeat-{best}w.jsonl"
         if same.exists():
             lines += ["", *gate_lines(first, same, slowed)]
+    if "recount" in steps:
+        lines += ["", *recount_lines(out, best)]
     text = "\n".join(lines)
     print(text)
     (out / "summary.md").write_text(text + "\n")

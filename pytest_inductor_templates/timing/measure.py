@@ -32,7 +32,7 @@ from .paired import (
     PairedTiming,
     time_paired,
 )
-from .processes import Repeat, across_processes, at_full_speed, band_floor, judged_together, widened
+from .processes import Repeat, at_full_speed, judged_together, speedup_band
 from .rounds import Rounds, RoundsPlan, time_rounds
 from .timers import CUDA_MIN_ROUND_SECONDS, LAUNCH_BOUND_SHARE, block_timer, device_time_ms, host_share, warm_up
 
@@ -131,7 +131,11 @@ class Timing:
         """Which of ``processes`` the band is over: on CUDA those whose CPU ran at full speed, where they are more
         than half (``at_full_speed``); else all."""
         processes = self.processes
-        return at_full_speed(processes) if self.launch_bound is not None else [True] * len(processes)
+        if self.launch_bound is None:
+            return [True] * len(processes)
+        marks = [timing.mark for timing in processes if timing.mark is not None]
+        probes = [statistics.median(timing.probes) if timing.probes else None for timing in processes]
+        return at_full_speed(probes, min(marks, default=None))
 
     @property
     def speedup(self) -> Interval | None:
@@ -140,11 +144,7 @@ class Timing:
         processes = self.processes
         if not processes:
             return None
-        kept = [(timing.speedup, process) for timing, process, counted in zip(
-            processes, self.process_of, self.in_band, strict=True
-        ) if counted]  # fmt: skip
-        band = across_processes([interval for interval, _ in kept], [process for _, process in kept])
-        return widened(band, band_floor(self.launch_bound))
+        return speedup_band([t.speedup for t in processes], self.process_of, self.in_band, self.launch_bound)
 
     @property
     def process_of(self) -> list[int]:

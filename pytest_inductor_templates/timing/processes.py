@@ -87,15 +87,24 @@ def judged_together(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
     return [timing.judged_against(reference) for timing in timings]
 
 
-def at_full_speed(timings: Sequence[PairedTiming]) -> list[bool]:
-    """Which of ``timings`` (judged together) the band is over: those whose median CPU-speed probe is within
-    ``SLOW_TIMING`` times the fastest mark of full speed any of them left, where they are more than half; else all
-    of them (and all where a timing has no probes)."""
-    marks = [t.mark for t in timings if t.mark is not None]
-    if not marks or not all(t.probes for t in timings):
-        return [True] * len(timings)
-    fast = [statistics.median(t.probes) <= SLOW_TIMING * min(marks) for t in timings]
-    return fast if 2 * sum(fast) > len(timings) else [True] * len(timings)
+def at_full_speed(probes: Sequence[float | None], mark: float | None) -> list[bool]:
+    """Which timings the band is over, from each one's median CPU-speed probe (ms; None: not probed) and the
+    fastest mark of full speed any of them left: those within ``SLOW_TIMING`` times the mark, where they are more
+    than half; else all of them (and all where a timing was not probed)."""
+    if mark is None or any(probe is None for probe in probes):
+        return [True] * len(probes)
+    fast = [probe <= SLOW_TIMING * mark for probe in probes]  # type: ignore[operator]
+    return fast if 2 * sum(fast) > len(probes) else [True] * len(probes)
+
+
+def speedup_band(
+    intervals: Sequence[Interval], processes: Sequence[int], counted: Sequence[bool], launch_bound: bool | None
+) -> Interval:
+    """The speedup over the timings that gave ``intervals`` (``processes``: the process each ran in) that are
+    ``counted`` (``at_full_speed``): ``across_processes``, widened to ``band_floor``."""
+    kept = [(interval, process) for interval, process, c in zip(intervals, processes, counted, strict=True) if c]
+    band = across_processes([interval for interval, _ in kept], [process for _, process in kept])
+    return widened(band, band_floor(launch_bound))
 
 
 def band_floor(launch_bound: bool | None) -> float:
