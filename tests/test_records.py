@@ -88,21 +88,22 @@ def test_the_paired_rounds_cpu_probe_reaches_the_record() -> None:
 
 
 @pytest.mark.parametrize(
-    ("probes", "host_shares", "counted"),
+    ("probes", "host_shares", "loads", "counted"),
     [
-        ((0.2, 0.1, 0.1, 0.1), (0.3, 0.7), [False, True, True, True]),  # CUDA, three of four at full speed
-        ((0.2, 0.2, 0.1, 0.1), (0.3, 0.7), [True] * 4),  # CUDA, only half at full speed: every timing counts
-        ((0.2, 0.1, 0.1, 0.1), None, [True] * 4),  # the CPU: every timing counts
+        ((0.2, 0.1, 0.1, 0.1), (0.3, 0.7), False, [False, True, True, True]),  # CUDA, three of four at full speed
+        ((0.2, 0.2, 0.1, 0.1), (0.3, 0.7), False, [True] * 4),  # CUDA, only half at full speed: every timing counts
+        ((0.2, 0.1, 0.1, 0.1), None, False, [True] * 4),  # the CPU: every timing counts
+        ((0.2, 0.1, 0.1, 0.1), (0.3, 0.7), True, [True] * 4),  # four loads of one process: every load counts
     ],
 )
 def test_a_timing_whose_cpu_ran_slow_throughout_is_left_out_where_most_ran_at_full_speed(
-    probes: tuple[float, ...], host_shares: tuple[float, float] | None, counted: list[bool]
+    probes: tuple[float, ...], host_shares: tuple[float, float] | None, loads: bool, counted: list[bool]
 ) -> None:
     """The item's own process met a CPU twice as slow as the others' mark (its launch-bound compiled call 4.5 ms
     where theirs took 3.0-3.1): on CUDA, where the timings at full speed are more than half, the band is over them
     and the record says which it left out (``process_counted``, its ``band_quantile`` Student's t over those kept);
-    where they are not, or on the CPU, every timing counts. Either way the record keeps every timing's figure and
-    median probe, and the report's line marks the one left out."""
+    where they are not, on the CPU, or over one process's loads, every timing counts. Either way the record keeps
+    every timing's figure and median probe, and the report's line marks the one left out."""
     from pytest_inductor_templates.check.result import CheckResult
     from pytest_inductor_templates.engine.cell import CellResult, Footprint, Verdict
     from pytest_inductor_templates.report.records import write_cell
@@ -122,15 +123,17 @@ def test_a_timing_whose_cpu_ran_slow_throughout_is_left_out_where_most_ran_at_fu
     eager_ms = (4.5e-3, 3.0e-3, 3.1e-3, 3.05e-3)
     timings = [process(eager, probe) for eager, probe in zip(eager_ms, probes, strict=True)]
     timing = Timing(Rounds(1, [1e-3] * 3), "time.perf_counter", 1, 5, paired=timings[0], host_shares=host_shares)
-    timing.repeats = tuple(Repeat(t, pid) for pid, t in enumerate(timings[1:], start=2))
+    timing.repeats = tuple(
+        Repeat(t, 1, load) if loads else Repeat(t, pid) for load, (pid, t) in enumerate(enumerate(timings[1:], 2), 1)
+    )
     record = ItemRecord("builtin/x", "default", "cuda:0", "bench")
     cell = CellResult(Verdict(CheckResult(Outcome.PASS)), timing=timing, footprint=Footprint(1, None, None))
     write_cell(record, cell)
-    assert record.timing_processes == 4 and record.process_counted == counted
+    assert (record.timing_processes, record.process_counted) == (1 if loads else 4, counted)
     assert record.process_speedups == pytest.approx([4.5, 3.0, 3.1, 3.05]) and record.process_probe_ms == list(probes)
     kept = [s for s, c in zip(record.process_speedups, counted, strict=True) if c]
     assert record.speedup == pytest.approx(math.prod(kept) ** (1 / len(kept)))
-    assert record.band_quantile == pytest.approx(t_975(len(kept)))
+    assert record.band_quantile == pytest.approx(t_975(len(kept)))  # over the kept processes, or one's loads
     left_out = "" if all(counted) else " (slow CPU, left out)"
     assert processes_text(record) == f"over 4 timings: 4.5x{left_out}, 3x, 3.1x, 3.05x"
 

@@ -128,10 +128,11 @@ class Timing:
 
     @property
     def in_band(self) -> list[bool]:
-        """Which of ``processes`` the band is over: on CUDA those whose CPU ran at full speed, where they are more
-        than half (``at_full_speed``); else all."""
+        """Which of ``processes`` the band is over: on CUDA, over several processes, those whose CPU ran at full
+        speed, where they are more than half (``at_full_speed``); else all (one process's loads all count: leaving
+        its slow ones out narrowed its band but held fewer repeats)."""
         processes = self.processes
-        if self.launch_bound is None:
+        if self.launch_bound is None or len(set(self.process_of)) < 2:
             return [True] * len(processes)
         marks = [timing.mark for timing in processes if timing.mark is not None]
         probes = [statistics.median(timing.probes) if timing.probes else None for timing in processes]
