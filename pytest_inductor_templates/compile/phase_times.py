@@ -20,7 +20,7 @@ PARTS = {  # the field a block's figures get: the torch timer it sums
 }
 OWN_PARTS = {  # the parts of a diagnosis's check outside the compile, timed by the plugin (``own_part``)
     "build": "the check's fresh copy of the model and its compiled wrapper",
-    "calls": "the compiled model's calls, its compile (the first call's) included",
+    "calls": "the compiled model's calls, its compile (the first call's) and their GPU work included",
     "compare": "the outputs compared with eager's, the float64 second opinion included",
     "graph_eager": "a kept graph run eagerly, to see whether it stands for the model",
 }

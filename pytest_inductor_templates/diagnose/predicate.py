@@ -231,6 +231,8 @@ class Judge:
                 )
                 with own_part("calls"):
                     observed = observe_model(subject, for_one_check(self.eager))
+                    if device.type == "cuda":
+                        torch.cuda.synchronize(device)  # the calls' GPU work is theirs, not the comparison's
                 self.counts.compiles += 1
                 with own_part("compare"):
                     result = (
