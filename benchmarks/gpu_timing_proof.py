@@ -26,8 +26,9 @@ lock log under $OUT. The runs (each kept by --resume once finished, wall times i
   ``compare --fail-on speedup:5%`` of ``run-Bw`` against ``repeat-Bw`` (should pass) and against ``slowed-Bw``
   (should fail each slowed entry).
 
-- ``recount`` (no run): ``run-Bw`` and ``repeat-Bw`` as an earlier invocation left them in $OUT, each compiled
-  entry's band made again from its timings' figures by this plugin's band rule (records with each timing's probe).
+- ``recount`` (no run; needs --best): ``run-Bw`` and ``repeat-Bw`` as an earlier invocation left them in $OUT,
+  each compiled entry's band made again from its timings' figures by this plugin's band rule (records with each
+  timing's probe); also written to $OUT/recount.md.
 
 Stable: over ``run-1w`` and ``run-Bw``, the share of speedups whose band's half-width is within 2% (bound by the GPU)
 or 4% (launch-bound), and the median half-width of each; and what 3, 4, 5 or 8 timings give (each entry's band over
@@ -55,7 +56,13 @@ from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.runs.files import Run, load
 from pytest_inductor_templates.tables import render, seconds
 from pytest_inductor_templates.timing.paired import Interval
-from pytest_inductor_templates.timing.processes import across_processes, at_full_speed, speedup_band
+from pytest_inductor_templates.timing.processes import (
+    across_processes,
+    at_full_speed,
+    band_floor,
+    spread_band,
+    widened,
+)
 
 GPU_BOUND_TARGET, LAUNCH_BOUND_TARGET = 0.02, 0.04
 KINDS = (("bound by the GPU", False, GPU_BOUND_TARGET), ("launch-bound", True, LAUNCH_BOUND_TARGET))
@@ -291,14 +298,15 @@ def repeat_lines(first: Run, second: Run) -> list[str]:
 
 def rebanded(run: Run) -> Run:
     """``run`` with each compiled entry's speedup and band made again from its timings' figures by this plugin's
-    rule (``speedup_band``: the timings at full speed where most were, the floor): an earlier run recounted."""
+    rule (``at_full_speed``, ``spread_band``, then ``band_floor``): an earlier run recounted."""
     for record in compiled_bench(run).values():
         speedups = record.process_speedups
         if not speedups or record.process_probe_ms is None:
             continue
-        counted = at_full_speed(record.process_probe_ms, record.full_speed_mark_ms)
         pids = record.process_pids or list(range(len(speedups)))
-        band = speedup_band([Interval(s, s, s) for s in speedups], pids, counted, record.launch_bound)
+        counted = at_full_speed(record.process_probe_ms, record.full_speed_mark_ms, pids, record.launch_bound)
+        spread = spread_band([Interval(s, s, s) for s in speedups], pids, counted)
+        band = widened(spread, band_floor(record.launch_bound))
         record.speedup, record.speedup_low, record.speedup_high = band.median, band.low, band.high
         record.process_counted = counted
     return run
@@ -336,6 +344,8 @@ def gate_lines(base: Path, same: Path, slowed: Path) -> list[str]:
 
 def main() -> int:
     args, extra = parse(sys.argv[1:])
+    if "recount" in args.steps.split(",") and not args.best:
+        sys.exit("--steps recount needs --best: the worker count of the runs to recount")
     if args.warm_repeat and not args.best:
         sys.exit("--warm-repeat needs --best: the run whose caches the repeats start from")
     out = Path(os.environ.get("OUT") or "gpu-timing-proof").resolve()
@@ -422,10 +432,13 @@ def main() -> int:
         if same.exists():
             lines += ["", *gate_lines(first, same, slowed)]
     if "recount" in steps:
-        lines += ["", *recount_lines(out, best)]
+        recounted = recount_lines(out, best)
+        (out / "recount.md").write_text("\n".join(recounted) + "\n")
+        lines += ["", *recounted]
     text = "\n".join(lines)
     print(text)
-    (out / "summary.md").write_text(text + "\n")
+    if steps != {"recount"}:  # a recount alone leaves the runs' summary as it was
+        (out / "summary.md").write_text(text + "\n")
     return 0
 
 

@@ -265,7 +265,7 @@ OPTIONS = (
         "compiled again from the compile cache (Dynamo reset, a fresh copy of the model), each load timing its share "
         f"of the item's span, a later load only while the loads' compiles took under {LOADS_COMPILE_SECONDS:g} s; the "
         "speedup's band comes from the spread between the processes' means, or in one process between its loads "
-        f"(default: on CUDA at least {CUDA_TIMINGS} timings in all, {CUDA_TIMINGS // CUDA_PROCESSES} in each of "
+        f"(default: on CUDA at least {CUDA_TIMINGS} timings in all, {-(-CUDA_TIMINGS // CUDA_PROCESSES)} in each of "
         f"{CUDA_PROCESSES} processes or {CUDA_TIMINGS} in one; {CPU_LOADS} on the CPU; on CUDA a later load's speedup "
         "can differ from a fresh process's by tens of percent: the guide says where)",
         "N",

@@ -21,8 +21,9 @@ from .outcomes import FAILURES, Outcome
 # check_rule, pid/rss_mib/cuda_mib; 4: a compiled item's rounds are its paired compiled blocks, with its speedup's
 # target, launch shares and timing seconds; 5: speedups over several processes (timing_processes, process_speedups,
 # process_pids, first_process_*; later slow_cpu_processes, process_probe_ms, full_speed_mark_ms, diagnosis_deferred,
-# cpu_moves, timing_loads, process_loads, process_eager_ms, process_compiled_ms, band_quantile, process_counted).
-# Format 3 and 4 files still read. Readers refuse others.
+# cpu_moves, timing_loads, process_loads, process_eager_ms, process_compiled_ms, band_quantile, process_counted:
+# written by 4febb4a-bb8774e under an older rule, and again now). Format 3 and 4 files still read. Readers refuse
+# others.
 FORMAT = 5
 READS = (3, 4, 5)
 SECTION = "inductor_templates"  # the plugin's top-level key in pytest-benchmark's JSON
@@ -106,7 +107,7 @@ class ItemRecord:
     process_speedups: list[float] | None = None
     process_pids: list[int] | None = None  # the processes those speedups were timed in, in that order
     process_loads: list[int] | None = None  # ... and the load of its process each was (0: the process's first)
-    slow_cpu_processes: int | None = None  # of those, the ones with too few full-speed rounds (all rounds counted)
+    slow_cpu_processes: int | None = None  # of those, the ones with too few full-speed rounds (all their rounds)
     process_counted: list[bool] | None = None  # ... whether the band is over it (on CUDA: its CPU at full speed)
     process_probe_ms: list[float] | None = None  # each process's median CPU-speed probe (ms), the item's own first
     process_eager_ms: list[float] | None = None  # each timing's eager median (ms per call), in process_speedups' order

@@ -107,10 +107,12 @@ def processes_text(record: ItemRecord) -> str | None:
     processes); a timing the band left out (its CPU slow throughout) reads ``1.43x (slow CPU, left out)``."""
     if not record.process_speedups:  # set only where there were repeats
         return None
-    counted = record.process_counted or [True] * len(record.process_speedups)
+    counted = record.process_counted
+    if counted is None or len(counted) != len(record.process_speedups):
+        counted = [True] * len(record.process_speedups)
     figures = [
         times(speedup) + ("" if kept else " (slow CPU, left out)")
-        for speedup, kept in zip(record.process_speedups, counted, strict=False)
+        for speedup, kept in zip(record.process_speedups, counted, strict=True)
     ]
     return f"over {len(record.process_speedups)} timings: {', '.join(figures)}"
 

@@ -516,6 +516,25 @@ def test_a_row_timed_several_times_reads_its_sides_and_its_change_over_every_tim
     assert math.isclose(math.log1p(high), 3.182 * error, rel_tol=1e-6) and math.isclose(math.log1p(low), -3.182 * error)
 
 
+def test_a_rows_sides_leave_out_the_timings_its_band_left_out() -> None:
+    """An entry whose band left out a timing on a slow CPU (``process_counted``): the row's compiled and eager
+    changes are over the timings the band is over, so the slow timing's compiled 0.8 ms is not read as the compiled
+    program slowing."""
+    import dataclasses
+
+    from pytest_inductor_templates.runs.compare import Row
+
+    base = ItemRecord("s", "default", "cuda:0", "bench", speedup=2.0, speedup_low=1.96, speedup_high=2.04,
+                      compiled_median=0.5e-3, eager_median=1.0e-3, timing_processes=4,
+                      process_eager_ms=[1.0, 1.0, 1.0, 1.0], process_compiled_ms=[0.5, 0.5, 0.5, 0.5],
+                      process_counted=[True] * 4)  # fmt: skip
+    new = dataclasses.replace(base, process_compiled_ms=[0.8, 0.5, 0.5, 0.5], process_counted=[False, True, True, True])
+    row = Row("s", "cuda:0", base, new, "pass", "pass")
+    assert row.time_change == 0.0 and row.eager_change == 0.0
+    counted_all = Row("s", "cuda:0", base, dataclasses.replace(new, process_counted=None), "pass", "pass")
+    assert counted_all.time_change is not None and counted_all.time_change > 0.1  # every timing counted: it moved
+
+
 def test_help_names_every_command() -> None:
     result = cli("--help")
     assert result.returncode == 0 and "Compare, merge, report and plot" in result.stdout

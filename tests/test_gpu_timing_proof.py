@@ -43,3 +43,19 @@ def test_a_recount_leaves_the_slow_cpu_timings_out_and_floors_the_band(tmp_path:
     assert done.returncode == 0, done.stderr
     assert "run-4w: launch-bound: 1 of 1 within ±4% (100%); median half-width ±2.0%, largest ±2.0%" in done.stdout
     assert "change median 1.0%, largest 1.0% (target 8%); the repeat inside the first run's band: 1 of 1" in done.stdout
+
+
+def test_a_recount_counts_every_load_of_one_process() -> None:
+    """The plugin's rule, not a copy: four loads of one process, one on a slow CPU, all count (only between
+    processes is a slow timing left out)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import gpu_timing_proof
+
+    from pytest_inductor_templates.runs.files import Run
+
+    record = ItemRecord("graphnet/x", "default", "cuda:0", "bench", launch_bound=True, timing_processes=1)
+    record.speedup, record.speedup_low, record.speedup_high = 2.0, 1.9, 2.1
+    record.process_speedups, record.process_pids = [2.0, 2.01, 1.5, 1.99], [7] * 4
+    record.process_probe_ms, record.full_speed_mark_ms = [0.1, 0.1, 0.2, 0.1], 0.1
+    gpu_timing_proof.rebanded(Run("run.jsonl", {}, [record]))
+    assert record.process_counted == [True] * 4 and record.speedup < 1.95

@@ -201,13 +201,13 @@ def test_the_auto_count_is_the_least_bound_and_never_fewer_than_one_worker_per_g
     assert eight.count == 8 and eight.line().endswith("8 GPUs, their memory unknown; at least one a GPU)")
     budget = AutoWorkers(cpus=64, memory=None, gpus=2, gpu_free=9 * gib, sample_bytes=2 * gib)  # 5 GiB a worker
     assert (budget.by_gpu_memory, budget.count) == (2, 2) and "memory unknown" in budget.line()
-    repeating = AutoWorkers(cpus=16, memory=45 * gib, gpus=1, gpu_free=139 * gib, repeaters=3)  # 4 processes
+    repeating = AutoWorkers(cpus=16, memory=45 * gib, gpus=1, gpu_free=139 * gib, repeaters=3)  # 4 processes (N=4)
     assert repeating.line() == (
         "-n auto: 4 workers, each with 3 timing repeater(s) (16 CPUs / 2 a worker; memory allows 4: 45.00 GiB "
         "available / 10.00 GiB a worker; 1 GPU, whose memory allows 11: 139.00 GiB free on the fullest / 12.00 GiB a "
         "worker)"
     )
-    h100 = AutoWorkers(cpus=16, memory=128 * gib, gpus=1, gpu_free=79 * gib, repeaters=3, more_repeaters=4)  # 4-8
+    h100 = AutoWorkers(cpus=16, memory=128 * gib, gpus=1, gpu_free=79 * gib, repeaters=3, more_repeaters=4)  # N-M=4-8
     assert h100.line() == (  # the four more are counted for their CUDA context and torch, not for a sample each
         "-n auto: 4 workers, each with 3 timing repeater(s) (and 4 more where a band is wide) (16 CPUs / 2 a worker; "
         "memory allows 9: 128.00 GiB available / 14.00 GiB a worker; 1 GPU, whose memory allows 4: 79.00 GiB free on "

@@ -231,7 +231,7 @@ class Judge:
                 )
                 with own_part("calls"):
                     observed = observe_model(subject, for_one_check(self.eager))
-                    if device.type == "cuda":
+                    if device.type == "cuda" and not isinstance(observed, CheckResult):
                         torch.cuda.synchronize(device)  # the calls' GPU work is theirs, not the comparison's
                 self.counts.compiles += 1
                 with own_part("compare"):

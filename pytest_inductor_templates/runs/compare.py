@@ -100,7 +100,7 @@ class Row:
     @property
     def time_change(self) -> float | None:
         """The change of the compiled model's time per call: of the geometric mean of its timings' medians of paired
-        blocks (the speedup's own compiled side, over every timing), where both runs have it (else of
+        blocks (the speedup's own compiled side, over the timings its band is over), where both runs have it (else of
         pytest-benchmark's median)."""
         paired = self._side_change("process_compiled_ms", "compiled_median")
         return paired if paired is not None else self._change_of("median")
@@ -139,10 +139,15 @@ class Row:
 
 def _side_seconds(record: ItemRecord | None, timings: str, median: str) -> float | None:
     """One side of a record's speedup in seconds per call: the geometric mean of its timings' medians (``timings``,
-    ms) where it was timed several times, else its one ``median``; None where it has neither."""
+    ms) where it was timed several times (those its band is over, ``process_counted``), else its one ``median``;
+    None where it has neither."""
     if record is None:
         return None
-    mean = geomean(getattr(record, timings) or [])
+    values = getattr(record, timings) or []
+    counted = record.process_counted
+    if counted is not None and len(counted) == len(values):
+        values = [value for value, kept in zip(values, counted, strict=True) if kept]
+    mean = geomean(values)
     return mean / 1e3 if mean is not None else getattr(record, median)
 
 

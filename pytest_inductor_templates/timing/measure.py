@@ -32,7 +32,7 @@ from .paired import (
     PairedTiming,
     time_paired,
 )
-from .processes import Repeat, at_full_speed, judged_together, speedup_band
+from .processes import Repeat, at_full_speed, band_floor, judged_together, spread_band, widened
 from .rounds import Rounds, RoundsPlan, time_rounds
 from .timers import CUDA_MIN_ROUND_SECONDS, LAUNCH_BOUND_SHARE, block_timer, device_time_ms, host_share, warm_up
 
@@ -128,24 +128,25 @@ class Timing:
 
     @property
     def in_band(self) -> list[bool]:
-        """Which of ``processes`` the band is over: on CUDA, over several processes, those whose CPU ran at full
-        speed, where they are more than half (``at_full_speed``); else all (one process's loads all count: leaving
-        its slow ones out narrowed its band but held fewer repeats)."""
+        """Which of ``processes`` the band is over (``at_full_speed``): on CUDA, over several processes, those whose
+        CPU ran at full speed, where they are more than half; else all."""
         processes = self.processes
-        if self.launch_bound is None or len(set(self.process_of)) < 2:
-            return [True] * len(processes)
         marks = [timing.mark for timing in processes if timing.mark is not None]
         probes = [statistics.median(timing.probes) if timing.probes else None for timing in processes]
-        return at_full_speed(probes, min(marks, default=None))
+        return at_full_speed(probes, min(marks, default=None), self.process_of, self.launch_bound)
+
+    @property
+    def spread(self) -> Interval | None:
+        """The speedup and its 95% band from the spread of the timings in the band alone (one: that timing's
+        interval); None unpaired."""
+        processes = self.processes
+        return spread_band([t.speedup for t in processes], self.process_of, self.in_band) if processes else None
 
     @property
     def speedup(self) -> Interval | None:
-        """The speedup and its 95% band over the timings in the band (one: that timing's interval), on CUDA at least
-        ``band_floor`` wide; None unpaired."""
-        processes = self.processes
-        if not processes:
-            return None
-        return speedup_band([t.speedup for t in processes], self.process_of, self.in_band, self.launch_bound)
+        """``spread``, on CUDA at least ``band_floor`` wide each side; None unpaired."""
+        spread = self.spread
+        return widened(spread, band_floor(self.launch_bound)) if spread is not None else None
 
     @property
     def process_of(self) -> list[int]:
@@ -172,9 +173,10 @@ class Timing:
 
     @property
     def unstable(self) -> bool | None:
-        """Whether the speedup's band is wider than its target; None unpaired."""
-        speedup = self.speedup
-        return None if speedup is None or self.target is None else speedup.half_width > self.target
+        """Whether the speedup's band from the spread (``spread``: the floor is no measurement) is wider than its
+        target; None unpaired."""
+        spread = self.spread
+        return None if spread is None or self.target is None else spread.half_width > self.target
 
     @property
     def median(self) -> float | None:

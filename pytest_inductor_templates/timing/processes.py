@@ -87,24 +87,26 @@ def judged_together(timings: Sequence[PairedTiming]) -> list[PairedTiming]:
     return [timing.judged_against(reference) for timing in timings]
 
 
-def at_full_speed(probes: Sequence[float | None], mark: float | None) -> list[bool]:
-    """Which timings the band is over, from each one's median CPU-speed probe (ms; None: not probed) and the
-    fastest mark of full speed any of them left: those within ``SLOW_TIMING`` times the mark, where they are more
-    than half; else all of them (and all where a timing was not probed)."""
-    if mark is None or any(probe is None for probe in probes):
-        return [True] * len(probes)
+def at_full_speed(
+    probes: Sequence[float | None], mark: float | None, processes: Sequence[int], launch_bound: bool | None
+) -> list[bool]:
+    """Which timings the band is over, from each one's median CPU-speed probe (ms; None: not probed), the fastest
+    mark of full speed any of them left and the process each ran in: on CUDA (``launch_bound`` known) and over
+    several processes, those within ``SLOW_TIMING`` times the mark, where they are more than half; else all of them
+    (one process's loads all count: leaving its slow ones out narrowed its band but held fewer repeats; and all
+    where a timing was not probed)."""
+    every = [True] * len(probes)
+    if launch_bound is None or len(set(processes)) < 2 or mark is None or any(p is None for p in probes):
+        return every
     fast = [probe <= SLOW_TIMING * mark for probe in probes]  # type: ignore[operator]
-    return fast if 2 * sum(fast) > len(probes) else [True] * len(probes)
+    return fast if 2 * sum(fast) > len(probes) else every
 
 
-def speedup_band(
-    intervals: Sequence[Interval], processes: Sequence[int], counted: Sequence[bool], launch_bound: bool | None
-) -> Interval:
+def spread_band(intervals: Sequence[Interval], processes: Sequence[int], counted: Sequence[bool]) -> Interval:
     """The speedup over the timings that gave ``intervals`` (``processes``: the process each ran in) that are
-    ``counted`` (``at_full_speed``): ``across_processes``, widened to ``band_floor``."""
+    ``counted`` (``at_full_speed``), by ``across_processes``: the spread alone, before ``band_floor``."""
     kept = [(interval, process) for interval, process, c in zip(intervals, processes, counted, strict=True) if c]
-    band = across_processes([interval for interval, _ in kept], [process for _, process in kept])
-    return widened(band, band_floor(launch_bound))
+    return across_processes([interval for interval, _ in kept], [process for _, process in kept])
 
 
 def band_floor(launch_bound: bool | None) -> float:
@@ -116,13 +118,11 @@ def band_floor(launch_bound: bool | None) -> float:
 
 
 def widened(band: Interval, floor: float) -> Interval:
-    """``band``, widened symmetrically on the log scale to at least ``floor`` each side."""
+    """``band``, each side widened on the log scale to at least ``floor``."""
     if band.median <= 0 or band.low <= 0:
         return band
-    half = max(math.log(band.high / band.median), math.log(band.median / band.low))
-    if half >= floor:
-        return band
-    return Interval(band.median, band.median * math.exp(-floor), band.median * math.exp(floor))
+    low, high = band.median * math.exp(-floor), band.median * math.exp(floor)
+    return Interval(band.median, min(band.low, low), max(band.high, high))
 
 
 def across_processes(intervals: Sequence[Interval], processes: Sequence[int] | None = None) -> Interval:
