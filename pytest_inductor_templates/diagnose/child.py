@@ -99,7 +99,8 @@ def options_as_patches(backend: str) -> bool:
 @contextlib.contextmanager
 def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], Any]]:
     """A helper process's side of the diagnosis (``helpers.helper_main``): the request, the one draw and eager's
-    half loaded from the work folder; yields its check of a bisector question and its counts."""
+    half loaded from the work folder; yields its check of a bisector question, its counts, and whether it holds a
+    kept graph standing for the model."""
     import torch
     from torch._inductor import config
 
@@ -123,7 +124,7 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
             tried = judge.asked(patches)
             return None if tried.outcome == "error" else tried.outcome == request.outcome
 
-        yield check, counts
+        yield check, counts, judge.holds_graph
 
 
 def run(work: Path) -> None:
@@ -231,7 +232,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
         answers = Answers(
             lambda: logged(judge.asked(selection.compile_options if options_as_patches(Question.now().backend)
                                        else None)),
-            log, skipped, reproduced, helpers, counts,
+            log, skipped, reproduced, helpers, counts, holds_graph=judge.holds_graph,
         )  # fmt: skip
         found = stage.find_stage(answers, log, temp)
         judge.inner = judge.agreed = None  # the kept graphs (their inputs in host memory) serve no later step

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .inner_graph import from_the_graph
 from .questions import Question, answer_here
 from .steplog import StepLog
 
@@ -43,6 +44,7 @@ class Helpers:
         self.running: dict[int, tuple[subprocess.Popen[bytes], Question]] = {}
         self.queue: list[Question] = []
         self.answers: dict[Question, dict[str, Any]] = {}
+        self.holding: set[int] = set()  # helpers whose last answer said they hold a kept graph standing for the model
         self._uncounted: list[dict[str, int]] = []  # answers' counts taken in while serving, added by the asker
         self._lock = threading.RLock()  # the asker's thread and the serving thread take in answers one at a time
 
@@ -92,6 +94,11 @@ class Helpers:
             self.queue = [q for q in dict.fromkeys(questions) if q not in done]
             self._dispatch()
 
+    def idle_holding_graph(self) -> bool:
+        """Whether an idle helper holds a kept graph standing for the model (its lowering steps are quick)."""
+        self._read(0.0)
+        return any(helper.pid in self.holding for helper in self.idle)
+
     def answered(self, question: Question) -> dict[str, Any] | None:
         """The helpers' answer to ``question`` if one is in (taken in now), without waiting; else None. It leaves
         their queue either way: the asking process answers it now (with this, an implied answer, or a check)."""
@@ -123,8 +130,13 @@ class Helpers:
         return self.answers.get(question)
 
     def _dispatch(self) -> None:
+        """Each queued question, in order, to an idle helper: a lowering step to one holding a kept graph where one
+        is idle, any other question to one holding none where one is idle (keeping the holders for those steps)."""
         while self.idle and self.queue:
-            helper, question = self.idle.pop(), self.queue.pop(0)
+            question = self.queue.pop(0)
+            wanted = [h for h in self.idle if (h.pid in self.holding) == from_the_graph(question)]
+            helper = wanted[0] if wanted else self.idle[-1]
+            self.idle.remove(helper)
             assert helper.stdin is not None
             try:
                 helper.stdin.write((json.dumps(asdict(question)) + "\n").encode())
@@ -163,6 +175,10 @@ class Helpers:
                 continue
             answer = json.loads(line)
             self._uncounted.append(answer.pop("counts", {}))
+            if answer.pop("holds_graph", False):
+                self.holding.add(helper.pid)
+            else:
+                self.holding.discard(helper.pid)
             self.answers[question] = answer
             self.idle.append(helper)
         self._dispatch()
@@ -190,9 +206,15 @@ def private_stdout() -> Any:
     return replies
 
 
-def serve(check: Callable[[Question], bool | None], counts: Any, scratch: str, replies: Any) -> None:
+def serve(
+    check: Callable[[Question], bool | None],
+    counts: Any,
+    scratch: str,
+    replies: Any,
+    holds_graph: Callable[[], bool] = lambda: False,
+) -> None:
     """Answer questions from stdin, one JSON line each, on ``replies``: ready first, then each answer with what
-    it cost."""
+    it cost and whether this process now holds a kept graph standing for the model (``holds_graph``)."""
     replies.write(json.dumps({"ready": True}) + "\n")
     replies.flush()
     for line in sys.stdin:
@@ -200,6 +222,7 @@ def serve(check: Callable[[Question], bool | None], counts: Any, scratch: str, r
         before = dict(asdict(counts))
         answer = answer_here(question, lambda q=question: check(q), scratch)
         answer["counts"] = {k: v - before[k] for k, v in asdict(counts).items()}
+        answer["holds_graph"] = holds_graph()
         replies.write(json.dumps(answer) + "\n")
         replies.flush()
 
@@ -209,5 +232,5 @@ def helper_main(work: str) -> None:
     from .child import helper_session
 
     replies = private_stdout()
-    with helper_session(Path(work)) as (check, counts):
-        serve(check, counts, work, replies)
+    with helper_session(Path(work)) as (check, counts, holds_graph):
+        serve(check, counts, work, replies, holds_graph)

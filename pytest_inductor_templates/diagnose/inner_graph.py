@@ -33,6 +33,16 @@ LOWERINGS = "lowerings"
 INSIDE_COMPILE_FX_INNER = frozenset({LOWERINGS, "post_grad_passes"})
 
 
+def from_the_graph(question: Any) -> bool:
+    """Whether ``question`` is checked from a kept graph where its process holds one standing for the model: a
+    step counting or bisecting the lowerings."""
+    return (
+        question.backend == "inductor"
+        and question.subsystem == LOWERINGS
+        and question.run_state in ("find_max_bounds", "bisect")
+    )
+
+
 def keeps_the_graph(question: Any) -> bool:
     """Whether the model-level check of ``question`` keeps the graph Inductor's ``compile_fx_inner`` was given, for
     the lowering steps: a question about the lowerings, or the switch of a subsystem acting only inside

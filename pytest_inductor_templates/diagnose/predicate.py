@@ -118,11 +118,7 @@ class Judge:
         if not inner_graph.keeps_the_graph(question):
             return self.attempt(patches=patches)
         self._take_up_vouched_graphs()
-        if (
-            self.inner is not None
-            and question.subsystem == inner_graph.LOWERINGS
-            and question.run_state in ("find_max_bounds", "bisect")
-        ):
+        if self.inner is not None and inner_graph.from_the_graph(question):
             tried = self._graph_attempt()
             if tried.outcome != "error":
                 return tried
@@ -153,6 +149,12 @@ class Judge:
         else:
             self.agreed = graph
         return tried
+
+    def holds_graph(self) -> bool:
+        """Whether this process holds a kept graph standing for the model (its lowering steps compile that graph,
+        not the whole model), vouched-for graphs taken up first."""
+        self._take_up_vouched_graphs()
+        return self.inner is not None
 
     def _take_up_vouched_graphs(self) -> None:
         """What the diagnosis's other processes found about this process's kept graphs: a graph that agreed with a
