@@ -145,6 +145,7 @@ def run(work: Path) -> None:
             pid=os.getpid(),
         )  # fmt: skip
         prepare(request, log)
+        log.write("prepared")  # the item's conftest files imported: the start's first part
         if (why := backend_problem(selection.backend, request.conftests)) is not None:
             log.write("cannot", why=why)
         else:
@@ -172,6 +173,8 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     selection = request.selection
     settings = dict(selection.effective_settings)
     device = torch.device(request.device.name)
+    torch.empty(0, device=device)  # the device's context made here, so that the step log tells it from the draw
+    log.write("device")
     with host_lock.work():  # the one draw, and eager's half of the check computed once
         drawn = Drawn.draw(request.build, device, counts)
         log.write("drawn")
