@@ -572,3 +572,27 @@ def test_a_lowering_step_goes_to_an_idle_helper_holding_a_kept_graph(tmp_path: P
     assert found["stage"] == serial["stage"] and found["asked"] == serial["asked"], found
     first = next(q for q in found["asked"] if q[2] == "bisect")
     assert first[3:] == [0, 39] and first[3:] not in found["here"], found
+
+
+def test_a_checks_answer_counts_the_garbage_collectors_pauses() -> None:
+    """A check during which Python's garbage collector ran over a large heap (as after a big model's compile) says
+    how long it paused (``gc``, within the other parts); a check without a collection says 0."""
+    import gc
+
+    from pytest_inductor_templates.compile import phase_times
+
+    heap = [[object() for _ in range(10)] for _ in range(100_000)]
+    paused: dict = {}
+    quiet: dict = {}
+    enabled = gc.isenabled()
+    gc.disable()  # no collection but the one asked for
+    try:
+        with phase_times.compile_parts(paused):
+            gc.collect()
+        with phase_times.compile_parts(quiet):
+            sum(len(objects) for objects in heap)
+    finally:
+        gc.callbacks.remove(phase_times._gc_pause)
+        if enabled:
+            gc.enable()
+    assert paused["gc"] > 0 and quiet["gc"] == 0, (paused, quiet)

@@ -4,6 +4,7 @@ Dynamo's resets (each reset clears those timers: ``isolated_compile_state`` rese
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,9 +24,11 @@ OWN_PARTS = {  # the parts of a diagnosis's check outside the compile, timed by 
     "calls": "the compiled model's calls, its compile (the first call's) and their GPU work included",
     "compare": "the outputs compared with eager's, the float64 second opinion included",
     "graph_eager": "a kept graph run eagerly, to see whether it stands for the model",
+    "gc": "Python's garbage collector's pauses, within the other parts (a large compile leaves many objects)",
 }
 _totals: dict[str, float] = dict.fromkeys([*PARTS, *OWN_PARTS], 0.0)  # this process's seconds per part, banked
 _banked: dict[str, int] = {}  # how many of each timer's entries are in the totals
+_collecting: list[float] = []  # when the garbage collector's pause now running started
 
 
 def _bank() -> None:
@@ -58,12 +61,22 @@ def own_part(field: str) -> Iterator[None]:
         _totals[field] += time.perf_counter() - start
 
 
+def _gc_pause(phase: str, info: dict[str, Any]) -> None:
+    """``gc.callbacks``' hook: each collection's pause counted as ``gc``."""
+    if phase == "start":
+        _collecting[:] = [time.perf_counter()]
+    elif _collecting:
+        _totals["gc"] += time.perf_counter() - _collecting.pop()
+
+
 @contextlib.contextmanager
 def compile_parts(into: dict[str, Any]) -> Iterator[None]:
     """Add to ``into`` the seconds the block's Inductor compiles spent in each of ``PARTS``, the block's
     ``OWN_PARTS``, and ``kernels``: the Triton kernels they asked for (loaded from a cache or compiled)."""
     from torch._dynamo.utils import counters
 
+    if _gc_pause not in gc.callbacks:  # a diagnosis's processes only: kept for the process's later checks
+        gc.callbacks.append(_gc_pause)
     _bank()
     before = dict(_totals)
     asked = counters["inductor"]["async_compile_cache_miss"]  # counted per kernel asked, before any cache
