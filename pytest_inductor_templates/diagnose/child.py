@@ -97,7 +97,7 @@ def options_as_patches(backend: str) -> bool:
 
 
 @contextlib.contextmanager
-def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], Any]]:
+def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], Any, Callable[[], bool]]]:
     """A helper process's side of the diagnosis (``helpers.helper_main``): the request, the one draw and eager's
     half loaded from the work folder; yields its check of a bisector question, its counts, and whether it holds a
     kept graph standing for the model."""
@@ -150,6 +150,7 @@ def run(work: Path) -> None:
             log.write("cannot", why=why)
         else:
             with diagnosis_environment(work, request.device.type):
+                log.write("environment")  # torch and Inductor imported, the cache set, the compile pool started
                 diagnose_here(request, work, log, counts, helpers)
     finally:
         if helpers is not None:
@@ -173,7 +174,9 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     selection = request.selection
     settings = dict(selection.effective_settings)
     device = torch.device(request.device.name)
-    torch.empty(0, device=device)  # the device's context made here, so that the step log tells it from the draw
+    torch.zeros(1, device=device)  # the device's context made here, so that the step log tells it from the draw
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     log.write("device")
     with host_lock.work():  # the one draw, and eager's half of the check computed once
         drawn = Drawn.draw(request.build, device, counts)

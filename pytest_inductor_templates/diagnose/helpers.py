@@ -96,8 +96,9 @@ class Helpers:
 
     def idle_holding_graph(self) -> bool:
         """Whether an idle helper holds a kept graph standing for the model (its lowering steps are quick)."""
-        self._read(0.0)
-        return any(helper.pid in self.holding for helper in self.idle)
+        with self._lock:
+            self._read(0.0)
+            return any(helper.pid in self.holding for helper in self.idle)
 
     def answered(self, question: Question) -> dict[str, Any] | None:
         """The helpers' answer to ``question`` if one is in (taken in now), without waiting; else None. It leaves
@@ -175,7 +176,7 @@ class Helpers:
                 continue
             answer = json.loads(line)
             self._uncounted.append(answer.pop("counts", {}))
-            if answer.pop("holds_graph", False):
+            if answer.pop("holds_graph", False) and not answer.get("error"):  # one whose check errs is not asked first
                 self.holding.add(helper.pid)
             else:
                 self.holding.discard(helper.pid)
@@ -222,7 +223,10 @@ def serve(
         before = dict(asdict(counts))
         answer = answer_here(question, lambda q=question: check(q), scratch)
         answer["counts"] = {k: v - before[k] for k, v in asdict(counts).items()}
-        answer["holds_graph"] = holds_graph()
+        try:
+            answer["holds_graph"] = bool(holds_graph())
+        except Exception:  # the answer stands; this helper is just not asked lowering steps first
+            answer["holds_graph"] = False
         replies.write(json.dumps(answer) + "\n")
         replies.flush()
 
