@@ -173,7 +173,7 @@ def write_cell(record: ItemRecord, cell: CellResult) -> None:
         counted = timing.in_band
         record.process_counted = counted
         in_band = {process for process, kept in zip(timing.process_of, counted, strict=True) if kept}
-        record.band_quantile = t_975(band_units(len(in_band), sum(counted) if len(in_band) == 1 else 1))
+        record.band_quantile = t_975(band_units(len(in_band), sum(counted)))  # one process: over its loads
         record.process_eager_ms = [round(p.eager_median * 1e3, 5) for p in processes]
         record.process_compiled_ms = [round(p.compiled_median * 1e3, 5) for p in processes]
         record.first_process_low, record.first_process_high = first.speedup.low, first.speedup.high
