@@ -15,7 +15,7 @@ from pytest_inductor_templates.diagnose import Diagnosis, DiagnosisRequest, diag
 from pytest_inductor_templates.diagnose.process import run_in_child
 from pytest_inductor_templates.diagnose.steplog import read_log
 from pytest_inductor_templates.diagnose.summary import assemble
-from pytest_inductor_templates.machine import CPU
+from pytest_inductor_templates.machine import CPU, Device
 from pytest_inductor_templates.templates.registry import Template
 from pytest_inductor_templates.templates.selection import Selection
 
@@ -244,3 +244,12 @@ def test_a_diagnosis_whose_parent_died_before_it_looked_ends_at_once(tmp_path: P
     while child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert child.returncode is not None, "the child outlived a parent it never saw"
+
+
+def test_a_diagnosis_runs_with_the_items_threads_on_the_cpu_and_one_beside_a_gpu(tmp_path: Path) -> None:
+    """On the CPU each of the diagnosis's processes runs the item's intra-op threads (Inductor bakes the count into
+    its C++ kernels); on a GPU one, since the host only compares outputs there (spread over every CPU, a comparison
+    waited for the other processes' compiles: 8 s against 0.03 s alone on an H100)."""
+    gpu = Device("cuda:0", "cuda")
+    assert DiagnosisRequest(object(), Selection(), CPU, "accuracy_fail", tmp_path, threads=3).process_threads() == 3  # type: ignore[arg-type]
+    assert DiagnosisRequest(object(), Selection(), gpu, "accuracy_fail", tmp_path, threads=3).process_threads() == 1  # type: ignore[arg-type]

@@ -55,7 +55,9 @@ def log_counts(log: StepLog, counts: Any) -> None:
 
 def prepare(request: Any, log: StepLog | None) -> None:
     """This process set up as the item's was: its conftest files imported (the backends they register), its TF32
-    mode, the session's host lock."""
+    mode, its intra-op threads (``DiagnosisRequest.process_threads``), the session's host lock."""
+    import torch
+
     from ..compile.precision import set_mode
     from ..conftest_files import import_conftests
     from ..timing import host_lock
@@ -65,6 +67,8 @@ def prepare(request: Any, log: StepLog | None) -> None:
         log.write("conftest", failed=failed)
     if request.tf32 is not None:
         set_mode(request.tf32)
+    if (threads := request.process_threads()) is not None:
+        torch.set_num_threads(threads)
     host_lock.use(request.host_lock)
 
 
@@ -145,7 +149,11 @@ def run(work: Path) -> None:
             pid=os.getpid(),
         )  # fmt: skip
         prepare(request, log)
-        log.write("prepared")  # the item's conftest files imported: the start's first part
+        import torch
+
+        log.write(
+            "prepared", threads=torch.get_num_threads()
+        )  # the item's conftest files imported: the start's first part
         if (why := backend_problem(selection.backend, request.conftests)) is not None:
             log.write("cannot", why=why)
         else:

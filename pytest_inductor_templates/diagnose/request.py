@@ -82,12 +82,20 @@ class DiagnosisRequest:
     # compiled again for the reproduce step, which says so when that passes
     host_lock: Sharing | None = None  # the session's work/timing lock, taken per check by the diagnosis's processes
     processes: int = 2  # at most this many processes run independent bisector checks at once (and no more than CPUs)
+    threads: int | None = None  # the item's intra-op CPU threads (None: torch's default)
 
     def repro_tolerance(self) -> tuple[float, float] | None:
         """The item's tolerance as the repro's rule takes it: (rtol, atol) where it was explicit and not scaled,
         else None (the per-dtype default)."""
         tolerance = self.tolerance
         return (tolerance.rtol, tolerance.atol) if tolerance is not None and not tolerance.scaled else None
+
+    def process_threads(self) -> int | None:
+        """Intra-op CPU threads of each of the diagnosis's processes: on the CPU the item's (Inductor bakes the count
+        into the C++ kernels it generates); on a GPU one, since the host there only compares outputs, and with the
+        other processes compiling beside it a comparison spread over every CPU waited for them (on an H100, one
+        check's comparison took 8 s with three other processes compiling, 0.03 s alone). None: torch's default."""
+        return self.threads if self.device.type == "cpu" else 1
 
     def process_count(self) -> int:
         """The diagnosis's processes: ``processes``, and no more than the usable CPUs."""

@@ -130,7 +130,7 @@ def diagnose_cell(
             reason=None if cached else verdict.result.reason,
             item_float64_rmse={} if cached else dict(verdict.result.float64_rmse), item_cache=cache_state,
             host_lock=host_lock.sharing(),
-            processes=plan.processes,
+            processes=plan.processes, threads=intra_op_threads(),
         )  # fmt: skip
         diagnosis = diagnose(request)
     if isinstance(source, SavedDraw):
@@ -138,6 +138,13 @@ def diagnose_cell(
     if plan.ledger is not None:
         plan.ledger.spend(plan.budget_seconds, diagnosis.seconds)
     return diagnosis
+
+
+def intra_op_threads() -> int:
+    """torch's intra-op CPU threads in this process now: the item's, which it ran and was checked with."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 def repro_folder(root: Path, nodeid: str) -> Path:
