@@ -11,8 +11,8 @@ one by one (``stage.find_stage``) and ``Answers`` answers each
   its own set to its question's, answer the questions torch may ask next (the later stages, the later subsystems'
   switches, both halves of a bisection step, and their halves where there are more helpers than halves); an
   answer a helper has, or is working on, is taken from it. A lowering step the asking process would check on the
-  whole model (it holds no kept graph) goes to an idle helper that holds one, and is waited for (on opus-mt a
-  whole-model step took 13.8 s, one from the kept graph 4-5 s).
+  whole model (it holds no kept graph) goes to a helper that holds one, and is waited for, also while that helper
+  finishes another question (on opus-mt a whole-model step took 10.5-13.8 s, one from the kept graph 4-5 s).
 
 torch still asks in its order and stops at its first answer, so the answer is the serial one (for a fault whose
 answers are monotone, as torch's bisection assumes); the processes in all are at most
@@ -168,7 +168,10 @@ class Answers:
             answer = self.helpers.answered(question) or self._implied(question)
             if answer is None:
                 ahead = question.questions_ahead(len(self.helpers.processes), self._settled, self._known)
-                self.helpers.offer([question, *ahead] if self._hand_over(question) else ahead)
+                if self._hand_over(question):
+                    self.helpers.offer([question, *ahead], for_holder=question)
+                else:
+                    self.helpers.offer(ahead)
                 answer = self.helpers.take(question, lambda: self._implied(question))
         if answer is not None and answer.get("error") is not None:  # the helper's check could not run there:
             self.log.write("helper", pid=answer.get("pid"), error=answer["error"], question=asdict(question))
@@ -189,11 +192,12 @@ class Answers:
 
     def _hand_over(self, question: Question) -> bool:
         """Whether ``question`` goes to a helper rather than being checked here: a lowering step this process would
-        check on the whole model, while an idle helper holds a kept graph standing for it."""
+        check on the whole model, while a helper holds a kept graph standing for it (waited for where it is on
+        another question: on opus-mt a step from the kept graph took 4-5 s, one of the whole model here 10-14 s)."""
         from .inner_graph import from_the_graph
 
         assert self.helpers is not None
-        return from_the_graph(question) and not self.holds_graph() and self.helpers.idle_holding_graph()
+        return from_the_graph(question) and not self.holds_graph() and self.helpers.holding_graph()
 
     def _here(self, question: Question, where: dict[str, Any]) -> bool | None:
         from ..compile.failures import first_line

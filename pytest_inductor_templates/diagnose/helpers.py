@@ -43,6 +43,7 @@ class Helpers:
         self.starting = list(self.processes)
         self.running: dict[int, tuple[subprocess.Popen[bytes], Question]] = {}
         self.queue: list[Question] = []
+        self.for_holder: Question | None = None  # a queued lowering step that waits for a helper holding a kept graph
         self.answers: dict[Question, dict[str, Any]] = {}
         self.holding: set[int] = set()  # helpers whose last answer said they hold a kept graph standing for the model
         self._uncounted: list[dict[str, int]] = []  # answers' counts taken in while serving, added by the asker
@@ -84,21 +85,27 @@ class Helpers:
         while self.starting:
             self._read(5.0)
 
-    def offer(self, questions: list[Question]) -> None:
+    def offer(self, questions: list[Question], for_holder: Question | None = None) -> None:
         """Queue ``questions`` (in order) for idle helpers, instead of what was queued before: those may no
-        longer be asked."""
+        longer be asked. ``for_holder`` (one of them) goes only to a helper holding a kept graph, and waits in the
+        queue while every such helper is on another question."""
         with self._lock:
             self._read(0.0)
             self._count()
             done = {q for _, q in self.running.values()} | set(self.answers)
             self.queue = [q for q in dict.fromkeys(questions) if q not in done]
+            self.for_holder = for_holder
             self._dispatch()
 
-    def idle_holding_graph(self) -> bool:
-        """Whether an idle helper holds a kept graph standing for the model (its lowering steps are quick)."""
+    def holding_graph(self) -> bool:
+        """Whether a helper, idle or on a question, holds a kept graph standing for the model (its lowering steps
+        are quick)."""
         with self._lock:
             self._read(0.0)
-            return any(helper.pid in self.holding for helper in self.idle)
+            return any(helper.pid in self.holding for helper in self.idle) or self._holder_busy()
+
+    def _holder_busy(self) -> bool:
+        return any(pid in self.holding for pid in self.running)
 
     def answered(self, question: Question) -> dict[str, Any] | None:
         """The helpers' answer to ``question`` if one is in (taken in now), without waiting; else None. It leaves
@@ -118,24 +125,40 @@ class Helpers:
         (then it is dropped from their queue: the asking process answers it)."""
         self._read(0.0)
         with self._lock:
-            if question in self.queue:
+            if question in self.queue and question != self.for_holder:
                 self.queue.remove(question)
         while question not in self.answers:
             if (settled := implied()) is not None:
+                self._drop(question)
                 self._count()
                 return settled
-            if not any(q == question for _, q in self.running.values()):
-                break
+            with self._lock:
+                on_it = any(q == question for _, q in self.running.values())
+                if not on_it and not (question in self.queue and self._holder_busy()):
+                    self._drop(question)
+                    break
             self._read(5.0)  # returns as soon as any helper answers
         self._count()
         return self.answers.get(question)
 
+    def _drop(self, question: Question) -> None:
+        """``question`` out of the queue: the asking process answers it."""
+        with self._lock:
+            if question in self.queue:
+                self.queue.remove(question)
+
     def _dispatch(self) -> None:
         """Each queued question, in order, to an idle helper: a lowering step to one holding a kept graph where one
-        is idle, any other question to one holding none where one is idle (keeping the holders for those steps)."""
-        while self.idle and self.queue:
-            question = self.queue.pop(0)
-            wanted = [h for h in self.idle if (h.pid in self.holding) == from_the_graph(question)]
+        is idle, any other question to one holding none where one is idle (keeping the holders for those steps);
+        the question kept for a holder (``offer``) is passed over while every holder is on another question."""
+        index = 0
+        while self.idle and index < len(self.queue):
+            question = self.queue[index]
+            holders = [h for h in self.idle if h.pid in self.holding]
+            if question == self.for_holder and not holders and self._holder_busy():
+                index += 1
+                continue
+            wanted = holders if from_the_graph(question) else [h for h in self.idle if h.pid not in self.holding]
             helper = wanted[0] if wanted else self.idle[-1]
             self.idle.remove(helper)
             assert helper.stdin is not None
@@ -143,8 +166,8 @@ class Helpers:
                 helper.stdin.write((json.dumps(asdict(question)) + "\n").encode())
                 helper.stdin.flush()
             except OSError:  # it ended: it is not used again
-                self.queue.insert(0, question)
                 continue
+            self.queue.pop(index)
             self.running[helper.pid] = (helper, question)
 
     def _read(self, timeout: float) -> bool:
