@@ -105,11 +105,11 @@ def slowed_compile(*args, **kwargs):
             spent.append(time.perf_counter() - start)
             return out
         extra = SLOWDOWN * statistics.median(spent)
-        start = time.perf_counter()
         out = compiled(*call_args, **call_kwargs)
         if cycles_per_second():
             torch.cuda._sleep(int(extra * cycles_per_second()))  # a call bound by the GPU waits for this
-        while time.perf_counter() - start < extra:  # ... one bound by the host for this
+        start = time.perf_counter()  # ... one bound by the host for this, after its own host time
+        while time.perf_counter() - start < extra:
             pass
         return out
 

@@ -59,3 +59,46 @@ def test_a_recount_counts_every_load_of_one_process() -> None:
     record.process_probe_ms, record.full_speed_mark_ms = [0.1, 0.1, 0.2, 0.1], 0.1
     gpu_timing_proof.rebanded(Run("run.jsonl", {}, [record]))
     assert record.process_counted == [True] * 4 and record.speedup < 1.95
+
+
+PLANT_ON_THE_HOST = """
+import statistics, time
+from gpu_timing_proof import PLANTED_SLOWDOWN
+
+plant = {}
+exec(PLANTED_SLOWDOWN, plant)
+plant["_compile"] = lambda model, **options: model  # no compile: the call's own time is the host's busy wait
+
+
+def call():  # bound by the host: 2 ms of busy wait
+    start = time.perf_counter()
+    while time.perf_counter() - start < 0.002:
+        pass
+
+
+slowed = plant["torch"].compile(call)
+for _ in range(10):  # the plant's calibration calls
+    slowed()
+times = []
+for _ in range(40):
+    start = time.perf_counter()
+    slowed()
+    times.append(time.perf_counter() - start)
+print("RATIO", statistics.median(times) / 0.002)
+"""
+
+
+def test_the_planted_slowdown_slows_a_call_bound_by_the_host_by_a_tenth() -> None:
+    """The gate's planted 10% slowdown adds a tenth of a call's own time after the call's own host time (a busy wait
+    from the call's start let a launch-bound call through unslowed: on an H100 8 of 18 entries fell by 3-6%)."""
+    done = subprocess.run(
+        [sys.executable, "-c", PLANT_ON_THE_HOST],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=SCRIPT.parent,
+        env={**os.environ, "PYTHONPATH": str(SCRIPT.parent)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    ratio = float(next(line for line in done.stdout.splitlines() if line.startswith("RATIO")).split()[1])
+    assert ratio >= 1.08, ratio
