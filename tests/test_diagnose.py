@@ -101,6 +101,7 @@ def test_planted_lowering_on_a_graphnet_sample(tmp_path: Path) -> None:
     diagnosis, steps = diagnosed(tmp_path, "sigmoid", build, extra=", threads=3")
     assert diagnosis["stage"] == "inductor / lowerings: sigmoid", steps
     assert next(r for r in steps if r["step"] == "prepared")["threads"] == 3, steps  # the item's, on the CPU
+    assert next(r for r in steps if r["step"] == "saved")["frozen"] > 100_000, steps  # torch, out of gc's reach
     assert diagnosis["op"] == "aten.sigmoid (model.py:9)", steps
     assert diagnosis["kind"] == "miscompile", steps
     assert diagnosis["figures"].startswith("RMSE against float64 at aten.sigmoid (model.py:9): compiled ")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .environment import diagnosis_environment, pool_waiter
+from .environment import diagnosis_environment, pool_waiter, settle_heap
 from .steplog import StepLog
 
 REQUEST = "request.pkl"
@@ -121,6 +121,7 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
     with diagnosis_environment(work, request.device.type), config.patch(keep):
         wait_for_eager(work)
         drawn, eager = Drawn.load(work, request.build, device), load_eager(work, device)
+        settle_heap()
         judge = Judge(request, drawn, eager, counts, before_inductor=pool_waiter(None), vouched=work / VOUCHED)
 
         def check(question: Any) -> bool | None:
@@ -196,7 +197,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
         return
     drawn.save(work)
     save_eager(eager, work)
-    log.write("saved")  # for the helpers
+    log.write("saved", frozen=settle_heap())  # for the helpers; the set-up out of the collector's reach
     pool = pool_waiter(log)
     judge = Judge(request, drawn, eager, counts, before_inductor=pool, vouched=work / VOUCHED)
 

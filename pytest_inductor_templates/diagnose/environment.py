@@ -5,6 +5,7 @@ before the first compile that lowers with Inductor."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
 import time
@@ -87,3 +88,13 @@ def pool_waiter(log: StepLog | None) -> Callable[[], None]:
             log.write("pool", waited=round(time.monotonic() - start, 2))
 
     return wait
+
+
+def settle_heap() -> int:
+    """Move what this process holds after its set-up (torch, the draw, eager's half) out of the garbage collector's
+    reach (``gc.freeze``), so that the collections every compile triggers walk only what came after: on a 2-core
+    CPU a compile's collections took 0.42-0.75 s with the set-up frozen against 0.70-0.96 s without. Returns the
+    objects frozen."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
