@@ -225,7 +225,7 @@ def first_processes_band(record: ItemRecord, count: int) -> Interval | None:
     return band_over_first([(s, load) for load, s in enumerate(speedups)], count)
 
 
-def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 4, 6, 8)) -> list[str]:
+def first_processes_lines(name: str, run: Run, counts: tuple[int, ...] = (2, 3, 4, 6, 8, 12)) -> list[str]:
     """What K processes give (K loads, for entries timed in one process): each entry's band over its first K
     processes' timings (over the processes' means, or over one process's loads, their 20%-trimmed mean's from six
     on; every timing counted, no floor), for each K, against the stable targets."""
