@@ -78,8 +78,11 @@ pids = sorted({{r["pid"] for r in checks if r.get("pid")}})
 asked = [[r["backend"], r["subsystem"], r["run_state"], r.get("low"), r.get("high")] for r in checks]
 ended = [r for r in read_log(work / "steps.jsonl") if r["step"] == "helper" and r.get("error")]
 implied = [[r.get("low"), r.get("high"), r["implied_by"], r.get("pid")] for r in checks if r.get("implied_by")]
+answered = [[r["pid"], r["run_state"], r.get("low"), r.get("high")] for r in read_log(work / "steps.jsonl")
+            if r["step"] == "helper_answer"]
+taken = [[r["pid"], r["run_state"], r.get("low"), r.get("high")] for r in checks if r.get("pid")]
 print("RESULT " + json.dumps({{"stage": found.describe(), "pids": pids, "asked": asked, "ended": ended,
-                              "implied": implied}}))
+                              "implied": implied, "answered": answered, "taken": taken}}))
 """
 
 
@@ -263,6 +266,8 @@ def test_checks_in_helper_processes_choose_the_serial_orders_answer(tmp_path: Pa
     steps = [q for q in serial["asked"] if q[2] == "bisect"]
     assert steps and all(isinstance(q[3], int) and isinstance(q[4], int) for q in steps), serial["asked"]
     assert serial["pids"] == [] and len(parallel["pids"]) == helpers, parallel  # every helper answered some
+    # every helper answer is logged as it comes (``helper_answer``): those torch took, and any it never asked for
+    assert parallel["taken"] and all(step in parallel["answered"] for step in parallel["taken"]), parallel
 
 
 def test_a_slow_bisection_step_is_settled_by_an_answer_beyond_it(tmp_path: Path, serial: dict) -> None:

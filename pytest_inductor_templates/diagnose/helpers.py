@@ -204,6 +204,11 @@ class Helpers:
             else:
                 self.holding.discard(helper.pid)
             self.answers[question] = answer
+            # every answer as it comes, those torch never asks for too (its other branch): where the helpers' time went
+            self.log.write(
+                "helper_answer", pid=helper.pid, **asdict(question), failing=answer.get("failing"),
+                seconds=answer.get("seconds"), error=answer.get("error"),
+            )  # fmt: skip
             self.idle.append(helper)
         self._dispatch()
         return True
