@@ -181,7 +181,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     from .capture import capture, graph_facts
     from .drawn import Drawn, save_eager
     from .predicate import Judge, eager_side, with_settings
-    from .questions import Question
+    from .questions import Question, stages_before_inductor
 
     selection = request.selection
     settings = dict(selection.effective_settings)
@@ -201,6 +201,9 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     drawn.save(work)
     save_eager(eager, work)
     log.write("saved", frozen=settle_heap())  # for the helpers; the set-up out of the collector's reach
+    if helpers is not None:  # they check the stages before Inductor's while this process reproduces and captures
+        helpers.offer(stages_before_inductor())
+    serving = helpers.serving if helpers is not None else contextlib.nullcontext
     pool = pool_waiter(log)
     judge = Judge(request, drawn, eager, counts, before_inductor=pool, vouched=work / VOUCHED)
 
@@ -224,7 +227,8 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     if request.reason is not None:  # the item's own check: no compile to repeat it
         log.write("reproduce", outcome=request.outcome, reason=request.reason[:500], failing=True, reused=True)
     else:
-        first = judge.attempt()
+        with serving():
+            first = judge.attempt()
         log.write(
             "reproduce",
             outcome=first.outcome,
@@ -239,7 +243,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     reproduced = request.reason if request.reason is not None else first.reason
     failing_figures = request.item_float64_rmse if request.reason is not None else first.float64_rmse
     graphs: list[Any] = []
-    with _step(log, "capture", counts), host_lock.work():
+    with _step(log, "capture", counts), host_lock.work(), serving():
         graphs = capture(request, selection, drawn)
         log.write("capture", graphs=len(graphs), aten=sum(g.aten is not None for g in graphs))
     found: stage.StageResult | None = None

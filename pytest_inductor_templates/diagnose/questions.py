@@ -98,6 +98,14 @@ class Question:
         return ahead
 
 
+def stages_before_inductor() -> list[Question]:
+    """The stages torch's bisector asks about before Inductor's, in its order (``eager``, ``aot_eager``, ...): each
+    needs a check unless the fault is found before it, and none needs anything the diagnosis finds first."""
+    from torch._inductor.compiler_bisector import BACKENDS
+
+    return [Question(backend) for backend in BACKENDS if backend != "inductor"]
+
+
 def _debug_info_file(backend: str, subsystem: str) -> str:
     from torch._inductor.compiler_bisector import CompilerBisector
 
