@@ -3,6 +3,9 @@ processes), and where ``compare`` reads a record's band back as a standard error
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 Z_975 = 1.959964  # the normal's 97.5th percentile
 T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365)  # Student's t, 97.5th percentile, 1 to 7 degrees of freedom
 
@@ -13,6 +16,36 @@ def t_975(count: int) -> float:
     if count < 2:
         raise ValueError(f"a t band needs at least 2 values, got {count}")
     return T_975[min(count - 2, len(T_975) - 1)]
+
+
+T_975_ON = (2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074,
+            2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # ... 8 to 30 degrees of freedom  # fmt: skip
+
+
+def degrees_of(quantile: float) -> float | None:
+    """The degrees of freedom of the Student's t a band was made with, from its 97.5th percentile (one of
+    ``T_975``'s, as ``t_975`` gives them); infinite for the normal's; None for any other."""
+    if math.isclose(quantile, Z_975, rel_tol=1e-6):
+        return math.inf
+    return next((float(df) for df, t in enumerate(T_975, start=1) if math.isclose(quantile, t, rel_tol=1e-4)), None)
+
+
+def t_975_of(degrees: float) -> float:
+    """The 97.5th percentile of Student's t for ``degrees`` degrees of freedom, rounded down (never narrower); 30's
+    from 30 on, the normal's for infinitely many."""
+    if math.isinf(degrees):
+        return Z_975
+    table = (*T_975, *T_975_ON)
+    whole = max(1, math.floor(degrees + 1e-9))  # ten, not 9.999...: the sum of two sixes
+    return table[min(whole, len(table)) - 1]
+
+
+def welch_degrees(errors: Sequence[float], degrees: Sequence[float]) -> float:
+    """The degrees of freedom of a sum of independent estimates, each with its standard error and degrees of freedom
+    (Welch and Satterthwaite): two bands over six values each give ten, not five."""
+    total = sum(error**2 for error in errors) ** 2
+    parts = sum(error**4 / df for error, df in zip(errors, degrees, strict=True) if math.isfinite(df))
+    return total / parts if parts > 0 else math.inf
 
 
 TRIM = 0.2  # a band over six or more values is over their 20%-trimmed mean: the farthest fifth each side left out

@@ -495,8 +495,8 @@ def test_a_band_over_processes_is_read_back_as_the_error_its_t_implies() -> None
 def test_a_row_timed_several_times_reads_its_sides_and_its_change_over_every_timing() -> None:
     """An entry timed in four processes whose first eager timing was an outlier (the first timing's medians are the
     record's ``eager_median``): the row's eager and compiled changes are over every timing's medians, as its speedup
-    is, so they agree with the speedup's change; and the change's interval takes the bands' Student's t, not the
-    normal's 1.96."""
+    is, so they agree with the speedup's change; and the change's interval takes Student's t for the two bands'
+    degrees of freedom together (three each, six together: 2.447), not the normal's 1.96."""
     import dataclasses
     import math
 
@@ -513,7 +513,37 @@ def test_a_row_timed_several_times_reads_its_sides_and_its_change_over_every_tim
     assert row.time_change == 0.0
     low, high = row.change_interval  # type: ignore[misc]
     error = math.log(2.1 / 1.9) / (2 * 3.182) * math.sqrt(2)
-    assert math.isclose(math.log1p(high), 3.182 * error, rel_tol=1e-6) and math.isclose(math.log1p(low), -3.182 * error)
+    assert math.isclose(math.log1p(high), 2.447 * error, rel_tol=1e-6) and math.isclose(math.log1p(low), -2.447 * error)
+
+
+def test_a_changes_interval_takes_the_degrees_of_freedom_of_both_bands() -> None:
+    """Two bands over six processes each (Student's t for five degrees of freedom, 2.571) give a change whose error
+    has about ten (Welch and Satterthwaite: 2.228), so a 9% fall between two ±3.3% bands is flagged at 5% where the
+    t of one band alone (2.571) read its interval back past -5%; a band ten times wider than the other lends the
+    change its own degrees of freedom; a record saved without its quantile is read as before (the larger)."""
+    import dataclasses
+    import math
+
+    from pytest_inductor_templates.runs.compare import Row, regressed
+
+    def entry(speedup: float, half: float, quantile: float | None = 2.571) -> ItemRecord:
+        return ItemRecord("s", "default", "cuda:0", "bench", speedup=speedup, speedup_low=speedup / math.exp(half),
+                          speedup_high=speedup * math.exp(half), band_quantile=quantile)  # fmt: skip
+
+    row = Row("s", "cuda:0", entry(1.30, 0.033), entry(1.30 * 0.91, 0.033), "pass", "pass")
+    low, high = row.change_interval  # type: ignore[misc]
+    error = math.hypot(0.033 / 2.571, 0.033 / 2.571)
+    assert math.isclose(math.log1p(high) - math.log(0.91), 2.228 * error, rel_tol=1e-6), (low, high)
+    assert regressed(row.speedup_change, row.change_interval, 0.05)
+    assert math.log(0.91) + 2.571 * error > math.log(0.95)  # one band's t alone would not have flagged it
+    lopsided = Row("s", "cuda:0", entry(1.30, 0.033, 3.182), entry(1.2, 0.0033), "pass", "pass")
+    low, high = lopsided.change_interval  # type: ignore[misc]
+    error = math.hypot(0.033 / 3.182, 0.0033 / 2.571)
+    assert math.isclose(math.log1p(high) - math.log(1.2 / 1.3), 3.182 * error, rel_tol=1e-6)  # the wide band's
+    older = dataclasses.replace(entry(1.30, 0.033), band_quantile=None)
+    low, high = Row("s", "cuda:0", older, entry(1.2, 0.033), "pass", "pass").change_interval  # type: ignore[misc]
+    error = math.hypot(0.033 / 1.959964, 0.033 / 2.571)
+    assert math.isclose(math.log1p(high) - math.log(1.2 / 1.3), 2.571 * error, rel_tol=1e-6)
 
 
 def test_a_rows_sides_leave_out_the_timings_its_band_left_out() -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..outcomes import FAILURES, Outcome
 from ..record import EAGER, ItemRecord, geomean
-from ..student import Z_975
+from ..student import Z_975, degrees_of, t_975_of, welch_degrees
 from ..tables import times, timings_text
 from . import compile_changes
 from .compile_changes import CompileComparison
@@ -92,10 +92,19 @@ class Row:
 
     @property
     def change_interval(self) -> tuple[float, float] | None:
-        """The change's 95% interval: its log's standard error times the larger of the two bands' quantiles (a band
-        over a few processes' means knows its spread only roughly: Student's t, not the normal's 1.96)."""
-        quantiles = [r.band_quantile for r in (self.base, self.new) if r is not None and r.band_quantile]
-        return interval_of(self.log_change, self.log_error, max([Z_975, *quantiles]))
+        """The change's 95% interval: its log's standard error times Student's t for the degrees of freedom of the two
+        bands' errors together (Welch and Satterthwaite, each band's from the quantile it was made with: a band over
+        a few processes' means knows its spread only roughly, and two of them together a little better); where a
+        record was saved without its quantile, or with one the plugin does not make, the larger of the two."""
+        records = [r for r in (self.base, self.new) if r is not None]
+        quantiles = [r.band_quantile or Z_975 for r in records]
+        errors = [log_error(r) for r in records]
+        degrees = [degrees_of(r.band_quantile) if r.band_quantile else None for r in records]  # None: saved before
+        if len(records) == 2 and None not in errors and None not in degrees:
+            quantile = t_975_of(welch_degrees(errors, degrees))  # type: ignore[arg-type]
+        else:
+            quantile = max([Z_975, *quantiles])
+        return interval_of(self.log_change, self.log_error, quantile)
 
     @property
     def time_change(self) -> float | None:
