@@ -107,6 +107,8 @@ def test_planted_lowering_on_a_graphnet_sample(tmp_path: Path) -> None:
     assert next(r for r in steps if r["step"] == "saved")["frozen"] > 100_000, steps  # torch, out of gc's reach
     eager = next(r for r in steps if r["step"] == "bisect_check" and r["backend"] == "eager")
     assert eager.get("pid"), steps  # checked by the helper while this process captured the graph
+    checked = next(r for r in steps if r["step"] == "repro_check")
+    assert checked["code"] == 1 and checked.get("pid"), steps  # by the helper kept, while this process localised
     assert diagnosis["op"] == "aten.sigmoid (model.py:9)", steps
     assert diagnosis["kind"] == "miscompile", steps
     assert diagnosis["figures"].startswith("RMSE against float64 at aten.sigmoid (model.py:9): compiled ")

@@ -605,3 +605,37 @@ def test_a_checks_answer_counts_the_garbage_collectors_pauses() -> None:
         if enabled:
             gc.enable()
     assert collected > 0 and "gc" in paused and quiet["gc"] == 0, (collected, paused, quiet)
+
+
+REPRO_HELPER = HELPER.replace(
+    "serve(fails, Counts(), sys.argv[1], replies)",
+    "from pytest_inductor_templates.diagnose.repro_step import Checked\n"
+    "serve(fails, Counts(), sys.argv[1], replies, check_repro=lambda path: Checked(1, 'differs: ' + path.name))",
+)
+
+
+@pytest.mark.parametrize("checks_repros", [True, False])
+def test_one_idle_helper_is_kept_to_check_the_repro(tmp_path: Path, checks_repros: bool) -> None:
+    """Once the stage is known, every helper ends but one idle one, which checks the written repro while the asking
+    process goes on (its answer: the exit code, message and process); a helper whose check cannot run answers
+    nothing usable, and the asking process checks the repro itself."""
+    from pytest_inductor_templates.diagnose.drawn import Counts
+    from pytest_inductor_templates.diagnose.helpers import Helpers
+    from pytest_inductor_templates.diagnose.steplog import StepLog
+
+    (tmp_path / "fake_fault.py").write_text(FAKE_FAULT)
+    boot = (REPRO_HELPER if checks_repros else HELPER).format(here=str(tmp_path))
+    helpers = Helpers(tmp_path, 2, StepLog(tmp_path / "steps.jsonl"), Counts(), boot=boot)
+    try:
+        helpers.wait_ready()
+        spare = helpers.keep_one_idle()
+        assert spare is not None and [p for p in helpers.processes if p.poll() is None] == [spare.process]
+        assert spare.ask(tmp_path / "repro.py")
+        checked = spare.answer()
+        if checks_repros:
+            assert checked is not None and (checked.code, checked.message) == (1, "differs: repro.py"), checked
+            assert checked.pid == spare.process.pid
+        else:
+            assert checked is None
+    finally:
+        helpers.close()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from . import repro_step
 from .environment import diagnosis_environment, pool_waiter, settle_heap
 from .steplog import StepLog
 
@@ -106,10 +107,10 @@ def options_as_patches(backend: str) -> bool:
 
 
 @contextlib.contextmanager
-def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], Any, Callable[[], bool]]]:
+def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], Any, Callable[[], bool], Any]]:
     """A helper process's side of the diagnosis (``helpers.helper_main``): the request, the one draw and eager's
-    half loaded from the work folder; yields its check of a bisector question, its counts, and whether it holds a
-    kept graph standing for the model."""
+    half loaded from the work folder; yields its check of a bisector question, its counts, whether it holds a
+    kept graph standing for the model, and its check of a written repro."""
     import torch
     from torch._inductor import config
 
@@ -134,7 +135,7 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
             tried = judge.asked(patches)
             return None if tried.outcome == "error" else tried.outcome == request.outcome
 
-        yield check, counts, judge.holds_graph
+        yield check, counts, judge.holds_graph, lambda path: repro_step.check_saved(request, path, device)
 
 
 def run(work: Path) -> None:
@@ -247,6 +248,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
         graphs = capture(request, selection, drawn)
         log.write("capture", graphs=len(graphs), aten=sum(g.aten is not None for g in graphs))
     found: stage.StageResult | None = None
+    spare = None
     with _step(log, "stage", counts):
         temp = tempfile.mkdtemp(prefix="stage-", dir=work)
         cudagraphs = selection.cudagraphs and request.device.type == "cuda"
@@ -258,8 +260,8 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
         )  # fmt: skip
         found = stage.find_stage(answers, log, temp)
         judge.inner = judge.agreed = None  # the kept graphs (their inputs in host memory) serve no later step
-        if helpers is not None:
-            helpers.close()  # what they still run is no longer asked
+        if helpers is not None:  # what they still run is no longer asked; one idle helper checks the repro
+            spare = helpers.keep_one_idle()
         if found.backend == "inductor" and not found.subsystem and selection.backend != "inductor":
             log.write(
                 "stage",
@@ -269,6 +271,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
                 "subsystems fixes it)",
             )
     pool()  # the steps after the stage compile with Inductor (the operator step outside the judge)
+    asked = repro_step.hand_over(request, graphs, found, work, spare)  # checked there while this process goes on
     with _step(log, "setting", counts):
         text = setting.smallest_failing(settings, lambda s: bool(fails(selection=with_settings(selection, s))), log)
         log.write("setting", setting=text)
@@ -330,64 +333,8 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
                 )
             log.write("kind", kind=kind, figures=figures, dtypes=sorted(dtypes))
     with _step(log, "repro", counts):
-        write_repro(request, graphs, found, log, work, counts)
-
-
-def write_repro(request: Any, graphs: list[Any], found: Any, log: StepLog, work: Path, counts: Any) -> None:
-    """The first captured graph that fails the standalone check on its own, written as repro.py."""
-    from ..timing import host_lock
-    from . import repro, standalone
-
-    selection = request.selection
-    if found is not None and found.backend == "eager":
-        log.write(
-            "repro",
-            repro=None,
-            why="no torch-only repro: it fails under Dynamo's eager backend, in Dynamo "
-            "or in the model's own Python code, before any graph is compiled",
-        )
-        return
-    if not graphs:
-        log.write("repro", repro=None, why="no torch-only repro: Dynamo captured no graph")
-        return
-    tolerance = request.repro_tolerance()
-    no_grad = request.no_grad or selection.inference_only
-    for index, entry in enumerate(graphs):
-        directory = Path(request.repro_dir) if index == 0 else Path(request.repro_dir) / f"graph{index}"
-        scratch = work / f"candidate{index}"
-        path = repro.write_repro(
-            scratch,
-            entry,
-            name=request.name,
-            what=f"{request.outcome} under {selection.description}"
-            + (f"; stage: {found.describe()}." if found is not None else "."),
-            options=selection.compile_options,
-            patches=selection.config_patches,
-            no_grad=no_grad,
-            tolerance=tolerance,
-            second_opinion=request.second_opinion,
-            backend=selection.backend,
-            conftests=[file for _, file in request.conftests] if selection.backend != "inductor" else [],
-        )
-        if path is None:
-            continue
-        namespace = repro.load_module(path)
-        inputs = [t for t in entry.inputs]
-        with host_lock.work():
-            code, message = standalone.check(
-                namespace["Repro"](), inputs, selection.compile_options, selection.config_patches, no_grad, tolerance,
-                request.second_opinion, selection.backend, fresh=False,
-            )  # fmt: skip
-        counts.compiles += 1
-        counts.eager_runs += 2  # the graph as it is and in float64
-        log.write("repro_check", graph=index, code=code, message=message[:500])
-        if code == 1:
-            directory.mkdir(parents=True, exist_ok=True)
-            for name in ("repro.py", "inputs.pt"):
-                (directory / name).write_bytes((scratch / name).read_bytes())
-            log.write("repro", repro=str(directory / "repro.py"), message=message[:500])
-            return
-    log.write("repro", repro=None, why="no captured graph fails on its own under the repro's check")
+        first = spare.answer() if asked and spare is not None else None
+        repro_step.finish(request, graphs, found, log, work, counts, first)
 
 
 def main(work: str) -> None:

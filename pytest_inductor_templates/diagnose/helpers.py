@@ -1,6 +1,7 @@
-"""The diagnosis's helper processes: the pool the asking process hands questions to (``Helpers``), and each
-helper's side (``helper_main``: set up as the diagnosis's child is, then ``serve``: one JSON question a line in,
-one answer a line out)."""
+"""The diagnosis's helper processes: the pool the asking process hands questions to (``Helpers``), the one kept
+for the repro's check once the stage is known (``SpareHelper``), and each helper's side (``helper_main``: set up as
+the diagnosis's child is, then ``serve``: one JSON question, or a repro to check, a line in, one answer a line
+out)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from .inner_graph import from_the_graph
 from .questions import Question, answer_here
+from .repro_step import Checked
 from .steplog import StepLog
 
 HELPER_BOOT = "import sys; from pytest_inductor_templates.diagnose.helpers import helper_main; helper_main(sys.argv[1])"
@@ -220,12 +222,55 @@ class Helpers:
         asked = asdict(question) if question is not None else None
         self.log.write("helper", pid=helper.pid, ready=False, ended=helper.wait(), error=why, question=asked)
 
+    def keep_one_idle(self) -> SpareHelper | None:
+        """End every helper but one idle one (one on a question would answer that first), kept for the repro's
+        check; None where none is idle."""
+        with self._lock:
+            self._read(0.0)
+            self._count()
+            kept = self.idle[0] if self.idle else None
+            for process in self.processes:
+                if process is not kept and process.poll() is None:
+                    process.kill()
+                    process.wait()
+            self.idle, self.starting, self.running, self.queue = [], [], {}, []
+        return SpareHelper(kept) if kept is not None else None
+
     def close(self) -> None:
         self._count()
         for process in self.processes:
             if process.poll() is None:
                 process.kill()
             process.wait()
+
+
+@dataclass
+class SpareHelper:
+    """A helper kept once the stage is known: it checks the first graph's repro while the asking process goes on."""
+
+    process: subprocess.Popen[bytes]
+
+    def ask(self, repro: Path) -> bool:
+        """Hand it the written repro to check; False where it has ended."""
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write((json.dumps({"repro": str(repro)}) + "\n").encode())
+            self.process.stdin.flush()
+        except OSError:
+            return False
+        return True
+
+    def answer(self) -> Checked | None:
+        """Its check, waited for; None where it ended or its check raised (the asking process checks it then)."""
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        try:
+            answer = json.loads(line) if line else {}
+        except json.JSONDecodeError:
+            return None
+        if "code" not in answer:
+            return None
+        return Checked(answer["code"], answer["message"], answer.get("pid"), answer.get("seconds", 0.0))
 
 
 def private_stdout() -> Any:
@@ -241,13 +286,20 @@ def serve(
     scratch: str,
     replies: Any,
     holds_graph: Callable[[], bool] = lambda: False,
+    check_repro: Callable[[Path], Checked] | None = None,
 ) -> None:
     """Answer questions from stdin, one JSON line each, on ``replies``: ready first, then each answer with what
-    it cost and whether this process now holds a kept graph standing for the model (``holds_graph``)."""
+    it cost and whether this process now holds a kept graph standing for the model (``holds_graph``); a line
+    naming a written repro (``{"repro": path}``) is answered with ``check_repro``'s check of it."""
     replies.write(json.dumps({"ready": True}) + "\n")
     replies.flush()
     for line in sys.stdin:
-        question = Question(**json.loads(line))
+        message = json.loads(line)
+        if "repro" in message:
+            replies.write(json.dumps(_repro_answer(check_repro, Path(message["repro"]))) + "\n")
+            replies.flush()
+            continue
+        question = Question(**message)
         before = dict(asdict(counts))
         answer = answer_here(question, lambda q=question: check(q), scratch)
         answer["counts"] = {k: v - before[k] for k, v in asdict(counts).items()}
@@ -259,10 +311,23 @@ def serve(
         replies.flush()
 
 
+def _repro_answer(check_repro: Callable[[Path], Checked] | None, repro: Path) -> dict[str, Any]:
+    """The repro's check as a reply: its exit code, message, process and seconds; or the error that stopped it."""
+    from ..compile.failures import first_line
+
+    if check_repro is None:
+        return {"error": "this helper checks no repro"}
+    try:
+        checked = check_repro(repro)
+    except Exception as error:
+        return {"error": first_line(error)}
+    return {"code": checked.code, "message": checked.message, "pid": os.getpid(), "seconds": checked.seconds}
+
+
 def helper_main(work: str) -> None:
     """A helper process: set up as the diagnosis's child is (``child.helper_session``), then ``serve``."""
     from .child import helper_session
 
     replies = private_stdout()
-    with helper_session(Path(work)) as (check, counts, holds_graph):
-        serve(check, counts, work, replies, holds_graph)
+    with helper_session(Path(work)) as (check, counts, holds_graph, check_repro):
+        serve(check, counts, work, replies, holds_graph, check_repro)
