@@ -84,14 +84,13 @@ for step in $what; do
       OUT="$OUT/corpus" limit python3 benchmarks/corpus_results.py run "${CORPUS:-../shared/graphnet-corpus}" \
           --shard "${SHARD:-1/1}" --templates "${TEMPLATES:-default,cudagraphs,freezing}" \
           --workers "${CORPUS_WORKERS:-4}" --diagnose "${DIAGNOSE_MAX:-40}" ${RESUME:+--resume} 2>&1 | tail -25 ;;
-    timing) # issue 37's proof run: the 18 samples of gpu_timing_samples.txt, four workers, cold then a warm repeat,
-      # with TIMING_ARGS passed to the runs (e.g. --inductor-timing-processes=8: every item in eight processes, so
-      # that the script recounts the default rule and the full-speed one from the same records). The two runs take
-      # 7 minutes each on an H100 at the default, longer with eight: give STEP_LIMIT room (1500), or rerun with
-      # RESUME=1 to keep the runs that finished
+    timing) # issue 37's proof run: the 18 samples of gpu_timing_samples.txt, four workers, cold, then a warm repeat
+      # and the gate's planted-slowdown run from its caches, with TIMING_ARGS passed to the runs (e.g.
+      # --inductor-timing-processes=8-12: twelve where the band is wide). On an H100 at the default the three runs
+      # took 412, 316 and 375 s: give STEP_LIMIT room (1300), or rerun with RESUME=1 to keep the runs that finished
       OUT="$OUT/timing" limit python3 benchmarks/gpu_timing_proof.py "${CORPUS:-../shared/graphnet-corpus}" \
-          --workers 4 --best 4 --warm-repeat --steps scaling,repeat ${RESUME:+--resume} -- ${TIMING_ARGS:-} 2>&1 \
-          | tee "$OUT/timing.txt" | grep -E "^(run|repeat)" ;;
+          --workers 4 --best 4 --warm-repeat --steps scaling,repeat,gate ${RESUME:+--resume} -- ${TIMING_ARGS:-} \
+          2>&1 | tee "$OUT/timing.txt" | grep -E "^(run|repeat|slowed|gate)" ;;
     variance) # issue 37: where a speedup's variance sits (rounds, stretches of one process, processes)
       OUT="$OUT/variance" limit python3 benchmarks/timing_variance.py "${CORPUS:-../shared/graphnet-corpus}" \
           --processes "${VARIANCE_PROCESSES:-3}" --stretches "${VARIANCE_STRETCHES:-3}" \
