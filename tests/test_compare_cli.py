@@ -520,7 +520,8 @@ def test_a_changes_interval_takes_the_degrees_of_freedom_of_both_bands() -> None
     """Two bands over six processes each (Student's t for five degrees of freedom, 2.571) give a change whose error
     has about ten (Welch and Satterthwaite: 2.228), so a 9% fall between two ±3.3% bands is flagged at 5% where the
     t of one band alone (2.571) read its interval back past -5%; a band ten times wider than the other lends the
-    change its own degrees of freedom; a record saved without its quantile is read as before (the larger)."""
+    change its own degrees of freedom; a record saved without its quantile, or a band widened to the CUDA floor
+    (±2% launch-bound: the runs' offset, not a spread), is read as before (the larger quantile)."""
     import dataclasses
     import math
 
@@ -543,6 +544,10 @@ def test_a_changes_interval_takes_the_degrees_of_freedom_of_both_bands() -> None
     older = dataclasses.replace(entry(1.30, 0.033), band_quantile=None)
     low, high = Row("s", "cuda:0", older, entry(1.2, 0.033), "pass", "pass").change_interval  # type: ignore[misc]
     error = math.hypot(0.033 / 1.959964, 0.033 / 2.571)
+    assert math.isclose(math.log1p(high) - math.log(1.2 / 1.3), 2.571 * error, rel_tol=1e-6)
+    floored = [dataclasses.replace(entry(s, 0.02), launch_bound=True) for s in (1.30, 1.2)]
+    low, high = Row("s", "cuda:0", *floored, "pass", "pass").change_interval  # type: ignore[misc]
+    error = math.hypot(0.02 / 2.571, 0.02 / 2.571)
     assert math.isclose(math.log1p(high) - math.log(1.2 / 1.3), 2.571 * error, rel_tol=1e-6)
 
 

@@ -639,3 +639,31 @@ def test_one_idle_helper_is_kept_to_check_the_repro(tmp_path: Path, checks_repro
             assert checked is None
     finally:
         helpers.close()
+
+
+def test_a_holder_is_waited_for_only_on_a_lowering_step_from_its_graph(tmp_path: Path) -> None:
+    """The asking process waits for a helper holding a kept graph only while that helper is on a lowering step from
+    it (seconds); one on another question (a whole-model check, possibly minutes) is not waited for. A lowering step
+    kept in the queue for a holder that then dies is dropped, and the asking process checks it itself."""
+    import os
+    from types import SimpleNamespace
+
+    from pytest_inductor_templates.diagnose.drawn import Counts
+    from pytest_inductor_templates.diagnose.helpers import Helpers
+    from pytest_inductor_templates.diagnose.questions import Question
+    from pytest_inductor_templates.diagnose.steplog import StepLog
+
+    helpers = Helpers(tmp_path, 0, StepLog(tmp_path / "steps.jsonl"), Counts())
+    read, write = os.pipe()
+    (tmp_path / "helper-7.txt").write_text("RuntimeError: planted\n")
+    holder = SimpleNamespace(pid=7, stdout=os.fdopen(read, "rb"), wait=lambda: -9)
+    helpers.holding, helpers.errors = {7}, {7: tmp_path / "helper-7.txt"}
+    helpers.running = {7: (holder, Question("inductor", "pre_grad_passes", "test_disable"))}  # type: ignore[dict-item]
+    assert not helpers.holding_graph()
+    helpers.running = {7: (holder, Question("inductor", "lowerings", "bisect", 0, 127))}  # type: ignore[dict-item]
+    assert helpers.holding_graph()
+    step = Question("inductor", "lowerings", "bisect", 0, 63)
+    helpers.offer([step], for_holder=step)
+    assert helpers.queue == [step]  # kept for the holder, which is on a lowering step
+    os.close(write)  # the holder dies
+    assert helpers.take(step) is None and helpers.queue == [], helpers.queue

@@ -202,9 +202,6 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     drawn.save(work)
     save_eager(eager, work)
     log.write("saved", frozen=settle_heap())  # for the helpers; the set-up out of the collector's reach
-    if helpers is not None:  # they check the stages before Inductor's while this process reproduces and captures
-        helpers.offer(stages_before_inductor())
-    serving = helpers.serving if helpers is not None else contextlib.nullcontext
     pool = pool_waiter(log)
     judge = Judge(request, drawn, eager, counts, before_inductor=pool, vouched=work / VOUCHED)
 
@@ -228,8 +225,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     if request.reason is not None:  # the item's own check: no compile to repeat it
         log.write("reproduce", outcome=request.outcome, reason=request.reason[:500], failing=True, reused=True)
     else:
-        with serving():
-            first = judge.attempt()
+        first = judge.attempt()
         log.write(
             "reproduce",
             outcome=first.outcome,
@@ -244,7 +240,11 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
     reproduced = request.reason if request.reason is not None else first.reason
     failing_figures = request.item_float64_rmse if request.reason is not None else first.float64_rmse
     graphs: list[Any] = []
-    with _step(log, "capture", counts), host_lock.work(), serving():
+    if helpers is not None:  # they check the stages before Inductor's while this process captures the graphs (not
+        # beside a reproduce step: a helper's model on the GPU beside it could make it fail otherwise than the item)
+        helpers.offer(stages_before_inductor())
+    serving = helpers.serving() if helpers is not None else contextlib.nullcontext()
+    with _step(log, "capture", counts), host_lock.work(), serving:
         graphs = capture(request, selection, drawn)
         log.write("capture", graphs=len(graphs), aten=sum(g.aten is not None for g in graphs))
     found: stage.StageResult | None = None

@@ -1,6 +1,7 @@
 """The environment of a diagnosis's processes (the child and its helpers): one fresh Inductor cache they share,
-the CPU's vector ISAs read first on the CPU, and on a GPU Inductor's compile pool, started at once and waited for
-before the first compile that lowers with Inductor."""
+the CPU's vector ISAs read first on the CPU, on a GPU Inductor's compile pool, started at once and waited for
+before the first compile that lowers with Inductor, and the process's set-up moved out of the garbage collector's
+reach before its checks."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ class Helpers:
         longer be asked. ``for_holder`` (one of them) goes only to a helper holding a kept graph, and waits in the
         queue while every such helper is on another question."""
         with self._lock:
-            self._read(0.0)
+            self._read(0.0, dispatch=False)  # a helper that has just finished takes from the new queue, not the old
             self._count()
             done = {q for _, q in self.running.values()} | set(self.answers)
             self.queue = [q for q in dict.fromkeys(questions) if q not in done]
@@ -100,19 +100,21 @@ class Helpers:
             self._dispatch()
 
     def holding_graph(self) -> bool:
-        """Whether a helper, idle or on a question, holds a kept graph standing for the model (its lowering steps
-        are quick)."""
+        """Whether a helper holds a kept graph standing for the model (its lowering steps are quick) and is idle, or
+        on a lowering step from it."""
         with self._lock:
-            self._read(0.0)
+            self._read(0.0, dispatch=False)
             return any(helper.pid in self.holding for helper in self.idle) or self._holder_busy()
 
     def _holder_busy(self) -> bool:
-        return any(pid in self.holding for pid in self.running)
+        """Whether a helper holding a kept graph is on a lowering step from it (seconds: worth waiting for, where a
+        check of the whole model here takes two or three times as long; a holder on another question is not)."""
+        return any(pid in self.holding and from_the_graph(question) for pid, (_, question) in self.running.items())
 
     def answered(self, question: Question) -> dict[str, Any] | None:
         """The helpers' answer to ``question`` if one is in (taken in now), without waiting; else None. It leaves
         their queue either way: the asking process answers it now (with this, an implied answer, or a check)."""
-        self._read(0.0)
+        self._read(0.0, dispatch=False)
         with self._lock:
             if question in self.queue:
                 self.queue.remove(question)
@@ -122,9 +124,10 @@ class Helpers:
     def take(
         self, question: Question, implied: Callable[[], dict[str, Any] | None] = lambda: None
     ) -> dict[str, Any] | None:
-        """The helpers' answer to ``question``, waited for when one of them is on it, or what ``implied`` makes of
-        the answers in (before or while waiting: a helper on it goes on, its answer kept); None when neither is
-        (then it is dropped from their queue: the asking process answers it)."""
+        """The helpers' answer to ``question``, waited for while one of them is on it (or, for the question kept for
+        a holder, while it waits in the queue for a holder on a lowering step), or what ``implied`` makes of the
+        answers in (before or while waiting: a helper on it goes on, its answer kept); None when neither is (then it
+        is dropped from their queue: the asking process answers it)."""
         self._read(0.0)
         with self._lock:
             if question in self.queue and question != self.for_holder:
@@ -172,13 +175,14 @@ class Helpers:
             self.queue.pop(index)
             self.running[helper.pid] = (helper, question)
 
-    def _read(self, timeout: float) -> bool:
-        """Take in what the helpers have said within ``timeout`` seconds: ready, or an answer. False when none was
-        starting or on a question."""
+    def _read(self, timeout: float, dispatch: bool = True) -> bool:
+        """Take in what the helpers have said within ``timeout`` seconds: ready, or an answer; then, with
+        ``dispatch``, hand the queue's questions to the helpers now idle. False when none was starting or on a
+        question."""
         with self._lock:
-            return self._take_in(timeout)
+            return self._take_in(timeout, dispatch)
 
-    def _take_in(self, timeout: float) -> bool:
+    def _take_in(self, timeout: float, dispatch: bool) -> bool:
         waiting = {p.stdout.fileno(): p for p in [*self.starting, *(h for h, _ in self.running.values())]}  # type: ignore[union-attr]
         if not waiting:
             return False
@@ -212,7 +216,8 @@ class Helpers:
                 seconds=answer.get("seconds"), error=answer.get("error"),
             )  # fmt: skip
             self.idle.append(helper)
-        self._dispatch()
+        if dispatch:
+            self._dispatch()
         return True
 
     def _ended(self, helper: subprocess.Popen[bytes], question: Question | None) -> None:

@@ -92,9 +92,11 @@ class DiagnosisRequest:
 
     def process_threads(self) -> int | None:
         """Intra-op CPU threads of each of the diagnosis's processes: on the CPU the item's (Inductor bakes the count
-        into the C++ kernels it generates); on a GPU one, since the host there only compares outputs, and with the
+        into the C++ kernels it generates); on a GPU one, since the host there mostly compares outputs, and with the
         other processes compiling beside it a comparison spread over every CPU waited for them (on an H100, one
-        check's comparison took 8 s with three other processes compiling, 0.03 s alone). None: torch's default."""
+        check's comparison took 8 s with three other processes compiling, 0.03 s alone). A graph on a GPU that also
+        computes on CPU tensors runs those kernels on one thread here: their sums may differ from the item's in the
+        last bits. None: torch's default."""
         return self.threads if self.device.type == "cpu" else 1
 
     def process_count(self) -> int:

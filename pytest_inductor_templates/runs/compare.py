@@ -13,6 +13,7 @@ from ..outcomes import FAILURES, Outcome
 from ..record import EAGER, ItemRecord, geomean
 from ..student import Z_975, degrees_of, t_975_of, welch_degrees
 from ..tables import times, timings_text
+from ..timing.processes import band_floor
 from . import compile_changes
 from .compile_changes import CompileComparison
 from .files import Cell, Key, Run
@@ -31,6 +32,16 @@ def log_error(record: ItemRecord | None) -> float | None:
         return None
     quantile = record.band_quantile or Z_975
     return (math.log(record.speedup_high) - math.log(record.speedup_low)) / (2 * quantile)
+
+
+def at_floor(record: ItemRecord) -> bool:
+    """Whether the record's band was widened to the CUDA floor on either side (``timing.processes.band_floor``)."""
+    floor = band_floor(record.launch_bound)
+    speedup, low, high = record.speedup, record.speedup_low, record.speedup_high
+    if not floor or not speedup or not low or not high or low <= 0:
+        return False
+    sides = (math.log(high / speedup), math.log(speedup / low))
+    return any(math.isclose(side, floor, rel_tol=1e-6) for side in sides)
 
 
 def weights_of(record: ItemRecord | None, other: ItemRecord | None) -> str | None:
@@ -95,12 +106,14 @@ class Row:
         """The change's 95% interval: its log's standard error times Student's t for the degrees of freedom of the two
         bands' errors together (Welch and Satterthwaite, each band's from the quantile it was made with: a band over
         a few processes' means knows its spread only roughly, and two of them together a little better); where a
-        record was saved without its quantile, or with one the plugin does not make, the larger of the two."""
+        record was saved without its quantile, or with one the plugin does not make, or where a band was widened to
+        the CUDA floor (its width is the runs' offset, not a spread's), the larger of the two."""
         records = [r for r in (self.base, self.new) if r is not None]
         quantiles = [r.band_quantile or Z_975 for r in records]
         errors = [log_error(r) for r in records]
         degrees = [degrees_of(r.band_quantile) if r.band_quantile else None for r in records]  # None: saved before
-        if len(records) == 2 and None not in errors and None not in degrees:
+        spread = not any(at_floor(r) for r in records)  # a band widened to its floor holds no spread's degrees
+        if len(records) == 2 and None not in errors and None not in degrees and spread:
             quantile = t_975_of(welch_degrees(errors, degrees))  # type: ignore[arg-type]
         else:
             quantile = max([Z_975, *quantiles])
