@@ -54,15 +54,10 @@ import gpu_scaling as scaling
 
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.runs.files import Run, load
+from pytest_inductor_templates.student import band_floor
 from pytest_inductor_templates.tables import render, seconds
 from pytest_inductor_templates.timing.paired import Interval
-from pytest_inductor_templates.timing.processes import (
-    across_processes,
-    at_full_speed,
-    band_floor,
-    spread_band,
-    widened,
-)
+from pytest_inductor_templates.timing.processes import across_processes, at_full_speed, spread_band, widened
 
 GPU_BOUND_TARGET, LAUNCH_BOUND_TARGET = 0.02, 0.04
 KINDS = (("bound by the GPU", False, GPU_BOUND_TARGET), ("launch-bound", True, LAUNCH_BOUND_TARGET))

@@ -1,5 +1,6 @@
-"""Student's t quantiles for the 95% bands over a few timings: where the plugin makes a band over N timings (or
-processes), and where ``compare`` reads a record's band back as a standard error."""
+"""Student's t quantiles for the 95% bands over a few timings, and the least width of a band on CUDA: where the
+plugin makes a band over N timings (or processes), and where ``compare`` reads a record's band back as a standard
+error."""
 
 from __future__ import annotations
 
@@ -46,6 +47,18 @@ def welch_degrees(errors: Sequence[float], degrees: Sequence[float]) -> float:
     total = sum(error**2 for error in errors) ** 2
     parts = sum(error**4 / df for error, df in zip(errors, degrees, strict=True) if math.isfinite(df))
     return total / parts if parts > 0 else math.inf
+
+
+BAND_FLOOR = 0.01  # on CUDA a speedup's band is at least this wide each side (log scale)
+LAUNCH_BOUND_BAND_FLOOR = 0.02  # ... and this wide where the host's CPU speed is in the figure (launch-bound)
+
+
+def band_floor(launch_bound: bool | None) -> float:
+    """The least half-width of a speedup's band (log scale): on CUDA (``launch_bound`` known) ``BAND_FLOOR``, or
+    ``LAUNCH_BOUND_BAND_FLOOR`` launch-bound; elsewhere none."""
+    if launch_bound is None:
+        return 0.0
+    return LAUNCH_BOUND_BAND_FLOOR if launch_bound else BAND_FLOOR
 
 
 TRIM = 0.2  # a band over six or more values is over their 20%-trimmed mean: the farthest fifth each side left out

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 
 from ..outcomes import FAILURES, Outcome
 from ..record import EAGER, ItemRecord, geomean
-from ..student import Z_975, degrees_of, t_975_of, welch_degrees
+from ..student import Z_975, band_floor, degrees_of, t_975_of, welch_degrees
 from ..tables import times, timings_text
-from ..timing.processes import band_floor
 from . import compile_changes
 from .compile_changes import CompileComparison
 from .files import Cell, Key, Run
@@ -35,7 +34,7 @@ def log_error(record: ItemRecord | None) -> float | None:
 
 
 def at_floor(record: ItemRecord) -> bool:
-    """Whether the record's band was widened to the CUDA floor on either side (``timing.processes.band_floor``)."""
+    """Whether the record's band was widened to the CUDA floor on either side (``student.band_floor``)."""
     floor = band_floor(record.launch_bound)
     speedup, low, high = record.speedup, record.speedup_low, record.speedup_high
     if not floor or not speedup or not low or not high or low <= 0:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cpu_speed import loop_ms
-from ..student import Z_975, band_units, t_975
+from ..student import Z_975, band_floor, band_units, t_975
 from . import host_lock, probe_reference
 from .fast_cpu import following
 from .paired import (
@@ -32,7 +32,7 @@ from .paired import (
     PairedTiming,
     time_paired,
 )
-from .processes import Repeat, at_full_speed, band_floor, judged_together, spread_band, widened
+from .processes import Repeat, at_full_speed, judged_together, spread_band, widened
 from .rounds import Rounds, RoundsPlan, time_rounds
 from .timers import CUDA_MIN_ROUND_SECONDS, LAUNCH_BOUND_SHARE, block_timer, device_time_ms, host_share, warm_up
 

@@ -39,8 +39,6 @@ from ..student import t_975, trimmed
 from .paired import Interval, PairedTiming
 
 SLOW_TIMING = 1.5  # a timing whose median CPU-speed probe is this many times the mark ran on a slow CPU throughout
-BAND_FLOOR = 0.01  # on CUDA a speedup's band is at least this wide each side
-LAUNCH_BOUND_BAND_FLOOR = 0.02  # ... and this wide where the host's CPU speed is in the figure (launch-bound)
 
 
 @dataclass(frozen=True)
@@ -107,14 +105,6 @@ def spread_band(intervals: Sequence[Interval], processes: Sequence[int], counted
     ``counted`` (``at_full_speed``), by ``across_processes``: the spread alone, before ``band_floor``."""
     kept = [(interval, process) for interval, process, c in zip(intervals, processes, counted, strict=True) if c]
     return across_processes([interval for interval, _ in kept], [process for _, process in kept])
-
-
-def band_floor(launch_bound: bool | None) -> float:
-    """The least half-width of a speedup's band (log scale): on CUDA (``launch_bound`` known) ``BAND_FLOOR``, or
-    ``LAUNCH_BOUND_BAND_FLOOR`` launch-bound; elsewhere none."""
-    if launch_bound is None:
-        return 0.0
-    return LAUNCH_BOUND_BAND_FLOOR if launch_bound else BAND_FLOOR
 
 
 def widened(band: Interval, floor: float) -> Interval:
