@@ -171,6 +171,8 @@ class Answers:
                 if self._hand_over(question):
                     self.helpers.offer([question, *ahead], for_holder=question)
                 else:
+                    if self._from_graph_elsewhere(question):  # why it is not handed over: what the holders are on
+                        where["holders_on"] = [asdict(q) for q in self.helpers.holders_on()]
                     self.helpers.offer(ahead)
                 answer = self.helpers.take(question, lambda: self._implied(question))
         if answer is not None and answer.get("error") is not None:  # the helper's check could not run there:
@@ -190,14 +192,19 @@ class Answers:
         self.log.write("bisect_check", **where, failing=answer.get("failing"), **fields)
         return answer.get("failing")
 
+    def _from_graph_elsewhere(self, question: Question) -> bool:
+        """Whether ``question`` is a lowering step this process would check on the whole model (it holds no kept
+        graph), where a helper holding one would compile the graph alone."""
+        from .inner_graph import from_the_graph
+
+        return from_the_graph(question) and not self.holds_graph()
+
     def _hand_over(self, question: Question) -> bool:
         """Whether ``question`` goes to a helper rather than being checked here: a lowering step this process would
         check on the whole model, while a helper holds a kept graph standing for it (waited for where it is on
         another question: on opus-mt a step from the kept graph took 4-5 s, one of the whole model here 10-14 s)."""
-        from .inner_graph import from_the_graph
-
         assert self.helpers is not None
-        return from_the_graph(question) and not self.holds_graph() and self.helpers.holding_graph()
+        return self._from_graph_elsewhere(question) and self.helpers.holding_graph()
 
     def _here(self, question: Question, where: dict[str, Any]) -> bool | None:
         from ..compile.failures import first_line

@@ -106,6 +106,11 @@ class Helpers:
             self._read(0.0, dispatch=False)
             return any(helper.pid in self.holding for helper in self.idle) or self._holder_busy()
 
+    def holders_on(self) -> list[Question]:
+        """The questions the helpers holding a kept graph are on (none where every holder is idle, or none holds)."""
+        with self._lock:
+            return [question for pid, (_, question) in self.running.items() if pid in self.holding]
+
     def _holder_busy(self) -> bool:
         """Whether a helper holding a kept graph is on a lowering step from it (seconds: worth waiting for, where a
         check of the whole model here takes two or three times as long; a holder on another question is not)."""
