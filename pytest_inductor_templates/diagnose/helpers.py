@@ -147,7 +147,10 @@ class Helpers:
                 if not on_it and not (question in self.queue and self._holder_busy()):
                     self._drop(question)
                     break
-            self._read(5.0)  # returns as soon as any helper answers
+            with self._lock:  # returns as soon as any helper answers; the one that answers this question takes
+                self._read(5.0, dispatch=False)  # from the queue the next offer makes (what torch asks next first),
+                if question not in self.answers:  # not from this one (a half of this step: a guess)
+                    self._dispatch()
         self._count()
         return self.answers.get(question)
 
