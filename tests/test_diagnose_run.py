@@ -585,6 +585,10 @@ def test_every_lowering_step_goes_to_the_helper_holding_a_kept_graph(tmp_path: P
     for _, _, holders_on in found["here"]:  # checked here only while the holder was on no lowering step (without
         # the wait: three steps here on this fault, two of them while the holder was on a step from its graph)
         assert all(q["run_state"] not in ("find_max_bounds", "bisect") for q in holders_on), found
+    if not found["here"]:  # the helper answered each step torch asked and took the next from torch's next question,
+        # not a half guessed from the queue of the step before (on this fault two such halves, which torch never asked)
+        asked = [q[3:] for q in found["asked"] if q[2] == "bisect"]
+        assert all([low, high] in asked for _, state, low, high in found["answered"] if state == "bisect"), found
 
 
 def test_a_checks_answer_counts_the_garbage_collectors_pauses() -> None:
