@@ -12,7 +12,8 @@ one by one (``stage.find_stage``) and ``Answers`` answers each
   switches, both halves of a bisection step, and their halves where there are more helpers than halves); an
   answer a helper has, or is working on, is taken from it. A lowering step the asking process would check on the
   whole model (it holds no kept graph) goes to a helper that holds one, and is waited for, also while that helper
-  finishes another question (on opus-mt a whole-model step took 10.5-13.8 s, one from the kept graph 4-5 s).
+  finishes another lowering step from its graph (on opus-mt a whole-model step took 10.5-13.8 s, one from the kept
+  graph 4-5 s).
 
 torch still asks in its order and stops at its first answer, so the answer is the serial one (for a fault whose
 answers are monotone, as torch's bisection assumes); the processes in all are at most
@@ -202,7 +203,7 @@ class Answers:
     def _hand_over(self, question: Question) -> bool:
         """Whether ``question`` goes to a helper rather than being checked here: a lowering step this process would
         check on the whole model, while a helper holds a kept graph standing for it (waited for where it is on
-        another question: on opus-mt a step from the kept graph took 4-5 s, one of the whole model here 10-14 s)."""
+        another lowering step: on opus-mt a step from the kept graph took 4-5 s, one of the whole model 10-14 s)."""
         assert self.helpers is not None
         return self._from_graph_elsewhere(question) and self.helpers.holding_graph()
 

@@ -271,7 +271,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
                 "subsystems fixes it)",
             )
     pool()  # the steps after the stage compile with Inductor (the operator step outside the judge)
-    asked = repro_step.hand_over(request, graphs, found, work, spare)  # checked there while this process goes on
+    checking = repro_step.hand_over(request, graphs, found, work, spare)  # checked there while this process goes on
     with _step(log, "setting", counts):
         text = setting.smallest_failing(settings, lambda s: bool(fails(selection=with_settings(selection, s))), log)
         log.write("setting", setting=text)
@@ -333,7 +333,7 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
                 )
             log.write("kind", kind=kind, figures=figures, dtypes=sorted(dtypes))
     with _step(log, "repro", counts):
-        first = spare.answer() if asked and spare is not None else None
+        first = checking.answer() if checking is not None else None
         repro_step.finish(request, graphs, found, log, work, counts, first)
 
 

@@ -114,7 +114,7 @@ class Helpers:
     def _holder_busy(self) -> bool:
         """Whether a helper holding a kept graph is on a lowering step from it (seconds: worth waiting for, where a
         check of the whole model here takes two or three times as long; a holder on another question is not)."""
-        return any(pid in self.holding and from_the_graph(question) for pid, (_, question) in self.running.items())
+        return any(from_the_graph(question) for question in self.holders_on())
 
     def answered(self, question: Question) -> dict[str, Any] | None:
         """The helpers' answer to ``question`` if one is in (taken in now), without waiting; else None. It leaves
@@ -147,9 +147,10 @@ class Helpers:
                 if not on_it and not (question in self.queue and self._holder_busy()):
                     self._drop(question)
                     break
-            with self._lock:  # returns as soon as any helper answers; the one that answers this question takes
-                self._read(5.0, dispatch=False)  # from the queue the next offer makes (what torch asks next first),
-                if question not in self.answers:  # not from this one (a half of this step: a guess)
+                # returns as soon as any helper answers; the one that answers this question takes from the queue the
+                # next offer makes (what torch asks next first), not from this one (a half of this step: a guess)
+                self._read(5.0, dispatch=False)
+                if question not in self.answers:
                     self._dispatch()
         self._count()
         return self.answers.get(question)
@@ -242,16 +243,19 @@ class Helpers:
             self._read(0.0)
             self._count()
             kept = self.idle[0] if self.idle else None
-            for process in self.processes:
-                if process is not kept and process.poll() is None:
-                    process.kill()
-                    process.wait()
+            self._end(kept)
             self.idle, self.starting, self.running, self.queue = [], [], {}, []
         return SpareHelper(kept) if kept is not None else None
 
     def close(self) -> None:
         self._count()
+        self._end()
+
+    def _end(self, kept: subprocess.Popen[bytes] | None = None) -> None:
+        """Every helper process but ``kept`` killed and waited for."""
         for process in self.processes:
+            if process is kept:
+                continue
             if process.poll() is None:
                 process.kill()
             process.wait()

@@ -59,16 +59,17 @@ def candidate(request: Any, entry: Any, found: Any, work: Path, index: int) -> P
     )
 
 
-def hand_over(request: Any, graphs: list[Any], found: Any, work: Path, spare: Any) -> bool:
-    """Write the first graph's repro and hand its check to ``spare`` (``helpers.SpareHelper``, or None); False where
-    it was not handed over (``finish`` then writes and checks it here, and says why where it cannot)."""
+def hand_over(request: Any, graphs: list[Any], found: Any, work: Path, spare: Any) -> Any:
+    """Write the first graph's repro and hand its check to ``spare`` (``helpers.SpareHelper``, or None): the spare
+    now checking it, or None where it was not handed over (``finish`` then writes and checks it here, and says why
+    where it cannot)."""
     if spare is None or why_none(found, graphs) is not None:
-        return False
+        return None
     try:
         written = candidate(request, graphs[0], found, work, 0)
     except Exception:
-        return False
-    return written is not None and spare.ask(written)
+        return None
+    return spare if written is not None and spare.ask(written) else None
 
 
 def check(request: Any, path: Path, inputs: list[Any]) -> Checked:
@@ -105,10 +106,12 @@ def finish(
         log.write("repro", repro=None, why=why)
         return
     for index, entry in enumerate(graphs):
+        checked = first if index == 0 else None  # the helper's check of the repro it was handed, written already
         path = work / f"candidate{index}" / "repro.py"
-        if not (index == 0 and first is not None) and candidate(request, entry, found, work, index) is None:
-            continue
-        checked = first if index == 0 and first is not None else check(request, path, list(entry.inputs))
+        if checked is None:
+            if candidate(request, entry, found, work, index) is None:
+                continue
+            checked = check(request, path, list(entry.inputs))
         counts.compiles += 1
         counts.eager_runs += 2  # the graph as it is and in float64
         where = {"pid": checked.pid, "seconds": checked.seconds} if checked.pid is not None else {}
