@@ -99,7 +99,9 @@ def record(tmp_path: Path) -> ItemRecord:
 
 
 def repro_exit(repro: str) -> int:
-    return subprocess.run([sys.executable, repro], cwd=Path(repro).parent, capture_output=True).returncode
+    """``python repro.py``'s exit code, the repro run as a script in the warm interpreter (it plants nothing)."""
+    code = f"import runpy; runpy.run_path({repro!r}, run_name='__main__')"
+    return run_python_warm(Path(repro).parent, code, timeout=300).returncode
 
 
 def test_a_strict_checks_failure_is_reproduced_and_localised(tmp_path: Path) -> None:
