@@ -8,24 +8,24 @@ import math
 from collections.abc import Sequence
 
 Z_975 = 1.959964  # the normal's 97.5th percentile
-T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365)  # Student's t, 97.5th percentile, 1 to 7 degrees of freedom
+T_975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+    2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # Student's t, 97.5th percentile, 1 to 30 degrees of freedom  # fmt: skip
+BAND_DEGREES = 7  # a band over eight or more values takes 7 degrees of freedom's t: kept as over eight (wider)
 
 
 def t_975(count: int) -> float:
     """The 97.5th percentile of Student's t for a mean over ``count`` values (``count - 1`` degrees of freedom;
-    from 8 values on, 7's: a band over many timings is kept as over eight)."""
+    from 8 values on, ``BAND_DEGREES``': a band over many timings is kept as over eight)."""
     if count < 2:
         raise ValueError(f"a t band needs at least 2 values, got {count}")
-    return T_975[min(count - 2, len(T_975) - 1)]
-
-
-T_975_ON = (2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074,
-            2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # ... 8 to 30 degrees of freedom  # fmt: skip
+    return T_975[min(count - 1, BAND_DEGREES) - 1]
 
 
 def degrees_of(quantile: float) -> float | None:
-    """The degrees of freedom of the Student's t a band was made with, from its 97.5th percentile (one of
-    ``T_975``'s, as ``t_975`` gives them); infinite for the normal's; None for any other."""
+    """The degrees of freedom of the Student's t a band was made with, from its 97.5th percentile (as ``t_975``
+    gives them); infinite for the normal's; None for any other."""
     if math.isclose(quantile, Z_975, rel_tol=1e-6):
         return math.inf
     return next((float(df) for df, t in enumerate(T_975, start=1) if math.isclose(quantile, t, rel_tol=1e-4)), None)
@@ -36,9 +36,8 @@ def t_975_of(degrees: float) -> float:
     from 30 on, the normal's for infinitely many."""
     if math.isinf(degrees):
         return Z_975
-    table = (*T_975, *T_975_ON)
     whole = max(1, math.floor(degrees + 1e-9))  # ten, not 9.999...: the sum of two sixes
-    return table[min(whole, len(table)) - 1]
+    return T_975[min(whole, len(T_975)) - 1]
 
 
 def welch_degrees(errors: Sequence[float], degrees: Sequence[float]) -> float:

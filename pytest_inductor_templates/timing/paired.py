@@ -37,7 +37,7 @@ from functools import cached_property
 from typing import Any
 
 from ..cpu_speed import SLOW, loop_ms
-from ..student import T_975
+from ..student import t_975
 from .fast_cpu import FastCpu
 
 BlockTimer = Callable[[Callable[[], Any], int], tuple[float, float | None]]
@@ -257,7 +257,7 @@ def segment_interval(values: Sequence[float]) -> Interval:
     if not medians or min(medians) <= 0:  # too few values, or a ratio of 0 (a coarse timer): the median alone
         return Interval(median, median, median)
     logs = [math.log(m) for m in medians]
-    factor = math.exp(T_975[segments - 2] * statistics.stdev(logs) / math.sqrt(segments))
+    factor = math.exp(t_975(segments) * statistics.stdev(logs) / math.sqrt(segments))
     return Interval(median, median / factor, median * factor)
 
 
