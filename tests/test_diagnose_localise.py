@@ -103,3 +103,40 @@ def test_a_graph_with_an_operator_that_refuses_float64_is_localised_without_the_
     finding = first_divergence(CapturedGraph(None, [x], graph), {}, None, named="relu")
     assert finding is not None and (finding.name, finding.target) == ("relu", "aten.relu"), finding
     assert finding.compiled_rmse is None and not finding.diverges
+
+
+def test_a_frozen_models_weights_reach_the_operator_step_and_the_repro(tmp_path) -> None:
+    """Under freezing Dynamo keeps the module's weights as attributes of its graph, not inputs: AOT autograd passes
+    them to the aten graph before the inputs, and the repro's module carries the item's values, not the random ones
+    torch writes it with (a new user's freezing diagnosis: the operator step failed with ``Expected positional
+    argument for parameter arg1_1``, and two runs of its repro disagreed)."""
+    import types
+
+    import torch
+
+    from pytest_inductor_templates.diagnose.capture import capture
+    from pytest_inductor_templates.diagnose.localise import first_divergence
+    from pytest_inductor_templates.diagnose.repro import load_module, write_repro
+    from pytest_inductor_templates.templates.registry import Template
+    from pytest_inductor_templates.templates.selection import Selection
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Sigmoid()).eval()
+    x = torch.randn(4, 8)
+    build = types.SimpleNamespace(
+        make_model=lambda device: model, make_inputs=lambda device: [types.SimpleNamespace(args=(x,), kwargs={})]
+    )
+    request = types.SimpleNamespace(device=types.SimpleNamespace(name="cpu"), no_grad=True)
+    selection = Selection(template=Template("freezing", "frozen weights", {"freezing": True}))
+    (entry,) = capture(request, selection, build)  # type: ignore[arg-type]
+    assert len(entry.kept) == 2 and len(entry.inputs) == 1, (entry.kept, entry.inputs)  # weight, bias; x
+    assert len(entry.aten_inputs) == sum(node.op == "placeholder" for node in entry.aten.graph.nodes)
+    assert first_divergence(entry, selection.config_patches, None) is None  # compiled as eager: nothing diverges
+    path = write_repro(
+        tmp_path, entry, name="frozen", what="", options=None, patches=selection.config_patches, no_grad=True,
+        tolerance=None,
+    )  # fmt: skip
+    assert path is not None
+    built = load_module(path)["built"](str(tmp_path))
+    with torch.no_grad():
+        assert torch.equal(built(*entry.inputs)[0], model(x))  # the item's weights, not torch.randn's

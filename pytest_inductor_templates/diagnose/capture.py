@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..templates.selection import Selection
@@ -15,8 +15,23 @@ class CapturedGraph:
     """One Dynamo graph: its FX module, the real tensors it was called with, and its aten forward graph."""
 
     dynamo: Any  # torch.fx.GraphModule, torch-level calls (the repro rebuilds this)
-    inputs: list[Any]  # real example inputs, cloned (parameters included: Dynamo lifts them)
+    inputs: list[Any]  # real example inputs, cloned (the parameters too where Dynamo lifts them: not under freezing)
     aten: Any = None  # the forward graph after AOT autograd with Inductor's decompositions
+    kept: list[Any] = field(default_factory=list)  # the module's own parameters, then buffers, cloned (AOT's order)
+
+    @property
+    def aten_inputs(self) -> list[Any]:
+        """The aten graph's arguments: AOT autograd passes the Dynamo module's own parameters and buffers (kept as
+        attributes where Dynamo does not lift them: freezing's) before its inputs."""
+        return [*self.kept, *self.inputs]
+
+
+def kept_tensors(gm: Any) -> list[Any]:
+    """``gm``'s parameters then buffers, duplicates included, in the order AOT autograd lifts them."""
+    return [
+        *dict(gm.named_parameters(remove_duplicate=False)).values(),
+        *dict(gm.named_buffers(remove_duplicate=False)).values(),
+    ]
 
 
 def clone_input(value: Any) -> Any:
@@ -41,7 +56,9 @@ def capture(request: DiagnosisRequest, selection: Selection, build: Any) -> list
     captured: list[CapturedGraph] = []
 
     def backend(gm: Any, example_inputs: list[Any]) -> Any:
-        entry = CapturedGraph(gm, [clone_input(t) for t in example_inputs])
+        entry = CapturedGraph(
+            gm, [clone_input(t) for t in example_inputs], kept=list(map(clone_input, kept_tensors(gm)))
+        )
         captured.append(entry)
 
         def forward_compiler(aten_gm: Any, _: Any) -> Any:

@@ -154,11 +154,12 @@ def first_divergence(
     if named is not None and not holds(graph, named):  # the bisector's node is another graph's
         return None
     names = intermediates_to_read(graph, named)
+    inputs = entry.aten_inputs
     with torch.no_grad():  # values alone are compared
-        compiled = compiled_values(graph, entry.inputs, patches, names)
-        eager = node_values(graph, entry.inputs)
+        compiled = compiled_values(graph, inputs, patches, names)
+        eager = node_values(graph, inputs)
         try:
-            wide = node_values(graph, entry.inputs, wide=True)
+            wide = node_values(graph, inputs, wide=True)
         except torch.OutOfMemoryError:
             raise
         except RuntimeError:  # an operator with no float64 kernel (CUDA's efficient attention): no float64 opinion

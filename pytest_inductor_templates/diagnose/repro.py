@@ -1,6 +1,6 @@
-"""The standalone repro: the failing Dynamo graph as torch code (torch's ``NNModuleToString``), its inputs saved
-beside it (``inputs.pt``), the item's settings, and ``standalone``'s check. It needs torch alone (and, for a backend
-of the user's own, the conftest.py that registers it)."""
+"""The standalone repro: the failing Dynamo graph as torch code (torch's ``NNModuleToString``), its inputs and the
+module's own weights saved beside it (``inputs.pt``, ``weights.pt``), the item's settings, and ``standalone``'s
+check. It needs torch alone (and, for a backend of the user's own, the conftest.py that registers it)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from .capture import CapturedGraph
 HEADER = '''"""Standalone repro of {name}, written by pytest-inductor-templates' diagnosis.
 
 {what}
-Run it with plain python (torch only, and CONFTESTS below; inputs.pt must lie beside it): it compiles the graph
-below with the recorded settings from a fresh Inductor cache and compares it with eager.
+Run it with plain python (torch only, and CONFTESTS below; inputs.pt and weights.pt must lie beside it): it compiles
+the graph below, with the item's weights and inputs and its recorded settings, from a fresh Inductor cache and
+compares it with eager.
 Exit code 0: the fault is gone; 1: the fault is there; 2: the repro itself could not run.
 """
 '''
@@ -40,6 +41,20 @@ BACKEND = {backend!r}  # torch.compile's backend
 CONFTESTS = {conftests!r}  # files run first: they register BACKEND (a backend of the user's own)
 
 
+def built(here):
+    # Repro() with the item's own parameters and buffers (weights.pt) in place of the random ones it is made with
+    # (the graph's module holds them where Dynamo does not lift them to inputs: under freezing, say)
+    import os
+
+    module = Repro()
+    weights = torch.load(os.path.join(here, "weights.pt"), weights_only=True)
+    with torch.no_grad():
+        for name, value in weights.items():
+            owner, _, attribute = name.rpartition(".")
+            getattr(module.get_submodule(owner), attribute).copy_(value)
+    return module
+
+
 def main():
     import os
     import traceback
@@ -52,7 +67,7 @@ def main():
             runpy.run_path(path)
         here = os.path.dirname(os.path.abspath(__file__))
         inputs = torch.load(os.path.join(here, "inputs.pt"), weights_only=True)
-        module = Repro()
+        module = built(here)
     except Exception:
         traceback.print_exc()
         print("the repro could not run")
@@ -92,7 +107,8 @@ def write_repro(
     backend: str = "inductor",
     conftests: list[str] | None = None,
 ) -> Path | None:
-    """``directory/repro.py`` and ``directory/inputs.pt``; None when the graph cannot be written as torch code."""
+    """``directory/repro.py``, ``directory/inputs.pt`` and ``directory/weights.pt``; None when the graph cannot be
+    written as torch code."""
     import torch
 
     module = module_source(entry.dynamo)
@@ -100,6 +116,7 @@ def write_repro(
         return None
     directory.mkdir(parents=True, exist_ok=True)
     torch.save(list(entry.inputs), directory / "inputs.pt")
+    torch.save(own_weights(entry.dynamo), directory / "weights.pt")
     body = inspect.getsource(standalone)
     text = (
         HEADER.format(name=name, what=what)
@@ -119,6 +136,12 @@ def write_repro(
     path = directory / "repro.py"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def own_weights(gm: Any) -> dict[str, Any]:
+    """The module's own parameters and buffers by name, detached copies (``built`` in the repro loads them)."""
+    named = [*gm.named_parameters(remove_duplicate=False), *gm.named_buffers(remove_duplicate=False)]
+    return {name: tensor.detach().clone() for name, tensor in named}
 
 
 def load_module(path: Path) -> Any:

@@ -1,7 +1,7 @@
 """The diagnosis's last step: the first captured graph that fails the standalone check on its own, kept as
-``repro.py`` (with ``inputs.pt``). The first graph's repro is written as soon as the stage is known and, where a
-helper process is left idle, checked there while the asking process localises the operator (on opus-mt, on an H100,
-the repro's check took 8 s after the operator step's 5 s)."""
+``repro.py`` (with ``inputs.pt`` and ``weights.pt``). The first graph's repro is written as soon as the stage is
+known and, where a helper process is left idle, checked there while the asking process localises the operator (on
+opus-mt, on an H100, the repro's check took 8 s after the operator step's 5 s)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 from .steplog import StepLog
 
 INPUTS = "inputs.pt"
+KEPT_FILES = ("repro.py", INPUTS, "weights.pt")  # what repro.write_repro writes, kept in the repro folder
 
 
 @dataclass
@@ -83,7 +84,7 @@ def check(request: Any, path: Path, inputs: list[Any]) -> Checked:
     namespace = repro.load_module(path)
     with host_lock.work():
         code, message = standalone.check(
-            namespace["Repro"](), inputs, selection.compile_options, selection.config_patches,
+            namespace["built"](str(path.parent)), inputs, selection.compile_options, selection.config_patches,
             request.no_grad or selection.inference_only, request.repro_tolerance(), request.second_opinion,
             selection.backend, fresh=False,
         )  # fmt: skip
@@ -119,7 +120,7 @@ def finish(
         if checked.code == 1:
             directory = Path(request.repro_dir) if index == 0 else Path(request.repro_dir) / f"graph{index}"
             directory.mkdir(parents=True, exist_ok=True)
-            for name in ("repro.py", INPUTS):
+            for name in KEPT_FILES:
                 (directory / name).write_bytes((path.parent / name).read_bytes())
             log.write("repro", repro=str(directory / "repro.py"), message=checked.message[:500])
             return

@@ -60,7 +60,7 @@ class DiagnosisRequest:
     selection: Selection
     device: Device
     outcome: str  # the item's outcome: accuracy_fail, compile_fail or runtime_fail
-    repro_dir: Path  # repro.py (and inputs.pt) are written here
+    repro_dir: Path  # repro.py (with inputs.pt and weights.pt) is written here
     tolerance: Tolerance | None = None  # the item's tolerance (None: the per-dtype default)
     budget_seconds: float = 300.0
     no_grad: bool = True  # the item's calls run under torch.no_grad() (samples do; inductor_check calls do not)
