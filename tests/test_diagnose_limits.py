@@ -127,7 +127,8 @@ def test_what_is_not_a_compiler_failure_is_not_diagnosed(tmp_path: Path) -> None
             ],
             "stopped at the budget of 9s",
             Diagnosis(
-                summary="inductor / lowerings: relu; partial: stage only (stopped at the budget of 9s)",
+                summary="inductor / lowerings: relu; partial: stage only (stopped at the budget of 9s); diagnosis "
+                "failed: setting: RuntimeError: boom",
                 stage="inductor / lowerings: relu",
                 partial="stage only (stopped at the budget of 9s)",
                 failed="diagnosis failed: setting: RuntimeError: boom",

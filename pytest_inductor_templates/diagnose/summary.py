@@ -101,7 +101,7 @@ def _finish(
         parts.append(diagnosis.kind)
     if diagnosis.partial:
         parts.append(f"partial: {diagnosis.partial}")
-    if diagnosis.failed and not parts:
+    if diagnosis.failed:  # said beside what the other steps found: a step that failed leaves its part out
         parts.append(diagnosis.failed)
     diagnosis.summary = diagnosis.summary or "; ".join(parts) or "nothing found"
     return diagnosis
