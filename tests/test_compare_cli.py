@@ -302,7 +302,8 @@ GATES_EXPECTED = (
             ["merge", "reasonless.json", "reasonless.json", "-o", "m.json"],
             "reasonless.json: an entry of inductor_templates.left_out lacks its 'template' or 'reason'",
         ),
-        (["merge", "a.json"], "the following arguments are required: -o/--output"),
+        (["merge", "a.json"], "the following arguments are required: -o/--output (--help for usage)"),
+        (["bogus"], "argument command: invalid choice: 'bogus'"),
     ],
 )
 def test_bad_usage_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args, message) -> None:
@@ -320,6 +321,7 @@ def test_bad_usage_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.Mo
     (tmp_path / "reasonless.json").write_text(json.dumps({"benchmarks": [], "inductor_templates": reasonless}))
     result = cli(*args)
     assert result.returncode == 2 and message in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # argparse's own errors too: no usage block
     assert "Traceback" not in result.stderr
 
 

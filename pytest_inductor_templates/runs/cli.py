@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from . import compare as comparing
 from . import compare_output
@@ -43,8 +44,15 @@ def fail_on(text: str) -> tuple[str, float]:
     )
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line, naming ``--help``, and exit 2 (not the usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (--help for usage)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="pytest-inductor-templates",
         description="Compare, merge, report and plot pytest-benchmark JSON runs of pytest-inductor-templates.",
         epilog="Exit codes: 0 done, 1 a --fail-on condition met, 2 bad usage, an unusable file or nothing to compare.",
