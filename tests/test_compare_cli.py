@@ -277,6 +277,16 @@ GATES_EXPECTED = (
 )
 
 
+def test_the_command_says_its_version() -> None:
+    from importlib import metadata
+
+    result = cli("--version")
+    assert (
+        result.returncode == 0
+        and result.stdout == f"pytest-inductor-templates {metadata.version('pytest-inductor-templates')}\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from typing import NoReturn
 
 from . import compare as comparing
@@ -56,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="pytest-inductor-templates",
         description="Compare, merge, report and plot pytest-benchmark JSON runs of pytest-inductor-templates.",
         epilog="Exit codes: 0 done, 1 a --fail-on condition met, 2 bad usage, an unusable file or nothing to compare.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {metadata.version('pytest-inductor-templates')}"
     )
     commands = parser.add_subparsers(dest="command", required=True)
     compare = commands.add_parser("compare", help="speedup, time, memory and correctness changes from BASE to NEW")
