@@ -278,6 +278,7 @@ GATES_EXPECTED = (
 
 
 def test_the_command_says_its_version() -> None:
+    """The package's version, as installed (the command runs from an uninstalled checkout too)."""
     from importlib import metadata
 
     result = cli("--version")

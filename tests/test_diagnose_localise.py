@@ -121,7 +121,9 @@ def test_a_frozen_models_weights_reach_the_operator_step_and_the_repro(tmp_path)
     from pytest_inductor_templates.templates.selection import Selection
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Sigmoid()).eval()
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Sigmoid()).eval()
+    with torch.no_grad():  # running statistics of their own: buffers that matter, after the parameters
+        model[1].running_mean.uniform_(-1, 1), model[1].running_var.uniform_(0.5, 2)
     x = torch.randn(4, 8)
     build = types.SimpleNamespace(
         make_model=lambda device: model, make_inputs=lambda device: [types.SimpleNamespace(args=(x,), kwargs={})]
@@ -129,7 +131,7 @@ def test_a_frozen_models_weights_reach_the_operator_step_and_the_repro(tmp_path)
     request = types.SimpleNamespace(device=types.SimpleNamespace(name="cpu"), no_grad=True)
     selection = Selection(template=Template("freezing", "frozen weights", {"freezing": True}))
     (entry,) = capture(request, selection, build)  # type: ignore[arg-type]
-    assert len(entry.kept) == 2 and len(entry.inputs) == 1, (entry.kept, entry.inputs)  # weight, bias; x
+    assert len(entry.kept) == 6 and len(entry.inputs) == 1, (list(entry.kept), entry.inputs)  # 4, 2 buffers; x
     assert len(entry.aten_inputs) == sum(node.op == "placeholder" for node in entry.aten.graph.nodes)
     assert first_divergence(entry, selection.config_patches, None) is None  # compiled as eager: nothing diverges
     path = write_repro(

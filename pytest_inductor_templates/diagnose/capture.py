@@ -17,21 +17,22 @@ class CapturedGraph:
     dynamo: Any  # torch.fx.GraphModule, torch-level calls (the repro rebuilds this)
     inputs: list[Any]  # real example inputs, cloned (the parameters too where Dynamo lifts them: not under freezing)
     aten: Any = None  # the forward graph after AOT autograd with Inductor's decompositions
-    kept: list[Any] = field(default_factory=list)  # the module's own parameters, then buffers, cloned (AOT's order)
+    kept: dict[str, Any] = field(default_factory=dict)  # the module's own parameters, then buffers, by name, cloned
 
     @property
     def aten_inputs(self) -> list[Any]:
         """The aten graph's arguments: AOT autograd passes the Dynamo module's own parameters and buffers (kept as
         attributes where Dynamo does not lift them: freezing's) before its inputs."""
-        return [*self.kept, *self.inputs]
+        return [*self.kept.values(), *self.inputs]
 
 
-def kept_tensors(gm: Any) -> list[Any]:
-    """``gm``'s parameters then buffers, duplicates included, in the order AOT autograd lifts them."""
-    return [
-        *dict(gm.named_parameters(remove_duplicate=False)).values(),
-        *dict(gm.named_buffers(remove_duplicate=False)).values(),
-    ]
+def kept_tensors(gm: Any) -> dict[str, Any]:
+    """``gm``'s parameters then buffers by name, a shared one under each of its names, in the order AOT autograd
+    lifts them (``dict(named_parameters(remove_duplicate=False))``, then the buffers')."""
+    return {
+        **dict(gm.named_parameters(remove_duplicate=False)),
+        **dict(gm.named_buffers(remove_duplicate=False)),
+    }
 
 
 def clone_input(value: Any) -> Any:
@@ -57,7 +58,9 @@ def capture(request: DiagnosisRequest, selection: Selection, build: Any) -> list
 
     def backend(gm: Any, example_inputs: list[Any]) -> Any:
         entry = CapturedGraph(
-            gm, [clone_input(t) for t in example_inputs], kept=list(map(clone_input, kept_tensors(gm)))
+            gm,
+            [clone_input(t) for t in example_inputs],
+            kept={name: clone_input(t) for name, t in kept_tensors(gm).items()},
         )
         captured.append(entry)
 

@@ -116,7 +116,7 @@ def write_repro(
         return None
     directory.mkdir(parents=True, exist_ok=True)
     torch.save(list(entry.inputs), directory / "inputs.pt")
-    torch.save(own_weights(entry.dynamo), directory / "weights.pt")
+    torch.save(entry.kept, directory / "weights.pt")  # as captured: before the call mutated a buffer
     body = inspect.getsource(standalone)
     text = (
         HEADER.format(name=name, what=what)
@@ -136,12 +136,6 @@ def write_repro(
     path = directory / "repro.py"
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def own_weights(gm: Any) -> dict[str, Any]:
-    """The module's own parameters and buffers by name, detached copies (``built`` in the repro loads them)."""
-    named = [*gm.named_parameters(remove_duplicate=False), *gm.named_buffers(remove_duplicate=False)]
-    return {name: tensor.detach().clone() for name, tensor in named}
 
 
 def load_module(path: Path) -> Any:

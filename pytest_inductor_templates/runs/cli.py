@@ -10,9 +10,9 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from typing import NoReturn
 
+from .. import __version__
 from . import compare as comparing
 from . import compare_output
 from .compile_changes import NOISE_SECONDS
@@ -58,9 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Compare, merge, report and plot pytest-benchmark JSON runs of pytest-inductor-templates.",
         epilog="Exit codes: 0 done, 1 a --fail-on condition met, 2 bad usage, an unusable file or nothing to compare.",
     )
-    parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {metadata.version('pytest-inductor-templates')}"
-    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     compare = commands.add_parser("compare", help="speedup, time, memory and correctness changes from BASE to NEW")
     compare.add_argument("base", metavar="BASE.json")
