@@ -152,7 +152,8 @@ def gpu_free_memory(count: int) -> list[int] | None:
     return found if len(found) == count else None
 
 
-def _version(distribution: str) -> str | None:
+def installed_version(distribution: str) -> str | None:
+    """The installed version of ``distribution``; None where it is not installed."""
     from importlib import metadata
 
     try:
@@ -177,6 +178,6 @@ def machine_info(tf32: str | None = None) -> dict[str, object]:
         "gpu_driver": _nvidia_driver() if gpus else None,
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
-        "triton": _version("triton") or _version("pytorch-triton"),
+        "triton": installed_version("triton") or installed_version("pytorch-triton"),
         "tf32": tf32,
     }

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from .. import __version__
+from ..machine import installed_version
 from . import compare as comparing
 from . import compare_output
 from .compile_changes import NOISE_SECONDS
@@ -58,7 +58,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Compare, merge, report and plot pytest-benchmark JSON runs of pytest-inductor-templates.",
         epilog="Exit codes: 0 done, 1 a --fail-on condition met, 2 bad usage, an unusable file or nothing to compare.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {installed_version('pytest-inductor-templates') or '(not installed)'}",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     compare = commands.add_parser("compare", help="speedup, time, memory and correctness changes from BASE to NEW")
     compare.add_argument("base", metavar="BASE.json")
