@@ -278,7 +278,7 @@ GATES_EXPECTED = (
 
 
 def test_the_command_says_its_version() -> None:
-    """The package's version, as installed (the command runs from an uninstalled checkout too)."""
+    """The installed package's version."""
     from importlib import metadata
 
     result = cli("--version")

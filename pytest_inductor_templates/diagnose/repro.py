@@ -11,6 +11,8 @@ from typing import Any
 from . import standalone
 from .capture import CapturedGraph
 
+SCRIPT, INPUTS, WEIGHTS = "repro.py", "inputs.pt", "weights.pt"  # the repro's files, one folder (names its text uses)
+
 HEADER = '''"""Standalone repro of {name}, written by pytest-inductor-templates' diagnosis.
 
 {what}
@@ -115,8 +117,8 @@ def write_repro(
     if module is None:
         return None
     directory.mkdir(parents=True, exist_ok=True)
-    torch.save(list(entry.inputs), directory / "inputs.pt")
-    torch.save(entry.kept, directory / "weights.pt")  # as captured: before the call mutated a buffer
+    torch.save(list(entry.inputs), directory / INPUTS)
+    torch.save(entry.kept, directory / WEIGHTS)  # as captured: before the call mutated a buffer
     body = inspect.getsource(standalone)
     text = (
         HEADER.format(name=name, what=what)
@@ -133,7 +135,7 @@ def write_repro(
             conftests=conftests or [],
         )
     )
-    path = directory / "repro.py"
+    path = directory / SCRIPT
     path.write_text(text, encoding="utf-8")
     return path
 

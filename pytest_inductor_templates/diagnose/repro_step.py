@@ -12,9 +12,6 @@ from typing import Any
 
 from .steplog import StepLog
 
-INPUTS = "inputs.pt"
-KEPT_FILES = ("repro.py", INPUTS, "weights.pt")  # what repro.write_repro writes, kept in the repro folder
-
 
 @dataclass
 class Checked:
@@ -95,6 +92,8 @@ def check_saved(request: Any, path: Path, device: Any) -> Checked:
     """``check`` of a repro written by another process, on the inputs saved beside it (a helper's side)."""
     import torch
 
+    from .repro import INPUTS
+
     return check(request, path, torch.load(path.parent / INPUTS, map_location=device, weights_only=True))
 
 
@@ -103,12 +102,14 @@ def finish(
 ) -> None:
     """Check each captured graph's repro in turn (the first one's check ``first`` where a helper made it) and keep
     the first that fails on its own in the item's repro folder; log why there is none otherwise."""
+    from . import repro
+
     if (why := why_none(found, graphs)) is not None:
         log.write("repro", repro=None, why=why)
         return
     for index, entry in enumerate(graphs):
         checked = first if index == 0 else None  # the helper's check of the repro it was handed, written already
-        path = work / f"candidate{index}" / "repro.py"
+        path = work / f"candidate{index}" / repro.SCRIPT
         if checked is None:
             if candidate(request, entry, found, work, index) is None:
                 continue
@@ -120,8 +121,8 @@ def finish(
         if checked.code == 1:
             directory = Path(request.repro_dir) if index == 0 else Path(request.repro_dir) / f"graph{index}"
             directory.mkdir(parents=True, exist_ok=True)
-            for name in KEPT_FILES:
+            for name in (repro.SCRIPT, repro.INPUTS, repro.WEIGHTS):
                 (directory / name).write_bytes((path.parent / name).read_bytes())
-            log.write("repro", repro=str(directory / "repro.py"), message=checked.message[:500])
+            log.write("repro", repro=str(directory / repro.SCRIPT), message=checked.message[:500])
             return
     log.write("repro", repro=None, why="no captured graph fails on its own under the repro's check")
