@@ -87,9 +87,11 @@ for step in $what; do
     timing) # issue 37's proof run: the 18 samples of gpu_timing_samples.txt, four workers, cold, then a warm repeat
       # and the gate's planted-slowdown run from its caches, with TIMING_ARGS passed to the runs (e.g.
       # --inductor-timing-processes=8-12: twelve where the band is wide). On an H100 at the default the three runs
-      # took 412, 316 and 375 s: give STEP_LIMIT room (1300), or rerun with RESUME=1 to keep the runs that finished
+      # took 412, 316 and 375 s: give STEP_LIMIT room (1300), or rerun with RESUME=1 to keep the runs that finished;
+      # TIMING_STEPS picks some (e.g. scaling,gate first, then the repeat with RESUME=1)
       OUT="$OUT/timing" limit python3 benchmarks/gpu_timing_proof.py "${CORPUS:-../shared/graphnet-corpus}" \
-          --workers 4 --best 4 --warm-repeat --steps scaling,repeat,gate ${RESUME:+--resume} -- ${TIMING_ARGS:-} \
+          --workers 4 --best 4 --warm-repeat --steps "${TIMING_STEPS:-scaling,repeat,gate}" ${RESUME:+--resume} \
+          -- ${TIMING_ARGS:-} \
           2>&1 | tee "$OUT/timing.txt" | grep -E "^(run|repeat|slowed|gate)" ;;
     variance) # issue 37: where a speedup's variance sits (rounds, stretches of one process, processes)
       OUT="$OUT/variance" limit python3 benchmarks/timing_variance.py "${CORPUS:-../shared/graphnet-corpus}" \
