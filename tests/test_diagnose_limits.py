@@ -134,6 +134,19 @@ def test_what_is_not_a_compiler_failure_is_not_diagnosed(tmp_path: Path) -> None
                 failed="diagnosis failed: setting: RuntimeError: boom",
             ),
         ),
+        (  # not reproduced, and a later step raised: both said in the line
+            [
+                {"step": "reproduce", "failing": False, "outcome": "pass", "reason": ""},
+                {"step": "error", "name": "repro", "error": "OSError: disk full"},
+                {"step": "done"},
+            ],
+            None,
+            Diagnosis(
+                summary="not reproduced with a fresh Inductor cache: pass; diagnosis failed: repro: OSError: disk full",
+                failed="diagnosis failed: repro: OSError: disk full",
+                notes=["does not fail with a fresh cache: it ends pass"],
+            ),
+        ),
     ],
 )
 def test_a_stopped_diagnosis_keeps_what_its_log_found(records: list, stopped: str, expected: Diagnosis) -> None:

@@ -32,7 +32,10 @@ def assemble(
         return diagnosis
     if first is not None and not first.get("failing"):
         why = first["reason"].splitlines()[0][:300] if first.get("reason") else ""
-        diagnosis.notes.append(f"does not fail with a fresh cache: it ends {first['outcome']} ({first['reason']})")
+        diagnosis.notes.append(
+            f"does not fail with a fresh cache: it ends {first['outcome']}"
+            + (f" ({first['reason']})" if first.get("reason") else "")
+        )
         diagnosis.summary = f"not reproduced with a fresh Inductor cache: {first['outcome']}" + (
             f" ({why})" if why else ""
         )
@@ -90,7 +93,7 @@ def _finish(
     if errors or (crashed and not done):
         what = "; ".join(f"{r.get('name', 'diagnosis')}: {r['error']}" for r in errors) or crashed
         diagnosis.failed = f"diagnosis failed: {what}"
-    parts = []
+    parts = [diagnosis.summary] if diagnosis.summary else []  # a summary set already (not reproduced) leads
     if diagnosis.stage:
         parts.append(diagnosis.stage)
     if diagnosis.setting:
@@ -103,5 +106,5 @@ def _finish(
         parts.append(f"partial: {diagnosis.partial}")
     if diagnosis.failed:  # said beside what the other steps found: a step that failed leaves its part out
         parts.append(diagnosis.failed)
-    diagnosis.summary = diagnosis.summary or "; ".join(parts) or "nothing found"
+    diagnosis.summary = "; ".join(parts) or "nothing found"
     return diagnosis
