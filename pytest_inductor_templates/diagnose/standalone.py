@@ -169,13 +169,14 @@ def check(
     from torch._inductor.utils import fresh_cache
 
     grad = torch.no_grad() if no_grad else contextlib.nullcontext()
+    pristine = copy.deepcopy(module)  # as given: eager's call may change its buffers (running stats, counters)
     try:
         with grad:
             eager = module(*_clone(inputs))
     except Exception as error:
         return 2, f"eager raised {type(error).__name__}: {error}"
     with grad:
-        wide = float64_outputs(module, _clone(inputs)) if second_opinion else None
+        wide = float64_outputs(pristine, _clone(inputs)) if second_opinion else None
     torch._dynamo.reset()
     tensors = [v for v in [*inputs, *module.parameters(), *module.buffers()] if isinstance(v, torch.Tensor)]
     kinds = {t.device.type for t in tensors}
@@ -190,7 +191,7 @@ def check(
         with fresh_cache() if fresh else contextlib.nullcontext(), config.patch(patches or {}), grad:
             if kinds - {"cpu"}:  # on a GPU the pool compiles the Triton kernels side by side
                 compile_pool_started()
-            compiled = torch.compile(copy.deepcopy(module), backend=backend, options=options or None)(*_clone(inputs))
+            compiled = torch.compile(pristine, backend=backend, options=options or None)(*_clone(inputs))
     except Exception as error:
         inner = error  # the backend's own error inside Dynamo's wrappers
         while getattr(inner, "inner_exception", None) is not None or inner.__cause__ is not None:
