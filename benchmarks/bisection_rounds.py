@@ -5,10 +5,11 @@ process answered each question torch asked. On a GPU a lowering step compiled fr
 (opus-mt on an H100); here each check sleeps ``--check-seconds`` instead, so the figure is the search's own shape.
 
     python benchmarks/bisection_rounds.py [--applications 1015] [--bad 62] [--helpers 3] [--check-seconds 1]
-        [--slow LOW-HIGH:SECONDS]
+        [--slow LOW-HIGH:SECONDS] [--holders]
 
 ``--slow`` makes one bisection step's check in a helper take longer (opus-mt's range 0-63 took 103-116 s of code
-generation on an H100).
+generation on an H100); ``--holders``: as on a GPU, the helpers hold a kept graph and the asking process none, so
+every lowering step goes to a helper.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from pytest_inductor_templates.diagnose.helpers import private_stdout, serve
 from pytest_inductor_templates.diagnose.drawn import Counts
 
 replies = private_stdout()
-serve(lambda question: fails(question, helper=True), Counts(), sys.argv[1], replies)
+serve(lambda question: fails(question, helper=True), Counts(), sys.argv[1], replies, lambda: {holders})
 """
 
 ASKER = """
@@ -71,7 +72,8 @@ helpers = Helpers(work, {helpers}, log, counts, boot=Path({boot!r}).read_text())
 if helpers is not None:
     helpers.wait_ready()
 start = time.monotonic()
-found = find_stage(Answers(fails, log, {{}}, "the item failed", helpers, counts), log, str(work))
+answers = Answers(fails, log, {{}}, "the item failed", helpers, counts, holds_graph=lambda: not {holders})
+found = find_stage(answers, log, str(work))
 seconds = time.monotonic() - start
 if helpers is not None:
     helpers.close()
@@ -93,6 +95,9 @@ def main() -> int:
     parser.add_argument("--helpers", type=int, default=3)
     parser.add_argument("--check-seconds", type=float, default=1.0)
     parser.add_argument("--slow", default=None, help="LOW-HIGH:SECONDS: one bisection step slow in a helper")
+    parser.add_argument(
+        "--holders", action="store_true", help="as on a GPU: the helpers hold a kept graph, the asker none"
+    )
     args = parser.parse_args()
     if not 0 <= args.bad < args.applications:
         parser.error(f"--bad {args.bad}: an application from 0 to {args.applications - 1}")
@@ -106,10 +111,12 @@ def main() -> int:
         (here / "fault.py").write_text(
             FAULT.format(applications=args.applications, bad=args.bad, seconds=args.check_seconds, slow=slow)
         )
-        (here / "helper.py").write_text(HELPER.format(here=folder))
+        (here / "helper.py").write_text(HELPER.format(here=folder, holders=args.holders))
         work = here / "work"
         work.mkdir()
-        code = ASKER.format(here=folder, work=str(work), helpers=args.helpers, boot=str(here / "helper.py"))
+        code = ASKER.format(
+            here=folder, work=str(work), helpers=args.helpers, boot=str(here / "helper.py"), holders=args.holders
+        )
         started = time.monotonic()
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
         if done.returncode != 0:
@@ -118,7 +125,8 @@ def main() -> int:
         result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
     print(
         f"bisection_rounds: {args.applications} applications, the fault at {args.bad}, {args.helpers} helpers, "
-        f"{args.check_seconds:g} s a check{f', {args.slow} slow' if args.slow else ''}: {result['stage']} in "
+        f"{args.check_seconds:g} s a check{f', {args.slow} slow' if args.slow else ''}"
+        f"{', the helpers holding kept graphs' if args.holders else ''}: {result['stage']} in "
         f"{result['seconds']} s, the bisection after the count {result['bisection']} s (of {result['steps']} steps "
         f"{result['by_helpers']} answered by helpers, {result['implied']} implied, {result['here']} here; "
         f"the process {time.monotonic() - started:.0f} s)"

@@ -83,8 +83,11 @@ answered = [[r["pid"], r["run_state"], r.get("low"), r.get("high")] for r in rea
 errors = [[r["run_state"], r.get("error")] for r in read_log(work / "steps.jsonl")
           if r["step"] == "helper_answer" and r.get("error")]
 taken = [[r["pid"], r["run_state"], r.get("low"), r.get("high")] for r in checks if r.get("pid")]
+cancelled = [[r.get("low"), r.get("high"), r["seconds"]] for r in read_log(work / "steps.jsonl")
+             if r["step"] == "helper_cancelled"]
 print("RESULT " + json.dumps({{"stage": found.describe(), "pids": pids, "asked": asked, "ended": ended,
-                              "implied": implied, "answered": answered, "taken": taken, "errors": errors}}))
+                              "implied": implied, "answered": answered, "taken": taken, "errors": errors,
+                              "cancelled": cancelled}}))
 """
 
 
@@ -140,6 +143,7 @@ def test_an_answer_in_hand_offers_the_helpers_nothing() -> None:
         serving=contextlib.nullcontext,
         holding_graph=lambda: False,
         holders_on=lambda: [],
+        cancel_unless=lambda wanted: None,
     )
     log = SimpleNamespace(write=lambda *args, **fields: None)
     answers = Answers(lambda: False, log, {}, None, helpers, Counts())  # type: ignore[arg-type]
@@ -280,12 +284,15 @@ def test_a_slow_bisection_step_is_settled_by_an_answer_beyond_it(tmp_path: Path,
     """A helper whose check of one bisection step (the range 20-39, whose midpoint 29 fails) takes two minutes, as
     one range's code generation did on opus-mt: with three helpers the asker does not wait for it. A later step's
     answer (a failing midpoint at or below 29) settles it, as torch's binary search assumes answers are monotone;
-    the stage and the questions asked are the serial run's, and the log says which step settled it."""
+    the stage and the questions asked are the serial run's, and the log says which step settled it. Once torch asks
+    a step inside that range, the slow helper is stopped (its step can no longer be asked)."""
     found = bisect(tmp_path, 3, SLOW_HELPER)
     assert found["stage"] == serial["stage"] and found["asked"] == serial["asked"], found
     assert len(found["implied"]) == 1, found
     ((low, high, by, pid),) = found["implied"]
     assert (low, high, pid) == (20, 39, None) and by != [20, 39] and (by[0] + by[1]) // 2 <= 29, found["implied"]
+    stopped = {(low, high): seconds for low, high, seconds in found["cancelled"]}
+    assert stopped.get((20, 39), 120) < 60, found["cancelled"]  # (helpers on other steps of a branch left go too)
 
 
 @pytest.mark.parametrize("helper", [DYING_HELPER, RAISING_HELPER], ids=["dies", "raises"])

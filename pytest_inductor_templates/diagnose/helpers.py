@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +24,12 @@ from .repro_step import Checked
 from .steplog import StepLog
 
 HELPER_BOOT = "import sys; from pytest_inductor_templates.diagnose.helpers import helper_main; helper_main(sys.argv[1])"
+CANCEL_SIGNAL = getattr(signal, "SIGUSR2", None)  # to a helper: stop the check you are on (None: no such signal here)
+
+
+class Cancelled(BaseException):
+    """Raised in a helper's check when the asking process no longer needs its answer (a BaseException, as an
+    interrupt: no ``except Exception`` on the way takes it for the check's own error)."""
 
 
 class Helpers:
@@ -48,6 +55,7 @@ class Helpers:
         self.for_holder: Question | None = None  # a queued lowering step that waits for a helper holding a kept graph
         self.answers: dict[Question, dict[str, Any]] = {}
         self.holding: set[int] = set()  # helpers whose last answer said they hold a kept graph standing for the model
+        self.cancelling: set[int] = set()  # helpers told to stop the question they are on
         self._uncounted: list[dict[str, int]] = []  # answers' counts taken in while serving, added by the asker
         self._lock = threading.RLock()  # the asker's thread and the serving thread take in answers one at a time
 
@@ -115,6 +123,19 @@ class Helpers:
         """Whether a helper holding a kept graph is on a lowering step from it (seconds: worth waiting for, where a
         check of the whole model here takes two or three times as long; a holder on another question is not)."""
         return any(from_the_graph(question) for question in self.holders_on())
+
+    def cancel_unless(self, wanted: Callable[[Question], bool]) -> None:
+        """Stop each helper on a question ``wanted`` rejects (torch can no longer ask it: on opus-mt one bisection step
+        of a branch torch had left held a helper for 34 s, while two more helpers finished steps of that branch and the
+        step torch asked waited); each says it stopped and takes the next question."""
+        if CANCEL_SIGNAL is None:
+            return
+        with self._lock:
+            for pid, (_, question) in self.running.items():
+                if pid not in self.cancelling and not wanted(question):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, CANCEL_SIGNAL)
+                    self.cancelling.add(pid)
 
     def answered(self, question: Question) -> dict[str, Any] | None:
         """The helpers' answer to ``question`` if one is in (taken in now), without waiting; else None. It leaves
@@ -214,6 +235,11 @@ class Helpers:
                 continue
             answer = json.loads(line)
             self._uncounted.append(answer.pop("counts", {}))
+            self.cancelling.discard(helper.pid)
+            if answer.pop("cancelled", False):  # stopped on the way: no answer, and its kept graph is as it was
+                self.log.write("helper_cancelled", pid=helper.pid, **asdict(question), seconds=answer.get("seconds"))
+                self.idle.append(helper)
+                continue
             if answer.pop("holds_graph", False) and not answer.get("error"):  # one whose check errs is not asked first
                 self.holding.add(helper.pid)
             else:
@@ -306,8 +332,26 @@ def serve(
     check_repro: Callable[[Path], Checked] | None = None,
 ) -> None:
     """Answer questions from stdin, one JSON line each, on ``replies``: ready first, then each answer with what
-    it cost and whether this process now holds a kept graph standing for the model (``holds_graph``); a line
-    naming a written repro (``{"repro": path}``) is answered with ``check_repro``'s check of it."""
+    it cost and whether this process now holds a kept graph standing for the model (``holds_graph``), or that it
+    was cancelled (``CANCEL_SIGNAL`` during its check); a line naming a written repro (``{"repro": path}``) is
+    answered with ``check_repro``'s check of it."""
+    checking, cancelled = threading.Event(), threading.Event()
+
+    def cancel(signum: int, frame: Any) -> None:  # in the main thread, between two bytecodes of the check
+        if checking.is_set():
+            checking.clear()
+            cancelled.set()
+            raise Cancelled("the asking process no longer needs this answer")
+
+    def checked(question: Question) -> bool | None:
+        checking.set()
+        try:
+            return check(question)
+        finally:
+            checking.clear()
+
+    if CANCEL_SIGNAL is not None:
+        signal.signal(CANCEL_SIGNAL, cancel)
     replies.write(json.dumps({"ready": True}) + "\n")
     replies.flush()
     for line in sys.stdin:
@@ -318,8 +362,10 @@ def serve(
             continue
         question = Question(**message)
         before = dict(asdict(counts))
-        answer = answer_here(question, lambda q=question: check(q), scratch)
+        cancelled.clear()
+        answer = answer_here(question, lambda q=question: checked(q), scratch)
         answer["counts"] = {k: v - before[k] for k, v in asdict(counts).items()}
+        answer["cancelled"] = cancelled.is_set()
         try:
             answer["holds_graph"] = bool(holds_graph())
         except Exception:  # the answer stands; this helper is just not asked lowering steps first

@@ -59,6 +59,15 @@ class Question:
             return later
         return [*later, Question(self.backend, self.subsystem, "find_max_bounds")]
 
+    def covers(self, other: Question) -> bool:
+        """Whether torch may still ask ``other`` once it asks this bisection step: ``other`` is a step of the same
+        subsystem within its range (every later step of torch's binary search is)."""
+        if self.run_state != "bisect" or other.run_state != "bisect" or self.low is None or self.high is None:
+            return False
+        if (other.backend, other.subsystem) != (self.backend, self.subsystem) or other.low is None:
+            return False
+        return self.low <= other.low <= other.high <= self.high  # type: ignore[operator]
+
     @property
     def midpoint(self) -> int | None:
         """A bisection step's midpoint: it asks whether the fault shows with the applications up to it enabled."""
