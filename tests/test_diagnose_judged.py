@@ -252,6 +252,11 @@ def test_one_draw_skipped_checks_and_the_lock_per_check(tmp_path: Path) -> None:
     assert timed and all(r["build"] + r["calls"] + r["compare"] <= r["seconds"] + 0.03 for r in timed), timed
     child = next(r["pid"] for r in steps if r["step"] == "start")
     helpers = {r["pid"] for r in steps if r["step"] == "helper"}
+    # the helper was forked from the diagnosis's process once that had imported torch (no import of its own; 7-9 s of
+    # CPU here), and answered the bisector
+    started = next(r for r in steps if r["step"] == "start")
+    assert (started["helpers"], started["forked"]) == (1, True), started
+    assert helpers and any(r.get("pid") in helpers for r in steps if r["step"] == "bisect_check"), steps
     holds = [line.split() for line in lock_log.read_text().splitlines()]
     work = [(int(pid), float(start), float(end)) for pid, group, _, start, end in holds if group == "work"]
     assert parent not in {pid for pid, _, _ in work}  # the triple holds nothing while its diagnosis runs

@@ -22,7 +22,7 @@ from .steplog import StepLog
 
 REQUEST = "request.pkl"
 SYS_PATH = "sys_path.json"
-HELPERS = "helpers.txt"  # how many helper processes: read before the request, whose unpickling imports torch
+HELPERS = "helpers.txt"  # how many helper processes: read before anything imports torch (forked after it has)
 LOG = "steps.jsonl"
 VOUCHED = "graphs-vouched.txt"  # fingerprints of kept graphs that agreed with a failing check, in any process
 
@@ -138,22 +138,38 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
         yield check, counts, judge.holds_graph, lambda path: repro_step.check_saved(request, path, device)
 
 
+def preload() -> None:
+    """Import torch, Dynamo, Inductor and the modules a helper runs, before the helpers are forked (nothing here
+    initialises CUDA, starts a thread or reads the request; on a 2-core CPU a helper importing them took 7-9 s)."""
+    import torch._dynamo
+    import torch._inductor.compile_fx  # noqa: F401
+
+    from ..check import runner  # noqa: F401
+    from ..compile import compiled, isolation  # noqa: F401
+    from . import drawn, predicate, repro_step, stage  # noqa: F401
+
+
 def run(work: Path) -> None:
     from .drawn import Counts
-    from .helpers import Helpers
+    from .forked import can_fork
+    from .helpers import HELPER_BOOT, Helpers
     from .request import DiagnosisRequest
 
     log = StepLog(work / LOG)
     counts = Counts()
     count = int((work / HELPERS).read_text())
-    helpers = Helpers(work, count, log, counts) if count > 0 else None  # they import torch while this does
+    helpers, forked = None, False
+    if count > 0:  # what every process of the diagnosis imports, imported once: the helpers are forked from here
+        preload()
+        forked = can_fork()
+        helpers = Helpers(work, count, log, counts, boot=None if forked else HELPER_BOOT)
     try:
         request: DiagnosisRequest = pickle.loads((work / REQUEST).read_bytes())
         selection = request.selection
         settings = dict(selection.effective_settings)
         log.write(
             "start", name=request.name, outcome=request.outcome, selection=selection.label, settings=settings,
-            pid=os.getpid(),
+            pid=os.getpid(), helpers=count, forked=forked,
         )  # fmt: skip
         seconds = prepare(request, log)  # the start's first part
         import torch

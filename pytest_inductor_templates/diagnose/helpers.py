@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .forked import ForkedProcess
 from .inner_graph import from_the_graph
 from .questions import Question, answer_here
 from .repro_step import Checked
@@ -35,17 +36,24 @@ class Cancelled(BaseException):
 class Helpers:
     """Helper processes of the diagnosis, each answering one question at a time with its own bisector state."""
 
-    def __init__(self, work: Path, count: int, log: StepLog, counts: Any, boot: str = HELPER_BOOT) -> None:
+    def __init__(self, work: Path, count: int, log: StepLog, counts: Any, boot: str | None = HELPER_BOOT) -> None:
+        """``count`` helpers, each a fresh Python running ``boot``; with ``boot`` None, forked from this process
+        (which has imported torch and Inductor, and not touched the device) to run ``helper_main``."""
         self.log = log
         self.counts = counts  # drawn.Counts of the asking process: every helper's work is added to it
-        self.processes: list[subprocess.Popen[bytes]] = []
+        self.processes: list[Any] = []  # subprocess.Popen, or forked.ForkedProcess (the same interface)
         self.errors: dict[int, Path] = {}  # each helper's stderr, read when it ends
         for number in range(count):
             errors = work / f"helper-{number}.txt"
-            with open(errors, "wb") as sink:
-                process = subprocess.Popen(
-                    [sys.executable, "-c", boot, str(work)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sink
-                )
+            if boot is None:
+                inherited = [fd for helper in self.processes for fd in helper.descriptors()]
+                process: Any = ForkedProcess(lambda: helper_main(str(work)), errors, inherited)
+            else:
+                with open(errors, "wb") as sink:
+                    process = subprocess.Popen(
+                        [sys.executable, "-c", boot, str(work)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        stderr=sink,
+                    )  # fmt: skip
             self.processes.append(process)
             self.errors[process.pid] = errors
         self.idle: list[subprocess.Popen[bytes]] = []

@@ -1,0 +1,46 @@
+"""A diagnosis's helper forked from its process (``diagnose.forked``): the pipes, exit codes and kill the helpers'
+pool reads as it reads ``subprocess.Popen``'s. A whole diagnosis with a forked helper: test_diagnose_judged.py."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from pytest_inductor_templates.diagnose.forked import ForkedProcess, can_fork
+
+
+def shout() -> None:
+    for line in sys.stdin:
+        sys.stdout.write(line.upper())
+        sys.stdout.flush()
+
+
+def raises() -> None:
+    raise RuntimeError("planted: this helper cannot start")
+
+
+def ended(process: ForkedProcess, seconds: float = 30.0) -> int | None:
+    deadline = time.monotonic() + seconds
+    while process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return process.poll()
+
+
+def test_a_forked_helper_answers_over_its_pipes_and_ends_as_popen_would(tmp_path: Path) -> None:
+    assert can_fork()  # a CPU build of torch loads no CUDA driver
+    first = ForkedProcess(shout, tmp_path / "first.txt", [])
+    second = ForkedProcess(shout, tmp_path / "second.txt", first.descriptors())
+    first.stdin.write(b"one\n")
+    first.stdin.flush()
+    assert first.stdout.readline() == b"ONE\n"
+    first.stdin.close()  # its end of file, although the second was forked after it: it kept none of the first's ends
+    assert ended(first) == 0
+    assert second.poll() is None
+    second.kill()
+    assert second.wait() == -9
+    failed = ForkedProcess(raises, tmp_path / "failed.txt", [])
+    assert failed.wait() == 1
+    assert "RuntimeError: planted: this helper cannot start" in (tmp_path / "failed.txt").read_text()
+    assert ended(ForkedProcess(lambda: os.getpid(), tmp_path / "quick.txt", [])) == 0
