@@ -68,7 +68,7 @@ from pytest_inductor_templates.diagnose.steplog import StepLog, read_log
 
 work = Path({work!r})
 log, counts = StepLog(work / "steps.jsonl"), Counts()
-helpers = Helpers(work, {helpers}, log, counts, boot=Path({boot!r}).read_text()) if {helpers} else None
+helpers = Helpers(work, {helpers}, log, counts, boot=Path({boot!r}).read_text(), fork=True) if {helpers} else None
 if helpers is not None:
     helpers.wait_ready()
 start = time.monotonic()

@@ -61,7 +61,7 @@ from pytest_inductor_templates.diagnose.steplog import StepLog, read_log
 
 work = Path({work!r})
 log, counts = StepLog(work / "steps.jsonl"), Counts()
-helpers = Helpers(work, {helpers}, log, counts, boot=open({boot!r}).read()) if {helpers} else None
+helpers = Helpers(work, {helpers}, log, counts, boot=open({boot!r}).read(), fork=True) if {helpers} else None
 
 
 def here():  # this process's checks: the first one waits for the helper, so that it takes part (an event, no sleep)
@@ -182,7 +182,7 @@ from pytest_inductor_templates.diagnose.steplog import StepLog
 
 work = Path({work!r})
 log, counts = StepLog(work / "steps.jsonl"), Counts()
-helpers = Helpers(work, 1, log, counts, boot=open({boot!r}).read())
+helpers = Helpers(work, 1, log, counts, boot=open({boot!r}).read(), fork=True)
 own = []
 
 

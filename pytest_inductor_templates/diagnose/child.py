@@ -152,7 +152,7 @@ def preload() -> None:
 def run(work: Path) -> None:
     from .drawn import Counts
     from .forked import can_fork
-    from .helpers import HELPER_BOOT, Helpers
+    from .helpers import Helpers
     from .request import DiagnosisRequest
 
     log = StepLog(work / LOG)
@@ -162,7 +162,7 @@ def run(work: Path) -> None:
     if count > 0:  # what every process of the diagnosis imports, imported once: the helpers are forked from here
         preload()
         forked = can_fork()
-        helpers = Helpers(work, count, log, counts, boot=None if forked else HELPER_BOOT)
+        helpers = Helpers(work, count, log, counts, fork=forked)
     try:
         request: DiagnosisRequest = pickle.loads((work / REQUEST).read_bytes())
         selection = request.selection

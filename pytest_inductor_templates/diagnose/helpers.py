@@ -36,18 +36,20 @@ class Cancelled(BaseException):
 class Helpers:
     """Helper processes of the diagnosis, each answering one question at a time with its own bisector state."""
 
-    def __init__(self, work: Path, count: int, log: StepLog, counts: Any, boot: str | None = HELPER_BOOT) -> None:
-        """``count`` helpers, each a fresh Python running ``boot``; with ``boot`` None, forked from this process
-        (which has imported torch and Inductor, and not touched the device) to run ``helper_main``."""
+    def __init__(
+        self, work: Path, count: int, log: StepLog, counts: Any, boot: str = HELPER_BOOT, fork: bool = False
+    ) -> None:
+        """``count`` helpers running the code ``boot`` (as ``python -c boot WORK``): each a fresh Python, or with
+        ``fork`` forked from this process (which has imported torch and Inductor, and not touched the device)."""
         self.log = log
         self.counts = counts  # drawn.Counts of the asking process: every helper's work is added to it
         self.processes: list[Any] = []  # subprocess.Popen, or forked.ForkedProcess (the same interface)
         self.errors: dict[int, Path] = {}  # each helper's stderr, read when it ends
         for number in range(count):
             errors = work / f"helper-{number}.txt"
-            if boot is None:
+            if fork:
                 inherited = [fd for helper in self.processes for fd in helper.descriptors()]
-                process: Any = ForkedProcess(lambda: helper_main(str(work)), errors, inherited)
+                process: Any = ForkedProcess(lambda: run_code(boot, work), errors, inherited)
             else:
                 with open(errors, "wb") as sink:
                     process = subprocess.Popen(
@@ -393,6 +395,12 @@ def _repro_answer(check_repro: Callable[[Path], Checked] | None, repro: Path) ->
     except Exception as error:
         return {"error": first_line(error)}
     return {"code": checked.code, "message": checked.message, "pid": os.getpid(), "seconds": checked.seconds}
+
+
+def run_code(boot: str, work: Path) -> None:
+    """Run ``boot`` in this (forked) process as ``python -c boot WORK`` would."""
+    sys.argv = ["-c", str(work)]
+    exec(compile(boot, "<helper>", "exec"), {"__name__": "__main__"})
 
 
 def helper_main(work: str) -> None:
