@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FAULT = """
 import time
 from torch._inductor.compiler_bisector import CompilerBisector
+from pytest_inductor_templates.diagnose.cancel import cancellable
 
 APPLICATIONS, BAD, SECONDS, SLOW = {applications}, {bad}, {seconds}, {slow!r}
 
@@ -40,7 +41,8 @@ def fails(question=None, helper=False):
         off = CompilerBisector.disable_subsystem("inductor", "lowerings", lambda n=number: f"op{{n}}")
         wrong = wrong or (number == BAD and not off)
     slow = SLOW and helper and question is not None and (question.low, question.high) == tuple(SLOW[:2])
-    time.sleep(SLOW[2] if slow else SECONDS)
+    with cancellable():  # as a real check's compile and calls (a helper may be stopped there)
+        time.sleep(SLOW[2] if slow else SECONDS)
     return wrong
 """
 

@@ -241,8 +241,21 @@ DIE = f"(sys.stderr.write({PLANTED_REASON!r} + '\\n'), sys.stderr.flush(), __imp
 DYING_HELPER = HELPER.replace("serve(fails,", f"serve(lambda question: {DIE},")
 RAISE = "exec('raise RuntimeError(\"planted: this helper cannot check\")')"
 RAISING_HELPER = HELPER.replace("serve(fails,", f"serve(lambda question: {RAISE},")
-SLOW = "(__import__('time').sleep(120) if question.low == 20 and question.high == 39 else None, fails(question))[1]"
-SLOW_HELPER = HELPER.replace("serve(fails,", f"serve(lambda question: {SLOW},")  # one bisection step takes 2 minutes
+SLOW_HELPER = HELPER.replace("serve(fails,", "serve(slow_then_fails,").replace(
+    "replies = private_stdout()",
+    """import time
+from pytest_inductor_templates.diagnose.cancel import cancellable
+
+
+def slow_then_fails(question):  # one bisection step takes 2 minutes, where a real check compiles (it may be stopped)
+    if (question.low, question.high) == (20, 39):
+        with cancellable():
+            time.sleep(120)
+    return fails(question)
+
+
+replies = private_stdout()""",
+)
 
 
 def bisect(tmp_path: Path, helpers: int, helper: str = HELPER) -> dict:

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from . import cancel
 from .forked import ForkedProcess
 from .inner_graph import from_the_graph
 from .questions import Question, answer_here
@@ -25,12 +25,6 @@ from .repro_step import Checked
 from .steplog import StepLog
 
 HELPER_BOOT = "import sys; from pytest_inductor_templates.diagnose.helpers import helper_main; helper_main(sys.argv[1])"
-CANCEL_SIGNAL = getattr(signal, "SIGUSR2", None)  # to a helper: stop the check you are on (None: no such signal here)
-
-
-class Cancelled(BaseException):
-    """Raised in a helper's check when the asking process no longer needs its answer (a BaseException, as an
-    interrupt: no ``except Exception`` on the way takes it for the check's own error)."""
 
 
 class Helpers:
@@ -137,15 +131,22 @@ class Helpers:
     def cancel_unless(self, wanted: Callable[[Question], bool]) -> None:
         """Stop each helper on a question ``wanted`` rejects (torch can no longer ask it: on opus-mt one bisection step
         of a branch torch had left held a helper for 34 s, while two more helpers finished steps of that branch and the
-        step torch asked waited); each says it stopped and takes the next question."""
-        if CANCEL_SIGNAL is None:
-            return
+        step torch asked waited), and drop such questions from the queue; each stopped helper says so and takes the
+        next question. The signal is sent again at each look at the helpers until the helper replies (one that arrives
+        before its check can be stopped is dropped there)."""
         with self._lock:
-            for pid, (_, question) in self.running.items():
-                if pid not in self.cancelling and not wanted(question):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, CANCEL_SIGNAL)
-                    self.cancelling.add(pid)
+            self.queue = [q for q in self.queue if wanted(q)]
+            if self.for_holder is not None and not wanted(self.for_holder):
+                self.for_holder = None
+            self.cancelling |= {pid for pid, (_, question) in self.running.items() if not wanted(question)}
+            self._signal_cancels()
+
+    def _signal_cancels(self) -> None:
+        if cancel.SIGNAL is None:
+            return
+        for pid in self.cancelling & set(self.running):  # a reply not read yet: it cannot be on another question
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, cancel.SIGNAL)
 
     def answered(self, question: Question) -> dict[str, Any] | None:
         """The helpers' answer to ``question`` if one is in (taken in now), without waiting; else None. It leaves
@@ -223,6 +224,7 @@ class Helpers:
             return self._take_in(timeout, dispatch)
 
     def _take_in(self, timeout: float, dispatch: bool) -> bool:
+        self._signal_cancels()
         waiting = {p.stdout.fileno(): p for p in [*self.starting, *(h for h, _ in self.running.values())]}  # type: ignore[union-attr]
         if not waiting:
             return False
@@ -246,14 +248,15 @@ class Helpers:
             answer = json.loads(line)
             self._uncounted.append(answer.pop("counts", {}))
             self.cancelling.discard(helper.pid)
-            if answer.pop("cancelled", False):  # stopped on the way: no answer, and its kept graph is as it was
+            cancelled = answer.pop("cancelled", False)
+            if answer.pop("holds_graph", False) and (cancelled or not answer.get("error")):  # one whose check errs
+                self.holding.add(helper.pid)  # is not asked first
+            else:
+                self.holding.discard(helper.pid)
+            if cancelled:  # stopped on the way: no answer
                 self.log.write("helper_cancelled", pid=helper.pid, **asdict(question), seconds=answer.get("seconds"))
                 self.idle.append(helper)
                 continue
-            if answer.pop("holds_graph", False) and not answer.get("error"):  # one whose check errs is not asked first
-                self.holding.add(helper.pid)
-            else:
-                self.holding.discard(helper.pid)
             self.answers[question] = answer
             # every answer as it comes, those torch never asks for too (its other branch): where the helpers' time went
             self.log.write(
@@ -343,25 +346,9 @@ def serve(
 ) -> None:
     """Answer questions from stdin, one JSON line each, on ``replies``: ready first, then each answer with what
     it cost and whether this process now holds a kept graph standing for the model (``holds_graph``), or that it
-    was cancelled (``CANCEL_SIGNAL`` during its check); a line naming a written repro (``{"repro": path}``) is
+    was stopped (``cancel``); a line naming a written repro (``{"repro": path}``) is
     answered with ``check_repro``'s check of it."""
-    checking, cancelled = threading.Event(), threading.Event()
-
-    def cancel(signum: int, frame: Any) -> None:  # in the main thread, between two bytecodes of the check
-        if checking.is_set():
-            checking.clear()
-            cancelled.set()
-            raise Cancelled("the asking process no longer needs this answer")
-
-    def checked(question: Question) -> bool | None:
-        checking.set()
-        try:
-            return check(question)
-        finally:
-            checking.clear()
-
-    if CANCEL_SIGNAL is not None:
-        signal.signal(CANCEL_SIGNAL, cancel)
+    cancel.arm()
     replies.write(json.dumps({"ready": True}) + "\n")
     replies.flush()
     for line in sys.stdin:
@@ -372,10 +359,10 @@ def serve(
             continue
         question = Question(**message)
         before = dict(asdict(counts))
-        cancelled.clear()
-        answer = answer_here(question, lambda q=question: checked(q), scratch)
+        cancel.begin()
+        answer = answer_here(question, lambda q=question: check(q), scratch)
         answer["counts"] = {k: v - before[k] for k, v in asdict(counts).items()}
-        answer["cancelled"] = cancelled.is_set()
+        answer["cancelled"] = cancel.was_cancelled()
         try:
             answer["holds_graph"] = bool(holds_graph())
         except Exception:  # the answer stands; this helper is just not asked lowering steps first

@@ -14,6 +14,7 @@ from ..compile.failures import first_line
 from ..compile.phase_times import own_part
 from ..templates.registry import Template
 from ..templates.selection import Selection
+from .cancel import cancellable
 from .request import DiagnosisRequest
 
 
@@ -181,7 +182,7 @@ class Judge:
         start = time.perf_counter()
         try:
             self.before_inductor()
-            with host_lock.work(), device_scope(self.request.device):
+            with host_lock.work(), device_scope(self.request.device), cancellable():
                 failing = inner_graph.fails(self.inner, self.request.repro_tolerance())
         except Exception as error:
             return Attempt("error", f"the kept graph's compile raised {first_line(error)}", 0.0, graph=True)
@@ -219,6 +220,7 @@ class Judge:
                 device_scope(request.device),
                 scoped_config(patches),
                 isolated_compile_state() as watcher,
+                cancellable(),  # a helper stopped inside: the states above are restored as it leaves
             ):
                 with own_part("build"):
                     compiled = CompiledModel(self.build.make_model(device), selection, watcher)

@@ -169,7 +169,10 @@ def check(
     from torch._inductor.utils import fresh_cache
 
     grad = torch.no_grad() if no_grad else contextlib.nullcontext()
-    pristine = copy.deepcopy(module)  # as given: eager's call may change its buffers (running stats, counters)
+    try:  # as given: eager's call may change its buffers (running stats, counters)
+        pristine = copy.deepcopy(module)
+    except Exception as error:
+        return 2, f"the module cannot be copied: {type(error).__name__}: {error}"
     try:
         with grad:
             eager = module(*_clone(inputs))
