@@ -701,3 +701,21 @@ def test_a_holder_is_waited_for_only_on_a_lowering_step_from_its_graph(tmp_path:
     assert helpers.queue == [step]  # kept for the holder, which is on a lowering step
     os.close(write)  # the holder dies
     assert helpers.take(step) is None and helpers.queue == [], helpers.queue
+
+
+def test_what_torch_may_still_ask_once_it_counts_or_bisects() -> None:
+    """Once torch counts a subsystem's applications it asks only that count and its bisection steps; once it asks a
+    step, only steps within its range: helpers on anything else are stopped (``Question.covers``)."""
+    from pytest_inductor_templates.diagnose.questions import Question
+
+    def step(low: int, high: int, subsystem: str = "lowerings") -> Question:
+        return Question("inductor", subsystem, "bisect", low, high)
+
+    count = Question("inductor", "lowerings", "find_max_bounds")
+    assert count.covers(count) and count.covers(step(0, 63)) and count.covers(step(64, 127))
+    assert not count.covers(Question("inductor", "pre_grad_passes", "find_max_bounds"))
+    assert not count.covers(Question("inductor", "post_grad_passes", "test_disable"))
+    assert not count.covers(step(0, 63, "pre_grad_passes"))
+    assert step(0, 63).covers(step(32, 63)) and step(0, 63).covers(step(0, 63))
+    assert not step(0, 63).covers(step(64, 127)) and not step(0, 63).covers(step(0, 127))
+    assert not step(0, 63).covers(count) and not step(0, 63).covers(Question("inductor", "lowerings", "test_disable"))

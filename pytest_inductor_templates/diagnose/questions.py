@@ -60,11 +60,15 @@ class Question:
         return [*later, Question(self.backend, self.subsystem, "find_max_bounds")]
 
     def covers(self, other: Question) -> bool:
-        """Whether torch may still ask ``other`` once it asks this bisection step: ``other`` is a step of the same
-        subsystem within its range (every later step of torch's binary search is)."""
-        if self.run_state != "bisect" or other.run_state != "bisect" or self.low is None or self.high is None:
+        """Whether torch may still ask ``other`` once it asks this question, a count or a bisection step (torch
+        counts a subsystem's applications only once its switch fixed the fault, then bisects them, and asks nothing
+        else after): this count or a step of its subsystem; for a step, a step of its subsystem within its range
+        (every later step of torch's binary search is)."""
+        if (other.backend, other.subsystem) != (self.backend, self.subsystem):
             return False
-        if (other.backend, other.subsystem) != (self.backend, self.subsystem) or other.low is None:
+        if self.run_state == "find_max_bounds":
+            return other.run_state in ("find_max_bounds", "bisect")
+        if self.run_state != "bisect" or other.run_state != "bisect" or self.low is None or other.low is None:
             return False
         return self.low <= other.low <= other.high <= self.high  # type: ignore[operator]
 
