@@ -164,9 +164,8 @@ class Answers:
             self.log.write("bisect_check", **where, failing=True, answered=why)
             return True
         answer = None
-        if self.helpers is not None and question.run_state in ("find_max_bounds", "bisect"):  # what torch can no
-            # longer ask: stopped
-            self.helpers.cancel_unless(question.covers)
+        if self.helpers is not None and question.run_state in ("find_max_bounds", "bisect"):
+            self.helpers.cancel_unless(question.covers)  # helpers on what torch can no longer ask are stopped
         if self.helpers is not None:  # an answer in hand is taken as it is: offering the helpers the questions after
             # it would hand them torch's other branch, which it does not take (on opus-mt, a helper's 12 s check)
             answer = self.helpers.answered(question) or self._implied(question)

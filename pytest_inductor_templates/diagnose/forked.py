@@ -70,8 +70,8 @@ class ForkedProcess:
             try:
                 _, status = os.waitpid(self.pid, 0)
                 self.returncode = os.waitstatus_to_exitcode(status)
-            except ChildProcessError:  # reaped elsewhere
-                self.returncode = -signal.SIGKILL
+            except ChildProcessError:  # reaped elsewhere: its status is gone (0, as subprocess.Popen says then)
+                self.returncode = 0
         return self.returncode
 
     def kill(self) -> None:

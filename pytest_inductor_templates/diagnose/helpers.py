@@ -52,9 +52,9 @@ class Helpers:
                     )  # fmt: skip
             self.processes.append(process)
             self.errors[process.pid] = errors
-        self.idle: list[subprocess.Popen[bytes]] = []
+        self.idle: list[Any] = []
         self.starting = list(self.processes)
-        self.running: dict[int, tuple[subprocess.Popen[bytes], Question]] = {}
+        self.running: dict[int, tuple[Any, Question]] = {}
         self.queue: list[Question] = []
         self.for_holder: Question | None = None  # a queued lowering step that waits for a helper holding a kept graph
         self.answers: dict[Question, dict[str, Any]] = {}
@@ -268,7 +268,7 @@ class Helpers:
             self._dispatch()
         return True
 
-    def _ended(self, helper: subprocess.Popen[bytes], question: Question | None) -> None:
+    def _ended(self, helper: Any, question: Question | None) -> None:
         """Log a helper that ended, with the last line it wrote to stderr (why), and the question it was on."""
         lines = self.errors[helper.pid].read_text(errors="replace").strip().splitlines()
         why = lines[-1].strip()[:300] if lines else "it wrote nothing to stderr"  # a traceback's "Error: message"
@@ -290,7 +290,7 @@ class Helpers:
         self._count()
         self._end()
 
-    def _end(self, kept: subprocess.Popen[bytes] | None = None) -> None:
+    def _end(self, kept: Any = None) -> None:
         """Every helper process but ``kept`` killed and waited for."""
         for process in self.processes:
             if process is kept:
@@ -304,7 +304,7 @@ class Helpers:
 class SpareHelper:
     """A helper kept once the stage is known: it checks the first graph's repro while the asking process goes on."""
 
-    process: subprocess.Popen[bytes]
+    process: Any  # subprocess.Popen, or forked.ForkedProcess
 
     def ask(self, repro: Path) -> bool:
         """Hand it the written repro to check; False where it has ended."""

@@ -11,7 +11,7 @@ from typing import Any
 from . import standalone
 from .capture import CapturedGraph
 
-SCRIPT, INPUTS, WEIGHTS = "repro.py", "inputs.pt", "weights.pt"  # the repro's files, one folder (names its text uses)
+SCRIPT, INPUTS, WEIGHTS = "repro.py", "inputs.pt", "weights.pt"  # one folder; its text reads the last two
 
 HEADER = '''"""Standalone repro of {name}, written by pytest-inductor-templates' diagnosis.
 
@@ -49,7 +49,7 @@ def built(here):
     import os
 
     module = Repro()
-    weights = torch.load(os.path.join(here, "weights.pt"), weights_only=True)
+    weights = torch.load(os.path.join(here, {weights!r}), weights_only=True)
     with torch.no_grad():
         for name, value in weights.items():
             owner, _, attribute = name.rpartition(".")
@@ -68,7 +68,7 @@ def main():
 
             runpy.run_path(path)
         here = os.path.dirname(os.path.abspath(__file__))
-        inputs = torch.load(os.path.join(here, "inputs.pt"), weights_only=True)
+        inputs = torch.load(os.path.join(here, {inputs!r}), weights_only=True)
         module = built(here)
     except Exception:
         traceback.print_exc()
@@ -133,6 +133,8 @@ def write_repro(
             second_opinion=second_opinion,
             backend=backend,
             conftests=conftests or [],
+            inputs=INPUTS,
+            weights=WEIGHTS,
         )
     )
     path = directory / SCRIPT
