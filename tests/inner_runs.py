@@ -17,9 +17,13 @@ import json
 import multiprocessing
 import multiprocessing.reduction
 import os
+import runpy
+import select
 import shutil
+import signal
 import socket
 import socketserver
+import struct
 import subprocess
 import sys
 import tempfile
@@ -49,6 +53,7 @@ PRELOAD = (
 # only what the run made; pytest's own at its end (gc_collect_harder) took 0.44 s of a trivial run's 0.77 s of CPU.
 IMPORT_TIME_PREFIXES = ("TORCH", "PYTORCH", "TRITON", "OMP_", "MKL_", "KMP_")  # read by torch as it is imported
 READ_AT_USE = frozenset({"TORCHINDUCTOR_CACHE_DIR"})  # read by Inductor at each use: a run may set its own
+DECIDED_AGAIN = frozenset({"TORCHINDUCTOR_COMPILE_THREADS"})  # read at Inductor's import: a child decides it again
 START_FILES = ("sitecustomize.py", "usercustomize.py")
 XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
 PYTHON_C = "--inner-runs-python-c"  # run_warm's first argument for python -c CODE in place of pytest
@@ -93,12 +98,20 @@ def _import_time_plants(cwd: Path, env: Mapping[str, str], passed_on: Set[str] =
         name
         for name in {*env, *SERVER_ENVIRONMENT}
         if name.startswith(IMPORT_TIME_PREFIXES)
-        and name not in READ_AT_USE | passed_on
+        and name not in READ_AT_USE | DECIDED_AGAIN | passed_on
         and env.get(name) != SERVER_ENVIRONMENT.get(name)
     )
     folders = [str(cwd), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     planted = [str(Path(f) / n) for f in folders for n in START_FILES if (Path(f) / n).exists()]
     return changed + planted
+
+
+def _decide_again() -> None:
+    """What Inductor's import decided from the ``DECIDED_AGAIN`` variables, decided again from this child's environment
+    and CPUs (a fresh interpreter's import would have seen them)."""
+    import torch._inductor.config as config
+
+    config.compile_threads = config.decide_compile_threads()
 
 
 def _refuse_import_time_plants(cwd: Path, env: Mapping[str, str], passed_on: Set[str] = frozenset()) -> None:
@@ -114,12 +127,12 @@ def _child(
     path: list[str],
     out: str,
     err: str,
-    xdist_shim: str | None = None,
+    shims: tuple[str, str] | None = None,
     cpus: frozenset[int] | None = None,
 ) -> None:
     """In the forked child: ``python -m pytest ARGS`` as a fresh interpreter would run it (``python -c CODE`` where
-    ARGS is ``[PYTHON_C, CODE]``), on ``cpus`` if given, then exit; its pytest-xdist workers start through
-    ``xdist_shim``."""
+    ARGS is ``[PYTHON_C, CODE]``), on ``cpus`` if given, then exit; its pytest-xdist workers start through the first
+    of ``shims``, and the Pythons it starts itself (``sys.executable``: the plugin's processes) through the second."""
     gc.freeze()  # the server's objects (torch's modules) stay out of every collection here: FROZEN
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
@@ -133,8 +146,10 @@ def _child(
         os.environ.clear()
         os.environ.update(env)
         sys.path[:] = path
-        if xdist_shim is not None:
-            _xdist_workers_through(xdist_shim)
+        _decide_again()
+        if shims is not None:
+            _xdist_workers_through(shims[0])
+            sys.executable = shims[1]
         if args[:1] == [PYTHON_C]:
             sys.argv[:] = ["-c", *args[2:]]
             exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
@@ -172,9 +187,9 @@ def run_warm(
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="inner-run-") as folder:
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
-        shim = _xdist_shim()
+        shims = _warm_shims()
         child = context.Process(
-            target=_child, args=(list(args), str(cwd), dict(env), path, out, err, shim, cpus), daemon=False
+            target=_child, args=(list(args), str(cwd), dict(env), path, out, err, shims, cpus), daemon=False
         )
         child.start()
         child.join(timeout)
@@ -188,29 +203,61 @@ def run_warm(
     return RunResult(child.exitcode, outlines, errlines, time.monotonic() - start)
 
 
-XDIST_SHIM = """#!{python} -S
-# A pytest-xdist worker (execnet's `python -u -c BOOTSTRAP`) forked from the warm interpreter of the test process
-# that listens on {address!r}: it gets this process's stdin, stdout and stderr, and its exit is this process's. Where
-# that interpreter declines (a variable read at torch's import differs from its own), the real python runs it.
-import json, os, signal, socket, sys
+WARM_SHIM = """#!{python} -S
+# A `python [-u] [-B] -c CODE ARGS` or `python [-u] [-B] -m MODULE ARGS` (a pytest-xdist worker's start, a sample
+# worker's, a diagnosis child's) forked from the warm interpreter of the test process that listens on {address!r}: the
+# child gets this process's stdin, stdout and stderr (and a session of its own where this process leads one), the
+# signals this process is sent, and its exit is this process's. Any other use of python (a script, other options),
+# or one that interpreter declines (a variable read at torch's import differs from its own), is the real python.
+import json, os, select, signal, socket, sys
 
+args = sys.argv[1:]
+at = 0
+while at < len(args) and args[at] in ("-u", "-B"):
+    at += 1
+if len(args) < at + 2 or args[at] not in ("-c", "-m"):
+    os.execv({python!r}, [{python!r}, *args])
+starter = os.getppid()
 connection = socket.socket(socket.AF_UNIX)
 connection.connect({address!r})
-request = json.dumps({{"args": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+session = os.getsid(0) == os.getpid()
+asked = {{"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "session": session, "strict": {strict!r}}}
+request = json.dumps(asked).encode()
 socket.send_fds(connection, [len(request).to_bytes(8, "big")], [0, 1, 2])
 connection.sendall(request)
 answers = connection.makefile("rb")
-if answers.readline().strip() != b"forked":
-    os.execv({python!r}, [{python!r}, *sys.argv[1:]])
+said = answers.readline().split()
+if said[:1] != [b"forked"]:
+    os.execv({python!r}, [{python!r}, *args])
+child = int(said[1])
+
+
+def send(number, _=None):
+    try:
+        os.kill(child, number)
+    except ProcessLookupError:
+        pass
+
+
+for number in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+    signal.signal(number, send)
 null = os.open(os.devnull, os.O_RDWR)
-for fd in (0, 1):  # the worker alone holds the pipes now: the controller sees their end when it ends
+for fd in (0, 1):  # the child alone holds the pipes now: the reader sees their end when it ends
     os.dup2(null, fd)
+while not select.select([connection], [], [], 1.0)[0]:
+    if os.getppid() != starter:  # the starter was killed outright: the child ends as it would have seen it
+        try:
+            os.killpg(child, signal.SIGKILL) if session else os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 ret = int(answers.readline() or 1)
 if ret < 0:  # killed by a signal: so is this process
-    signal.signal(-ret, signal.SIG_DFL)
+    if -ret not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(-ret, signal.SIG_DFL)
     os.kill(os.getpid(), -ret)
 sys.exit(ret)
 """
+PARENT_VARIABLE = "PYTEST_INDUCTOR_PARENT"  # the plugin's parent_watch.PARENT_ENV (not imported here: PRELOAD)
 
 
 def _xdist_workers_through(shim: str) -> None:
@@ -243,16 +290,30 @@ def _received(handed: Any) -> int:
     return handed.detach()
 
 
-def _worker_child(fds: tuple[int, ...], args: list[str], cwd: str, env: dict[str, str], path: list[str]) -> None:
-    """In the forked child: ``python [-u] [-B] -c CODE ARGS...`` (a pytest-xdist worker's start) on the stdin, stdout
-    and stderr handed over as ``fds``, as a fresh interpreter would run it, then exit."""
+def _worker_child(
+    fds: tuple[int, ...],
+    args: list[str],
+    cwd: str,
+    env: dict[str, str],
+    path: list[str],
+    starter: int,
+    session: bool,
+    shim: str,
+) -> None:
+    """In the forked child: ``python [-u] [-B] -c CODE ARGS`` or ``-m MODULE ARGS`` (a pytest-xdist worker's start,
+    a plugin's process) on the stdin, stdout and stderr handed over as ``fds``, as a fresh interpreter started by the
+    shim ``starter`` would run it (in a session of its own where ``session``), then exit. It ends when the shim does
+    (killed in its place), and the Pythons it starts go through ``shim``."""
     gc.freeze()  # FROZEN
+    if session:
+        os.setsid()
+    _end_with(starter)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
     code = 1
     try:
-        at = args.index("-c")
+        at = next(i for i, arg in enumerate(args) if arg in ("-c", "-m"))
         unbuffered = "-u" in args[:at]  # stdout written through, as -u has it
         sys.stdin = open(0, closefd=False)  # the interpreter's streams on the handed-over fds, as a fresh one has them
         out = io.FileIO(1, "w", closefd=False)
@@ -260,11 +321,19 @@ def _worker_child(fds: tuple[int, ...], args: list[str], cwd: str, env: dict[str
         err = io.BufferedWriter(io.FileIO(2, "w", closefd=False))
         sys.stderr = io.TextIOWrapper(err, errors="backslashreplace", line_buffering=True)
         os.chdir(cwd)
+        if PARENT_VARIABLE in env:  # the plugin's process watches its parent: this one's is the forkserver
+            env = {**env, PARENT_VARIABLE: str(os.getppid())}
         os.environ.clear()
         os.environ.update(env)
         sys.path[:] = path
-        sys.argv[:] = ["-c", *args[at + 2 :]]
-        exec(compile(args[at + 1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+        _decide_again()
+        sys.executable = shim
+        if args[at] == "-m":
+            sys.argv[:] = ["-m", *args[at + 2 :]]
+            runpy.run_module(args[at + 1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv[:] = ["-c", *args[at + 2 :]]
+            exec(compile(args[at + 1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
         code = 0
     except SystemExit as ended:
         code = ended.code if isinstance(ended.code, int) else 0 if ended.code is None else 1
@@ -277,45 +346,68 @@ def _worker_child(fds: tuple[int, ...], args: list[str], cwd: str, env: dict[str
         os._exit(code)
 
 
+def _end_with(shim: int) -> None:
+    """Kill this process when the process ``shim`` ends (killed, say, as a fresh Python in its place would be)."""
+    try:
+        handle = os.pidfd_open(shim)
+    except ProcessLookupError:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def watch() -> None:
+        select.select([handle], [], [])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="end-with-shim", daemon=True).start()
+
+
 @cache
-def _xdist_shim() -> str:
-    """The path of this process's ``XDIST_SHIM`` (and its server thread, started now): a worker whose run
-    ``run_warm`` would refuse is told to start as a fresh interpreter."""
-    folder = tempfile.mkdtemp(prefix="warm-xdist-")
+def _warm_shims() -> tuple[str, str]:
+    """The paths of this process's two ``WARM_SHIM``s (and their server thread, started now): one for an inner run's
+    pytest-xdist workers (the run's ``passed_on`` variables left to the processes they start), one for the Pythons
+    the run's processes start (any variable read at torch's import that differs from the warm interpreter's sends
+    them to a fresh one)."""
+    folder = tempfile.mkdtemp(prefix="warm-python-")
     owner = os.getpid()  # removed at this process's exit, never at that of a child that runs the exit functions
     atexit.register(lambda: os.getpid() == owner and shutil.rmtree(folder, ignore_errors=True))
-    address, shim = os.path.join(folder, "warm.sock"), os.path.join(folder, "python")
-    Path(shim).write_text(XDIST_SHIM.format(python=sys.executable, address=address))
-    os.chmod(shim, 0o755)
+    address = os.path.join(folder, "warm.sock")
+    shims = os.path.join(folder, "python-xdist"), os.path.join(folder, "python")
+    for shim, strict in zip(shims, (False, True), strict=True):
+        Path(shim).write_text(WARM_SHIM.format(python=sys.executable, address=address, strict=strict))
+        os.chmod(shim, 0o755)
     context = _context()
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
             size, fds, _, _ = socket.recv_fds(self.request, 8, 3)
+            starter = struct.unpack("3i", self.request.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
             try:
                 request = bytearray()
                 while len(request) < int.from_bytes(size, "big") and (part := self.request.recv(1 << 16)):
                     request += part
                 asked = json.loads(request)
                 cwd, env = asked["cwd"], asked["env"]
-                if len(fds) != 3 or _import_time_plants(Path(cwd), env, frozenset(_PASSED_ON)):
+                passed_on = frozenset() if asked["strict"] else frozenset(_PASSED_ON)
+                if len(fds) != 3 or _import_time_plants(Path(cwd), env, passed_on):
                     self.request.sendall(b"fresh\n")
                     return
                 path = ["", *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *_site_path()]
                 handed = tuple(_HandedFd(fd) for fd in fds)
-                child = context.Process(target=_worker_child, args=(handed, asked["args"], cwd, env, path))
+                child = context.Process(
+                    target=_worker_child,
+                    args=(handed, asked["args"], cwd, env, path, starter, asked["session"], shims[1]),
+                )
                 child.start()
             finally:
                 for fd in fds:
                     os.close(fd)
-            self.request.sendall(b"forked\n")
+            self.request.sendall(f"forked {child.pid}\n".encode())
             child.join()
             self.request.sendall(f"{child.exitcode}\n".encode())
 
     server = socketserver.ThreadingUnixStreamServer(address, Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return shim
+    return shims
 
 
 def runpytest_warm(pytester: pytest.Pytester, *args: str, timeout: float | None = None) -> RunResult:
