@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from pytest_inductor_templates.diagnose.forked import ForkedProcess
 
 
@@ -51,3 +53,29 @@ def test_helpers_are_forked_where_no_cuda_driver_is_loaded() -> None:
     code = "from pytest_inductor_templates.diagnose.forked import can_fork; print(can_fork())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "True", done.stdout + done.stderr
+
+
+FAKE_DRIVER = """
+static int initialised = 0;
+int cuInit(unsigned int flags) { initialised = 1; return 0; }
+int cuDeviceGetCount(int *count) { if (!initialised) return 3; *count = 1; return 0; }
+"""
+
+
+@pytest.mark.parametrize("initialised", [False, True])
+def test_helpers_are_forked_beside_a_loaded_cuda_driver_until_it_is_initialised(
+    tmp_path: Path, initialised: bool
+) -> None:
+    """A loaded driver library (torch 2.11's CUDA build loads one as it is imported) stops no fork; its cuInit does
+    (a driver that answers as CUDA's does, built here: no GPU on CI)."""
+    source, driver = tmp_path / "driver.c", tmp_path / "libcuda.so.1"
+    source.write_text(FAKE_DRIVER)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(driver), str(source)], check=True)
+    code = (
+        "import ctypes, sys; from pytest_inductor_templates.diagnose.forked import can_fork\n"
+        f"driver = ctypes.CDLL({str(driver)!r})\n"
+        f"{'driver.cuInit(0)' if initialised else 'pass'}\n"
+        "print(can_fork())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == str(not initialised), done.stdout + done.stderr

@@ -5,6 +5,7 @@ helpers' pool uses: a fresh Python would import them again (7-9 s of CPU each on
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -14,17 +15,32 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+CUDA_ERROR_NOT_INITIALIZED = 3  # the driver's answer to any call but a few before cuInit
+
 
 def can_fork() -> bool:
-    """Whether helpers may be forked from this process: it can fork and has not loaded the CUDA driver (a process
-    forked after the driver's initialisation cannot use CUDA; importing torch does not load it). Unknown: no."""
+    """Whether helpers may be forked from this process: it can fork and has not initialised the CUDA driver (a
+    process forked after cuInit cannot use CUDA). Importing torch may load the driver's library (torch 2.11 with CUDA
+    13 does) without initialising it. Unknown: no."""
     if not hasattr(os, "fork"):
         return False
     try:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
         return False
-    return "libcuda.so" not in maps
+    loaded = {line.split(maxsplit=5)[-1] for line in maps.splitlines() if "libcuda.so" in line}
+    return all(not _initialised(path) for path in loaded)
+
+
+def _initialised(driver: str) -> bool:
+    """Whether the loaded CUDA driver library at ``driver`` has been initialised: before cuInit, cuDeviceGetCount
+    answers CUDA_ERROR_NOT_INITIALIZED. Unknown: yes."""
+    try:
+        library = ctypes.CDLL(driver, mode=os.RTLD_NOLOAD)
+        count = ctypes.c_int()
+        return library.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED
+    except (OSError, AttributeError):
+        return True
 
 
 class ForkedProcess:
