@@ -10,9 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from inner_runs import WARM_START_MARK, run_python_warm
+
 PLANT_ENV = "INDUCTOR_TEST_PLANT"
 
-SITECUSTOMIZE = """
+SITECUSTOMIZE = (
+    WARM_START_MARK
+    + """ (it plants now where torch is imported already)
 import os
 import sys
 
@@ -109,9 +113,12 @@ class _PlantAfterTorch:  # plants as torch is imported: a process that never imp
         return spec
 
 
-if _PLANTS:
+if _PLANTS and "torch" in sys.modules:  # run after torch's import (a child of the tests' warm interpreter)
+    _plant()
+elif _PLANTS:
     sys.meta_path.insert(0, _PlantAfterTorch())
 """
+)
 
 
 def plant_dir(tmp_path: Path) -> Path:
@@ -133,15 +140,8 @@ def planted_env(tmp_path: Path, plants: str) -> dict[str, str]:
 
 
 def run_python(tmp_path: Path, plants: str, code: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """``python -c code`` with ``plants`` planted."""
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        env=planted_env(tmp_path, plants),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=tmp_path,
-    )
+    """``python -c code`` in ``tmp_path`` with ``plants`` planted (in the warm interpreter: the plant runs there)."""
+    return run_python_warm(tmp_path, code, timeout, env=planted_env(tmp_path, plants))
 
 
 def run_repro(tmp_path: Path, repro: str, plants: str) -> subprocess.CompletedProcess[str]:

@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 from collections.abc import Iterator, Mapping, Sequence, Set
 from functools import cache
 from pathlib import Path
@@ -55,6 +56,7 @@ IMPORT_TIME_PREFIXES = ("TORCH", "PYTORCH", "TRITON", "OMP_", "MKL_", "KMP_")  #
 READ_AT_USE = frozenset({"TORCHINDUCTOR_CACHE_DIR"})  # read by Inductor at each use: a run may set its own
 DECIDED_AGAIN = frozenset({"TORCHINDUCTOR_COMPILE_THREADS"})  # read at Inductor's import: a child decides it again
 START_FILES = ("sitecustomize.py", "usercustomize.py")
+WARM_START_MARK = "# inner_runs: may run after torch's import"  # a sitecustomize.py that says so runs in a warm child
 XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
 PYTHON_C = "--inner-runs-python-c"  # run_warm's first argument for python -c CODE in place of pytest
 _PASSED_ON: list[str] = []  # the current run's passed_on (run_warm)
@@ -93,7 +95,7 @@ def _site_path() -> tuple[str, ...]:
 
 def _import_time_plants(cwd: Path, env: Mapping[str, str], passed_on: Set[str] = frozenset()) -> list[str]:
     """What a run in ``cwd`` with ``env`` plants that only a fresh interpreter reads (variables, start files), but
-    the variables ``passed_on``."""
+    the variables ``passed_on`` and a start file a warm child runs itself (``WARM_START_MARK``)."""
     changed = sorted(
         name
         for name in {*env, *SERVER_ENVIRONMENT}
@@ -101,9 +103,33 @@ def _import_time_plants(cwd: Path, env: Mapping[str, str], passed_on: Set[str] =
         and name not in READ_AT_USE | DECIDED_AGAIN | passed_on
         and env.get(name) != SERVER_ENVIRONMENT.get(name)
     )
-    folders = [str(cwd), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    folders = [str(cwd), *_python_path(env)]
+    warm = _warm_start_file(env)
     planted = [str(Path(f) / n) for f in folders for n in START_FILES if (Path(f) / n).exists()]
-    return changed + planted
+    return changed + [path for path in planted if path != str(warm)]
+
+
+def _python_path(env: Mapping[str, str]) -> list[str]:
+    return list(filter(None, env.get("PYTHONPATH", "").split(os.pathsep)))
+
+
+def _warm_start_file(env: Mapping[str, str]) -> Path | None:
+    """The sitecustomize.py a fresh interpreter started with ``env`` would import from its ``PYTHONPATH``, where it
+    says it may run after torch's import (``WARM_START_MARK``: it changes torch's modules, not how they import)."""
+    for folder in _python_path(env):
+        start = Path(folder) / "sitecustomize.py"
+        if start.exists():
+            return start if start.read_text().startswith(WARM_START_MARK) else None
+    return None
+
+
+def _run_start_file(env: Mapping[str, str]) -> None:
+    """In a warm child: the ``WARM_START_MARK`` sitecustomize.py a fresh interpreter would have run at its start."""
+    if (start := _warm_start_file(env)) is not None:
+        module = types.ModuleType("sitecustomize")
+        module.__file__ = str(start)
+        sys.modules["sitecustomize"] = module
+        exec(compile(start.read_text(), str(start), "exec"), module.__dict__)
 
 
 def _decide_again() -> None:
@@ -147,6 +173,7 @@ def _child(
         os.environ.update(env)
         sys.path[:] = path
         _decide_again()
+        _run_start_file(env)
         if shims is not None:
             _xdist_workers_through(shims[0])
             sys.executable = shims[1]
@@ -183,7 +210,7 @@ def run_warm(
     _refuse_import_time_plants(cwd, env, passed_on)
     _PASSED_ON[:] = passed_on  # for its xdist workers (one run at a time in a test process)
     context = _context()
-    path = [str(cwd), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *_site_path()]
+    path = [str(cwd), *_python_path(env), *_site_path()]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="inner-run-") as folder:
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
@@ -327,6 +354,7 @@ def _worker_child(
         os.environ.update(env)
         sys.path[:] = path
         _decide_again()
+        _run_start_file(env)
         sys.executable = shim
         if args[at] == "-m":
             sys.argv[:] = ["-m", *args[at + 2 :]]
@@ -390,7 +418,7 @@ def _warm_shims() -> tuple[str, str]:
                 if len(fds) != 3 or _import_time_plants(Path(cwd), env, passed_on):
                     self.request.sendall(b"fresh\n")
                     return
-                path = ["", *filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *_site_path()]
+                path = ["", *_python_path(env), *_site_path()]
                 handed = tuple(_HandedFd(fd) for fd in fds)
                 child = context.Process(
                     target=_worker_child,
@@ -423,10 +451,12 @@ def runpytest_warm(pytester: pytest.Pytester, *args: str, timeout: float | None 
     return run_warm(Path.cwd(), args, env, timeout)
 
 
-def run_python_warm(cwd: Path, code: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-    """``python -c CODE`` in ``cwd`` (this process's environment, as ``subprocess.run`` gives it) in the warm
-    interpreter: for a script that imports torch and what it tests, and plants nothing read at start."""
-    result = run_warm(cwd, (PYTHON_C, code), standalone_environment(), timeout)
+def run_python_warm(
+    cwd: Path, code: str, timeout: float | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE`` in ``cwd`` with ``env`` (this process's environment, as ``subprocess.run`` gives it) in the
+    warm interpreter: for a script that imports torch and what it tests, and plants nothing read at start."""
+    result = run_warm(cwd, (PYTHON_C, code), standalone_environment() if env is None else env, timeout)
     stdout, stderr = ("".join(f"{line}\n" for line in lines) for lines in (result.outlines, result.errlines))
     return subprocess.CompletedProcess(["python", "-c", code], int(result.ret), stdout, stderr)
 
@@ -437,10 +467,11 @@ def run_pytest_warm(
     timeout: float | None = None,
     cpus: frozenset[int] | None = None,
     passed_on: Set[str] = frozenset(),
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``conftest.run_pytest(cwd, *args)`` in the warm interpreter (its result as ``subprocess.run`` gives it), on
-    ``cpus`` if given (``run_warm``'s ``passed_on``)."""
-    result = run_warm(cwd, args, standalone_environment(), timeout, cpus, passed_on)
+    ``cpus`` if given (``run_warm``'s ``passed_on``), with ``env`` (this process's environment by default)."""
+    result = run_warm(cwd, args, standalone_environment() if env is None else env, timeout, cpus, passed_on)
     stdout, stderr = ("".join(f"{line}\n" for line in lines) for lines in (result.outlines, result.errlines))
     return subprocess.CompletedProcess(["pytest", *args], int(result.ret), stdout, stderr)
 

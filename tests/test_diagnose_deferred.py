@@ -4,8 +4,6 @@ their records amended: in the results file, the JSON and the terminal, and in py
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,6 +11,7 @@ from typing import Any
 import pytest
 from diagnose_plants import planted_env
 from graphnet_tree import write_sample
+from inner_runs import run_pytest_warm
 from test_diagnose import SIGMOID_META, SIGMOID_MODEL
 
 from conftest import FAST, QUIET
@@ -44,14 +43,14 @@ def test_a_run_budget_diagnoses_after_the_items_the_smallest_graph_first_and_ame
     assert LARGER_MODEL != SIGMOID_MODEL
     write_sample(tmp_path / "corpus" / "small", {"model.py": SIGMOID_MODEL, "weight_meta.py": SIGMOID_META})
     write_sample(tmp_path / "corpus" / "large", {"model.py": LARGER_MODEL, "weight_meta.py": SIGMOID_META})
-    command = [
-        sys.executable, "-m", "pytest", "--inductor-samples=corpus", "--inductor-template=default",
+    args = [
+        "--inductor-samples=corpus", "--inductor-template=default",
         "--inductor-devices=cpu", "--inductor-diagnose", "--inductor-diagnose-budget=2",
         "--inductor-diagnose-processes=1", "--inductor-diagnose-max=1", "--inductor-diagnose-run-budget=600",
         "--inductor-repro-dir=repros",
         "--inductor-results=run.jsonl", "--benchmark-json=run.json", "-p", "no:randomly", "-v", *FAST, *QUIET,
     ]  # fmt: skip
-    done = subprocess.run(command, cwd=tmp_path, env=planted_env(tmp_path, "sigmoid"), capture_output=True, text=True)
+    done = run_pytest_warm(tmp_path, *args, env=planted_env(tmp_path, "sigmoid"))
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     order = [line.split("::")[1] for line in done.stdout.splitlines() if " FAILED" in line and "::" in line]
     assert order[0] == "corpus/large", done.stdout[-3000:]  # the larger graph's items ran first

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from diagnose_plants import planted_env
 from graphnet_tree import write_sample
+from inner_runs import run_pytest_warm
 from test_diagnose import SIGMOID_META, SIGMOID_MODEL
 
 from conftest import QUIET
@@ -43,12 +44,12 @@ def planted_run(
     tmp_path: Path, *selection: str, budget: int = 400, processes: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     """A run with the sigmoid lowering planted, every failing check diagnosed, results in run.jsonl."""
-    command = [
-        sys.executable, "-m", "pytest", *selection, "--inductor-template=default", "--inductor-devices=cpu",
+    args = [
+        *selection, "--inductor-template=default", "--inductor-devices=cpu",
         "--inductor-diagnose", f"--inductor-diagnose-budget={budget}", *processes, "--benchmark-disable",
         "--inductor-repro-dir=repros", "--inductor-results=run.jsonl", "-p", "no:randomly", *QUIET,
     ]  # fmt: skip
-    return subprocess.run(command, cwd=tmp_path, env=planted_env(tmp_path, "sigmoid"), capture_output=True, text=True)
+    return run_pytest_warm(tmp_path, *args, env=planted_env(tmp_path, "sigmoid"))
 
 
 def diagnosed_records(tmp_path: Path) -> dict[tuple[str, str], ItemRecord]:
