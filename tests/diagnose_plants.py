@@ -1,7 +1,7 @@
 """Planted compiler faults for the diagnosis tests, installed as a broken torch would be: a ``sitecustomize.py``
 on ``PYTHONPATH`` that changes torch as it is imported, chosen by ``INDUCTOR_TEST_PLANT`` (a comma list), so the
-test's process, the diagnosis child and the standalone repro all see it; a process that never imports torch starts
-as it would without the plant."""
+test's process, the diagnosis child and the standalone repro all see it; a fresh process that never imports torch
+starts as it would without the plant (a child of the tests' warm interpreter, torch imported, plants at once)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,11 @@ def _plant():
         def _hardswish(x):
             return x * torch.clamp(x + 3, 0, 6) / 6 * 1.001
         decompositions[aten.hardswish.default] = _hardswish
+        from torch._inductor import decomposition
+
+        cached = getattr(decomposition, "fast_random_decomps", None)  # a copy made at a compile before the plant
+        if cached is not None and hasattr(cached, "cache_clear"):
+            cached.cache_clear()
     if "tanh_aggressive_fusion" in _PLANTS:  # a lowering wrong only under aggressive_fusion=True
         _replace(aten.tanh, lambda good: _scaled(good, 1.001, lambda x: config.aggressive_fusion))
     if "hang_bisecting_lowerings" in _PLANTS:  # sigmoid's lowering hangs while the bisector bisects lowerings

@@ -5,7 +5,10 @@ per test process, started on first use). The child gets the environment, working
 
 What a fresh interpreter reads at its start or at torch's import (a ``sitecustomize.py``, ``TORCH*`` variables read
 at import) the warm one read once, in the server: a run that plants such a thing is refused here and belongs in a
-fresh process (``runpytest_subprocess``, ``conftest.run_pytest``)."""
+fresh process (``runpytest_subprocess``, ``conftest.run_pytest``), but for what a child reads again itself (Inductor's
+compile threads: ``DECIDED_AGAIN``) and a start file that says it may run after torch's import (``WARM_START_MARK``).
+Inside a warm run, ``sys.executable`` is a shim (``WARM_SHIM``) that forks the Pythons the run starts (its xdist
+workers, the plugin's sample workers and diagnosis children) from the same server."""
 
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import threading
 import time
 import traceback
 import types
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -59,7 +62,6 @@ START_FILES = ("sitecustomize.py", "usercustomize.py")
 WARM_START_MARK = "# inner_runs: may run after torch's import"  # a sitecustomize.py that says so runs in a warm child
 XDIST_WORKER_VARIABLES = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
 PYTHON_C = "--inner-runs-python-c"  # run_warm's first argument for python -c CODE in place of pytest
-_PASSED_ON: list[str] = []  # the current run's passed_on (run_warm)
 SERVER_ENVIRONMENT = dict(os.environ)  # the environment the server starts in (the test process's, as it started)
 
 
@@ -76,6 +78,8 @@ def _context() -> multiprocessing.context.ForkServerContext:
     now = dict(os.environ)
     os.environ.clear()
     os.environ.update(SERVER_ENVIRONMENT)
+    tests = str(Path(__file__).resolve().parent)  # the preloads of this folder (forkserver.main ignores sys.path)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [tests, SERVER_ENVIRONMENT.get("PYTHONPATH")]))
     try:
         multiprocessing.forkserver.ensure_running()
     finally:
@@ -93,14 +97,14 @@ def _site_path() -> tuple[str, ...]:
     return tuple(out.stdout.splitlines())
 
 
-def _import_time_plants(cwd: Path, env: Mapping[str, str], passed_on: Set[str] = frozenset()) -> list[str]:
+def _import_time_plants(cwd: Path, env: Mapping[str, str]) -> list[str]:
     """What a run in ``cwd`` with ``env`` plants that only a fresh interpreter reads (variables, start files), but
-    the variables ``passed_on`` and a start file a warm child runs itself (``WARM_START_MARK``)."""
+    what a warm child reads again itself (``DECIDED_AGAIN``, a ``WARM_START_MARK`` start file)."""
     changed = sorted(
         name
         for name in {*env, *SERVER_ENVIRONMENT}
         if name.startswith(IMPORT_TIME_PREFIXES)
-        and name not in READ_AT_USE | DECIDED_AGAIN | passed_on
+        and name not in READ_AT_USE | DECIDED_AGAIN
         and env.get(name) != SERVER_ENVIRONMENT.get(name)
     )
     folders = [str(cwd), *_python_path(env)]
@@ -140,9 +144,9 @@ def _decide_again() -> None:
     config.compile_threads = config.decide_compile_threads()
 
 
-def _refuse_import_time_plants(cwd: Path, env: Mapping[str, str], passed_on: Set[str] = frozenset()) -> None:
+def _refuse_import_time_plants(cwd: Path, env: Mapping[str, str]) -> None:
     """Fail the test whose run depends on what only a fresh interpreter reads."""
-    if planted := _import_time_plants(cwd, env, passed_on):
+    if planted := _import_time_plants(cwd, env):
         pytest.fail(f"this inner run needs a fresh interpreter (read at start or torch's import: {planted})")
 
 
@@ -153,12 +157,12 @@ def _child(
     path: list[str],
     out: str,
     err: str,
-    shims: tuple[str, str] | None = None,
+    shim: str,
     cpus: frozenset[int] | None = None,
 ) -> None:
     """In the forked child: ``python -m pytest ARGS`` as a fresh interpreter would run it (``python -c CODE`` where
-    ARGS is ``[PYTHON_C, CODE]``), on ``cpus`` if given, then exit; its pytest-xdist workers start through the first
-    of ``shims``, and the Pythons it starts itself (``sys.executable``: the plugin's processes) through the second."""
+    ARGS is ``[PYTHON_C, CODE]``), on ``cpus`` if given, then exit; its pytest-xdist workers and the Pythons it starts
+    itself (``sys.executable``: the plugin's processes) start through ``shim``."""
     gc.freeze()  # the server's objects (torch's modules) stay out of every collection here: FROZEN
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
@@ -174,9 +178,8 @@ def _child(
         sys.path[:] = path
         _decide_again()
         _run_start_file(env)
-        if shims is not None:
-            _xdist_workers_through(shims[0])
-            sys.executable = shims[1]
+        _xdist_workers_through(shim)
+        sys.executable = shim
         if args[:1] == [PYTHON_C]:
             sys.argv[:] = ["-c", *args[2:]]
             exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
@@ -201,22 +204,18 @@ def run_warm(
     env: Mapping[str, str],
     timeout: float | None = None,
     cpus: frozenset[int] | None = None,
-    passed_on: Set[str] = frozenset(),
 ) -> RunResult:
     """``python -m pytest ARGS`` in ``cwd`` with exactly ``env``, in a child of the warm interpreter (pinned to
     ``cpus`` if given, as a ``preexec_fn`` would pin a fresh one); killed after ``timeout`` seconds
-    (``pytest.Pytester.TimeoutExpired``). ``passed_on``: variables read at torch's import that the run's own
-    processes (pytest's, its xdist workers) leave to the fresh ones they start (sample workers): not refused."""
-    _refuse_import_time_plants(cwd, env, passed_on)
-    _PASSED_ON[:] = passed_on  # for its xdist workers (one run at a time in a test process)
+    (``pytest.Pytester.TimeoutExpired``)."""
+    _refuse_import_time_plants(cwd, env)
     context = _context()
     path = [str(cwd), *_python_path(env), *_site_path()]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="inner-run-") as folder:
         out, err = os.path.join(folder, "stdout"), os.path.join(folder, "stderr")
-        shims = _warm_shims()
         child = context.Process(
-            target=_child, args=(list(args), str(cwd), dict(env), path, out, err, shims, cpus), daemon=False
+            target=_child, args=(list(args), str(cwd), dict(env), path, out, err, _warm_shim(), cpus), daemon=False
         )
         child.start()
         child.join(timeout)
@@ -248,7 +247,7 @@ starter = os.getppid()
 connection = socket.socket(socket.AF_UNIX)
 connection.connect({address!r})
 session = os.getsid(0) == os.getpid()
-asked = {{"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "session": session, "strict": {strict!r}}}
+asked = {{"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "session": session}}
 request = json.dumps(asked).encode()
 socket.send_fds(connection, [len(request).to_bytes(8, "big")], [0, 1, 2])
 connection.sendall(request)
@@ -325,6 +324,7 @@ def _worker_child(
     path: list[str],
     starter: int,
     session: bool,
+    cpus: set[int],
     shim: str,
 ) -> None:
     """In the forked child: ``python [-u] [-B] -c CODE ARGS`` or ``-m MODULE ARGS`` (a pytest-xdist worker's start,
@@ -334,7 +334,8 @@ def _worker_child(
     gc.freeze()  # FROZEN
     if session:
         os.setsid()
-    _end_with(starter)
+    os.sched_setaffinity(0, cpus)  # its starter's, as a fresh process inherits them
+    _end_with(starter, session)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -342,6 +343,7 @@ def _worker_child(
     try:
         at = next(i for i, arg in enumerate(args) if arg in ("-c", "-m"))
         unbuffered = "-u" in args[:at]  # stdout written through, as -u has it
+        sys.dont_write_bytecode = "-B" in args[:at]
         sys.stdin = open(0, closefd=False)  # the interpreter's streams on the handed-over fds, as a fresh one has them
         out = io.FileIO(1, "w", closefd=False)
         sys.stdout = io.TextIOWrapper(out if unbuffered else io.BufferedWriter(out), write_through=unbuffered)
@@ -374,68 +376,92 @@ def _worker_child(
         os._exit(code)
 
 
-def _end_with(shim: int) -> None:
-    """Kill this process when the process ``shim`` ends (killed, say, as a fresh Python in its place would be)."""
+def _end_with(shim: int, session: bool) -> None:
+    """Kill this process (its group where it leads a session: its own children with it, as the plugin's
+    ``parent_watch.end_group`` does) when the process ``shim`` ends (killed, say, as a fresh Python in its place
+    would be)."""
+
+    def end() -> None:
+        if session:
+            os.killpg(0, signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
     try:
         handle = os.pidfd_open(shim)
     except ProcessLookupError:
-        os.kill(os.getpid(), signal.SIGKILL)
+        end()
+    except OSError:  # no pidfd here: look every half second
+        handle = None
 
     def watch() -> None:
-        select.select([handle], [], [])
-        os.kill(os.getpid(), signal.SIGKILL)
+        if handle is not None:
+            select.select([handle], [], [])
+        else:
+            while _alive(shim):
+                time.sleep(0.5)
+        end()
 
     threading.Thread(target=watch, name="end-with-shim", daemon=True).start()
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 @cache
-def _warm_shims() -> tuple[str, str]:
-    """The paths of this process's two ``WARM_SHIM``s (and their server thread, started now): one for an inner run's
-    pytest-xdist workers (the run's ``passed_on`` variables left to the processes they start), one for the Pythons
-    the run's processes start (any variable read at torch's import that differs from the warm interpreter's sends
-    them to a fresh one)."""
+def _warm_shim() -> str:
+    """The path of this process's ``WARM_SHIM`` (and its server thread, started now), for an inner run's pytest-xdist
+    workers and the Pythons its processes start: any variable read at torch's import that differs from the warm
+    interpreter's sends them to a fresh one."""
     folder = tempfile.mkdtemp(prefix="warm-python-")
     owner = os.getpid()  # removed at this process's exit, never at that of a child that runs the exit functions
     atexit.register(lambda: os.getpid() == owner and shutil.rmtree(folder, ignore_errors=True))
-    address = os.path.join(folder, "warm.sock")
-    shims = os.path.join(folder, "python-xdist"), os.path.join(folder, "python")
-    for shim, strict in zip(shims, (False, True), strict=True):
-        Path(shim).write_text(WARM_SHIM.format(python=sys.executable, address=address, strict=strict))
-        os.chmod(shim, 0o755)
+    address, shim = os.path.join(folder, "warm.sock"), os.path.join(folder, "python")
+    Path(shim).write_text(WARM_SHIM.format(python=sys.executable, address=address))
+    os.chmod(shim, 0o755)
     context = _context()
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
             size, fds, _, _ = socket.recv_fds(self.request, 8, 3)
             starter = struct.unpack("3i", self.request.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+            cpus = os.sched_getaffinity(starter)
             try:
                 request = bytearray()
                 while len(request) < int.from_bytes(size, "big") and (part := self.request.recv(1 << 16)):
                     request += part
                 asked = json.loads(request)
                 cwd, env = asked["cwd"], asked["env"]
-                passed_on = frozenset() if asked["strict"] else frozenset(_PASSED_ON)
-                if len(fds) != 3 or _import_time_plants(Path(cwd), env, passed_on):
+                if len(fds) != 3 or _import_time_plants(Path(cwd), env):
                     self.request.sendall(b"fresh\n")
                     return
                 path = ["", *_python_path(env), *_site_path()]
                 handed = tuple(_HandedFd(fd) for fd in fds)
                 child = context.Process(
                     target=_worker_child,
-                    args=(handed, asked["args"], cwd, env, path, starter, asked["session"], shims[1]),
+                    args=(handed, asked["args"], cwd, env, path, starter, asked["session"], cpus, shim),
                 )
                 child.start()
+                # only this thread waits for it: Process.start's cleanup in another thread would poll it too, and
+                # of two polls racing on its end one reads 255 for its exit code
+                multiprocessing.process._children.discard(child)  # type: ignore[attr-defined]
             finally:
                 for fd in fds:
                     os.close(fd)
-            self.request.sendall(f"forked {child.pid}\n".encode())
+            with contextlib.suppress(OSError):  # a shim killed meanwhile (a worker stopped at its deadline)
+                self.request.sendall(f"forked {child.pid}\n".encode())
             child.join()
-            self.request.sendall(f"{child.exitcode}\n".encode())
+            with contextlib.suppress(OSError):
+                self.request.sendall(f"{child.exitcode}\n".encode())
 
     server = socketserver.ThreadingUnixStreamServer(address, Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return shims
+    return shim
 
 
 def runpytest_warm(pytester: pytest.Pytester, *args: str, timeout: float | None = None) -> RunResult:
@@ -466,12 +492,11 @@ def run_pytest_warm(
     *args: str,
     timeout: float | None = None,
     cpus: frozenset[int] | None = None,
-    passed_on: Set[str] = frozenset(),
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``conftest.run_pytest(cwd, *args)`` in the warm interpreter (its result as ``subprocess.run`` gives it), on
-    ``cpus`` if given (``run_warm``'s ``passed_on``), with ``env`` (this process's environment by default)."""
-    result = run_warm(cwd, args, standalone_environment() if env is None else env, timeout, cpus, passed_on)
+    ``cpus`` if given, with ``env`` (this process's environment by default)."""
+    result = run_warm(cwd, args, standalone_environment() if env is None else env, timeout, cpus)
     stdout, stderr = ("".join(f"{line}\n" for line in lines) for lines in (result.outlines, result.errlines))
     return subprocess.CompletedProcess(["pytest", *args], int(result.ret), stdout, stderr)
 

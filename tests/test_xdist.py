@@ -77,7 +77,6 @@ def test_two_workers_time_every_bench_item_one_at_a_time_beside_no_work(
         tmp_path, "-n", "2", "-v", "--inductor-samples=builtin", "--inductor-template=default", "-k",
         "launch_bound or norm_softmax", "--inductor-lock-log=lock.log", "--inductor-results=run.jsonl", "-p",
         "no:randomly", *FAST, *QUIET,
-        passed_on={"TORCHINDUCTOR_COMPILE_THREADS"},  # read by the sample workers as they compile
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     ran = re.findall(r"\[(gw\d)\] .*PASSED inductor-samples::builtin/(\w+)::", run.stdout)
