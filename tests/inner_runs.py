@@ -359,6 +359,7 @@ def _worker_child(
         _run_start_file(env)
         sys.executable = shim
         if args[at] == "-m":
+            sys.path[0] = os.getcwd()  # -m puts the folder first, -c an empty string
             sys.argv[:] = ["-m", *args[at + 2 :]]
             runpy.run_module(args[at + 1], run_name="__main__", alter_sys=True)
         else:
