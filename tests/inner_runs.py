@@ -34,7 +34,7 @@ import threading
 import time
 import traceback
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -170,29 +170,50 @@ def _child(
         target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
         os.close(target)
+
+    def main() -> int:
+        _as_started(cwd, env, path, shim)
+        _xdist_workers_through(shim)
+        if args[:1] == [PYTHON_C]:
+            return _python_c(args[1], args[2:])
+        sys.argv[:] = [str(Path(pytest.__file__).with_name("__main__.py")), *args]
+        return int(pytest.main(args))
+
+    _run_then_exit(main)
+
+
+def _as_started(cwd: str, env: Mapping[str, str], path: list[str], shim: str) -> None:
+    """This warm child set up as a fresh interpreter started in ``cwd`` with ``env`` and ``path`` would be (what
+    Inductor's import decided from the environment, a ``WARM_START_MARK`` start file); the Pythons it starts go
+    through ``shim``."""
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.path[:] = path
+    _decide_again()
+    _run_start_file(env)
+    sys.executable = shim
+
+
+def _python_c(code: str, argv: list[str]) -> int:
+    """``python -c CODE ARGV...``'s main module."""
+    sys.argv[:] = ["-c", *argv]
+    exec(compile(code, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+    return 0
+
+
+def _run_then_exit(main: Callable[[], int]) -> None:
+    """Run ``main`` as an interpreter runs its main module and exit with its code (a SystemExit's; 1 after a
+    traceback), the exit functions run first, as the interpreter would at its exit (Inductor's compile pool, say)."""
     code = 1
     try:
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
-        sys.path[:] = path
-        _decide_again()
-        _run_start_file(env)
-        _xdist_workers_through(shim)
-        sys.executable = shim
-        if args[:1] == [PYTHON_C]:
-            sys.argv[:] = ["-c", *args[2:]]
-            exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
-            code = 0
-        else:
-            sys.argv[:] = [str(Path(pytest.__file__).with_name("__main__.py")), *args]
-            code = int(pytest.main(args))
+        code = main()
     except SystemExit as ended:
         code = ended.code if isinstance(ended.code, int) else 0 if ended.code is None else 1
     except BaseException:
         traceback.print_exc()
     finally:
-        atexit._run_exitfuncs()  # as the interpreter would at its exit: Inductor's compile pool, say
+        atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -339,8 +360,8 @@ def _worker_child(
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    code = 1
-    try:
+
+    def main() -> int:
         at = next(i for i, arg in enumerate(args) if arg in ("-c", "-m"))
         unbuffered = "-u" in args[:at]  # stdout written through, as -u has it
         sys.dont_write_bytecode = "-B" in args[:at]
@@ -349,32 +370,18 @@ def _worker_child(
         sys.stdout = io.TextIOWrapper(out if unbuffered else io.BufferedWriter(out), write_through=unbuffered)
         err = io.BufferedWriter(io.FileIO(2, "w", closefd=False))
         sys.stderr = io.TextIOWrapper(err, errors="backslashreplace", line_buffering=True)
-        os.chdir(cwd)
+        started = env
         if PARENT_VARIABLE in env:  # the plugin's process watches its parent: this one's is the forkserver
-            env = {**env, PARENT_VARIABLE: str(os.getppid())}
-        os.environ.clear()
-        os.environ.update(env)
-        sys.path[:] = path
-        _decide_again()
-        _run_start_file(env)
-        sys.executable = shim
-        if args[at] == "-m":
-            sys.path[0] = os.getcwd()  # -m puts the folder first, -c an empty string
-            sys.argv[:] = ["-m", *args[at + 2 :]]
-            runpy.run_module(args[at + 1], run_name="__main__", alter_sys=True)
-        else:
-            sys.argv[:] = ["-c", *args[at + 2 :]]
-            exec(compile(args[at + 1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
-        code = 0
-    except SystemExit as ended:
-        code = ended.code if isinstance(ended.code, int) else 0 if ended.code is None else 1
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+            started = {**env, PARENT_VARIABLE: str(os.getppid())}
+        _as_started(cwd, started, path, shim)
+        if args[at] == "-c":
+            return _python_c(args[at + 1], args[at + 2 :])
+        sys.path[0] = os.getcwd()  # -m puts the folder first, -c an empty string
+        sys.argv[:] = ["-m", *args[at + 2 :]]
+        runpy.run_module(args[at + 1], run_name="__main__", alter_sys=True)
+        return 0
+
+    _run_then_exit(main)
 
 
 def _end_with(shim: int, session: bool) -> None:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from inner_runs import runpytest_warm
+from inner_runs import PARENT_VARIABLE, runpytest_warm
 
 from conftest import no_cuda_machine, usage_error_line
 from pytest_inductor_templates.integrations.xdist import pinned_gpus
@@ -19,6 +19,7 @@ from pytest_inductor_templates.limits import Limit
 from pytest_inductor_templates.machine import Device
 from pytest_inductor_templates.memory import parse_size
 from pytest_inductor_templates.outcomes import Outcome
+from pytest_inductor_templates.parent_watch import PARENT_ENV
 from pytest_inductor_templates.record import ItemRecord
 from pytest_inductor_templates.report.records import crashed_record
 from pytest_inductor_templates.runs.files import RunError, load, merge
@@ -376,3 +377,8 @@ def test_every_phase_reads_as_a_time_in_a_sentence() -> None:
     assert set(named) <= set(phases._WORDED)  # every phase is worded on purpose, none by the fallback
     assert all(text.startswith(("during the ", "while ")) for text in worded.values())
     assert phases.describe(None) == "before it began" and phases.describe(None, "while running") == "while running"
+
+
+def test_a_warm_child_rewrites_the_variable_the_plugins_processes_watch_their_parent_by() -> None:
+    """The tests' warm children point the plugin's parent watch at their real parent: the same variable's name."""
+    assert PARENT_VARIABLE == PARENT_ENV
