@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_inductor_templates.diagnose.child import NVML_CHECK
 from pytest_inductor_templates.diagnose.forked import ForkedProcess
 
 
@@ -79,3 +80,21 @@ def test_helpers_are_forked_beside_a_loaded_cuda_driver_until_it_is_initialised(
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == str(not initialised), done.stdout + done.stderr
+
+
+def test_inductor_is_imported_asking_nvml_whether_cuda_is_there() -> None:
+    """Inductor's import asks torch.cuda.is_available() (torch 2.11), which through the CUDA runtime initialises the
+    driver and so forbids the fork; the preload imports it with torch told to ask NVML, and restores the variable."""
+    code = (
+        "import os, sys\n"
+        "seen = []\n"
+        "def heard(event, args):\n"
+        "    if event == 'import' and args[0] == 'torch._inductor.compile_fx':\n"
+        f"        seen.append(os.environ.get({NVML_CHECK!r}))\n"
+        "sys.addaudithook(heard)\n"
+        "from pytest_inductor_templates.diagnose.child import preload\n"
+        "preload()\n"
+        f"print(seen, os.environ.get({NVML_CHECK!r}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert done.stdout.strip() == "['1'] None", done.stdout + done.stderr

@@ -24,6 +24,7 @@ REQUEST = "request.pkl"
 SYS_PATH = "sys_path.json"
 HELPERS = "helpers.txt"  # how many helper processes: read before anything imports torch (forked after it has)
 LOG = "steps.jsonl"
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"  # torch.cuda.is_available() without initialising the driver
 VOUCHED = "graphs-vouched.txt"  # fingerprints of kept graphs that agreed with a failing check, in any process
 
 
@@ -140,13 +141,18 @@ def helper_session(work: Path) -> Iterator[tuple[Callable[[Any], bool | None], A
 
 def preload() -> None:
     """Import torch, Dynamo, Inductor and the modules a helper runs, before the helpers are forked (nothing here
-    initialises CUDA, starts a thread or reads the request; on a 2-core CPU a helper importing them took 7-9 s)."""
-    import torch._dynamo
-    import torch._inductor.compile_fx  # noqa: F401
+    starts a thread or reads the request; on a 2-core CPU a helper importing them took 7-9 s). Inductor's import
+    asks ``torch.cuda.is_available()``: through the CUDA runtime that initialises the driver, after which no
+    helper may be forked (torch 2.11 on an H100); asked through NVML, as here, it does not."""
+    from unittest import mock
 
-    from ..check import runner  # noqa: F401
-    from ..compile import compiled, isolation  # noqa: F401
-    from . import drawn, predicate, repro_step, stage  # noqa: F401
+    with mock.patch.dict(os.environ, {NVML_CHECK: "1"}):
+        import torch._dynamo
+        import torch._inductor.compile_fx  # noqa: F401
+
+        from ..check import runner  # noqa: F401
+        from ..compile import compiled, isolation  # noqa: F401
+        from . import drawn, predicate, repro_step, stage  # noqa: F401
 
 
 def run(work: Path) -> None:
