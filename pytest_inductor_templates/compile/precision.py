@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..environ import variable_set
+
 TF32_MODES = ("on", "off")
 CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
 LEGACY_FLAGS = ("cuda.matmul.allow_tf32", "cudnn.allow_tf32")  # under torch.backends
@@ -123,17 +125,12 @@ def _cache_dir(directory: str) -> Iterator[None]:
     in and out (they hold what was read from the other folder), the variable restored after (unset if it was)."""
     from .cache import clear_in_memory
 
-    before = os.environ.get(CACHE_VARIABLE)
-    os.environ[CACHE_VARIABLE] = directory
-    try:
-        clear_in_memory()
-        yield
-    finally:
-        clear_in_memory()
-        if before is None:
-            os.environ.pop(CACHE_VARIABLE, None)
-        else:
-            os.environ[CACHE_VARIABLE] = before
+    with variable_set(CACHE_VARIABLE, directory):
+        try:
+            clear_in_memory()
+            yield
+        finally:
+            clear_in_memory()
 
 
 @contextmanager

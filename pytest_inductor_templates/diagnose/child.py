@@ -144,9 +144,9 @@ def preload() -> None:
     starts a thread or reads the request; on a 2-core CPU a helper importing them took 7-9 s). Inductor's import
     asks ``torch.cuda.is_available()``: through the CUDA runtime that initialises the driver, after which no
     helper may be forked (torch 2.11 on an H100); asked through NVML, as here, it does not."""
-    from unittest import mock
+    from ..environ import variable_set
 
-    with mock.patch.dict(os.environ, {NVML_CHECK: "1"}):
+    with variable_set(NVML_CHECK, "1"):
         import torch._dynamo
         import torch._inductor.compile_fx  # noqa: F401
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ..environ import variable_set
 from .steplog import StepLog
 
 SHARED_CACHE = "inductor-cache"  # in the work folder: the Inductor and Triton caches of all the diagnosis's processes
@@ -27,15 +28,12 @@ def warm_up() -> None:
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
     site = getattr(sys.modules.get("sitecustomize"), "__file__", None)
-    custom = os.environ.get(PROBE_PATH)  # the probes' PYTHONPATH (torch's python_subprocess_env), else sys.path
-    if site and custom is None:
+    scope: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if site and PROBE_PATH not in os.environ:  # the probes' PYTHONPATH (torch's python_subprocess_env), else sys.path
         folder = os.path.dirname(os.path.abspath(site))
-        os.environ[PROBE_PATH] = os.pathsep.join(p for p in sys.path if p and os.path.abspath(p) != folder)
-    try:
+        scope = variable_set(PROBE_PATH, os.pathsep.join(p for p in sys.path if p and os.path.abspath(p) != folder))
+    with scope:
         pick_vec_isa()
-    finally:
-        if site and custom is None:
-            os.environ.pop(PROBE_PATH, None)
 
 
 @contextlib.contextmanager
