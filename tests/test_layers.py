@@ -38,6 +38,7 @@ LAYERS = (  # top to bottom, as docs/design.md draws them; a module may import i
         "conftest_files",
         "parent_watch",
         "student",
+        "environ",
     ),
 )
 ENGINE_ONLY = {"run_check", "effects_of", "default_code_of", "measure", "time_paired", "time_rounds"}
