@@ -37,7 +37,7 @@ def test_a_run_budget_diagnoses_after_the_items_the_smallest_graph_first_and_ame
     tmp_path: Path,
 ) -> None:
     """Two samples fail under a planted sigmoid lowering; the larger one's items run first, yet with a cap of one
-    diagnosis the smaller is the one diagnosed (stopped at its 2 s budget: the wiring, not a whole diagnosis), after
+    diagnosis the smaller is the one diagnosed (within its 2 s budget or stopped at it: the wiring is tested), after
     both samples' items, and the larger is refused by the cap. The records of both items of each sample say so in
     the results file, the JSON (written after the diagnoses) and the terminal."""
     assert LARGER_MODEL != SIGMOID_MODEL
@@ -59,7 +59,8 @@ def test_a_run_budget_diagnoses_after_the_items_the_smallest_graph_first_and_ame
     large = [results[("corpus/large", kind)] for kind in ("check", "bench")]
     for record in small + large:
         assert record.outcome is Outcome.ACCURACY_FAIL and record.diagnosis_deferred, (record.nodeid, record.diagnosis)
-    assert all("stopped at the budget of 2s" in (r.diagnosis or "") for r in small), small[0].diagnosis
+    answers = ("stopped at the budget of 2s", "inductor / lowerings: sigmoid")  # a warm child may finish within it
+    assert all(any(a in (r.diagnosis or "") for a in answers) for r in small), small[0].diagnosis
     assert all(r.diagnosis == "not diagnosed: --inductor-diagnose-max (1) reached in this run" for r in large)
     lines = (tmp_path / "run.jsonl").read_text().splitlines()
     assert sum(small[0].nodeid in line for line in lines) == 2  # the item's record, then the amended one
