@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_inductor_templates.diagnose import Diagnosis, DiagnosisRequest, diagnose
+from pytest_inductor_templates.diagnose import Diagnosis, DiagnosisRequest, diagnose, standby
 from pytest_inductor_templates.diagnose.process import run_in_child
 from pytest_inductor_templates.diagnose.steplog import read_log
 from pytest_inductor_templates.diagnose.summary import assemble
@@ -86,6 +86,30 @@ def test_a_diagnosis_that_crashes_is_failed_not_raised(tmp_path: Path, monkeypat
         "diagnosis failed: the diagnosis process ended with exit code 3"
     ), diagnosis
     assert diagnosis.partial is None
+
+
+def test_a_diagnosis_starts_in_the_process_kept_ready_and_another_is_started_for_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that diagnoses keeps a process ready, its imports done ahead: the diagnosis runs in it (its step log's
+    ``start`` says so, with its pid), and a fresh one is started for the next diagnosis."""
+    monkeypatch.setattr(standby, "usable_cpus", lambda: standby.LEAST_CPUS)  # a host with the CPUs for one
+    monkeypatch.setattr(standby, "_wanted", False)
+    monkeypatch.setattr(standby, "_ready", None)
+    standby.keep_ready()
+    ready = standby._ready
+    assert ready is not None
+    try:
+        diagnosis = diagnose(request(tmp_path, monkeypatch, "Exits", budget=120))
+        assert diagnosis.failed is not None and "exit code 3" in diagnosis.failed, diagnosis
+        start = read_log(tmp_path / "repro" / "steps.jsonl")[0]
+        assert (start["step"], start["ahead"], start["pid"]) == ("start", True, ready.process.pid)
+        assert standby._ready is not None and standby._ready.process.pid != ready.process.pid
+    finally:
+        if (left := standby.take()) is not None:
+            left.discard()
+            left.process.wait(timeout=120)
+    assert not ready.folder.exists()
 
 
 def test_what_is_not_a_compiler_failure_is_not_diagnosed(tmp_path: Path) -> None:

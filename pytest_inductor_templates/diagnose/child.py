@@ -155,7 +155,7 @@ def preload() -> None:
         from . import drawn, predicate, repro_step, stage  # noqa: F401
 
 
-def run(work: Path) -> None:
+def run(work: Path, ahead: bool = False) -> None:
     from .drawn import Counts
     from .forked import can_fork
     from .helpers import Helpers
@@ -175,7 +175,7 @@ def run(work: Path) -> None:
         settings = dict(selection.effective_settings)
         log.write(
             "start", name=request.name, outcome=request.outcome, selection=selection.label, settings=settings,
-            pid=os.getpid(), helpers=count, forked=forked,
+            pid=os.getpid(), helpers=count, forked=forked, ahead=ahead,
         )  # fmt: skip
         seconds = prepare(request, log)  # the start's first part
         import torch
@@ -359,10 +359,11 @@ def diagnose_here(request: Any, work: Path, log: StepLog, counts: Any, helpers: 
         repro_step.finish(request, graphs, found, log, work, counts, first)
 
 
-def main(work: str) -> None:
-    """Entry point: ``work`` holds the request and receives the step log. The child is a session of its own (the
-    budget ends it whole), so it ends its group itself when the process that started it is killed outright, which
-    would otherwise leave it and its helpers diagnosing on the GPU for the rest of its budget."""
+def main(work: str, ahead: bool = False) -> None:
+    """Entry point: ``work`` holds the request and receives the step log; ``ahead``: this process was started before
+    the request (``standby``), its imports done. The child is a session of its own (the budget ends it whole), so it
+    ends its group itself when the process that started it is killed outright, which would otherwise leave it and its
+    helpers diagnosing on the GPU for the rest of its budget."""
     from ..parent_watch import end_group, end_with_parent, started_by
 
     end_with_parent(started_by(), end_group)
@@ -370,7 +371,7 @@ def main(work: str) -> None:
     sys.path[:0] = [p for p in json.loads((directory / SYS_PATH).read_text()) if p not in sys.path]
     start = time.monotonic()
     try:
-        run(directory)
+        run(directory, ahead)
     except BaseException as error:
         StepLog(directory / LOG).write(
             "crash",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..parent_watch import PARENT_ENV
 from ..timing.threads import COMPILE_THREADS, usable_cpus
+from . import standby
 from .child import HELPERS, LOG, REQUEST, SYS_PATH
 from .request import DIAGNOSED, Diagnosis, DiagnosisRequest
 from .steplog import read_log
@@ -74,6 +75,27 @@ def _wait(process: subprocess.Popen[bytes], seconds: float, stop_when: Callable[
     return process.poll()
 
 
+def _started(
+    work: Path, ahead: standby.Standby | None, environ: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """The diagnosis of ``work`` started, in the process kept ready (``ahead``) or a fresh one, with ``environ``
+    set; the process and the file its output goes to."""
+    if ahead is not None:
+        ahead.hand(work, environ)
+        return ahead.process, ahead.output
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, **environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    env[PARENT_ENV] = str(os.getpid())  # the child ends with this process, even one killed before it looked
+    output = work / "output.txt"
+    with open(output, "wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-c", BOOT, str(work)], stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, start_new_session=True,
+        )  # fmt: skip
+    return process, output
+
+
 def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None = None) -> Diagnosis:
     """``diagnose``, with ``stop_when`` polled to stop the child early as the budget would (for tests)."""
     start = time.monotonic()
@@ -95,24 +117,14 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
         package_root = str(Path(__file__).resolve().parents[2])
         (work / SYS_PATH).write_text(json.dumps([package_root, *request.sys_path]))
         (work / HELPERS).write_text(str(request.process_count() - 1))
-        env = dict(os.environ)
         # on the CPU a compile pool would cost more to start than the C++ kernels save; on a GPU each of the
         # diagnosis's processes compiles its Triton kernels in a pool of its share of the CPUs (_kill ends them)
         share = max(2, usable_cpus() // request.process_count())
-        env.setdefault(COMPILE_THREADS, "1" if request.device.type == "cpu" else str(share))
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-        env[PARENT_ENV] = str(os.getpid())  # the child ends with this process, even one killed before it looked
-        output = work / "output.txt"
-        stopped = crashed = None
-        with open(output, "wb") as sink:
-            process = subprocess.Popen(
-                [sys.executable, "-c", BOOT, str(work)],
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
+        threads = os.environ.get(COMPILE_THREADS, "1" if request.device.type == "cpu" else str(share))
+        ahead = standby.take()
+        try:
+            process, output = _started(work, ahead, {COMPILE_THREADS: threads})
+            stopped = crashed = None
             try:
                 code = _wait(process, request.budget_seconds + GRACE_SECONDS, stop_when)
             except BaseException:  # an interrupt (Ctrl-C, a step's limit): the log still says how far it got
@@ -125,6 +137,10 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
             elif code != 0:
                 how = f"signal {-code}" if code < 0 else f"exit code {code}"
                 crashed = f"the diagnosis process ended with {how}: {_tail(output)[-300:]}"
+        finally:
+            if ahead is not None:
+                ahead.discard()
+        standby.replenish()  # the next diagnosis's, where one is kept ready
         _keep_log(work / LOG, Path(request.repro_dir))
         return assemble(read_log(work / LOG), time.monotonic() - start, stopped, crashed)
     except Exception as error:

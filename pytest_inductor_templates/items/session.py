@@ -325,14 +325,14 @@ def remote_triples(
         own_lock = tempfile.mkdtemp(prefix="inductor-templates-lock-")
         sharing = host_lock.Sharing(own_lock, log=host_lock.new_log(settings.lock_log), split=split)
 
-    def hello() -> protocol.Hello:
+    def hello(diagnose: bool = False) -> protocol.Hello:
         return protocol.Hello(list(sys.path), conftest_modules(config), settings.tolerance, policy,
-                              settings.memory_budget, timing.threads, sharing)  # fmt: skip
+                              settings.memory_budget, timing.threads, sharing, diagnose)  # fmt: skip
 
     work_cpus = len(sharing.split.work) if sharing is not None and sharing.split is not None else None
     share = compile_threads_share(xdist_workers(), work_cpus)  # each xdist worker's sample worker: its share
     environment = {COMPILE_THREADS: str(share)} if share is not None else {}
-    worker = WorkerProcess(hello, environment=environment)
+    worker = WorkerProcess(lambda: hello(settings.diagnose), environment=environment)  # the repeaters diagnose nothing
     repeaters = [WorkerProcess(hello, environment={COMPILE_THREADS: "1"}) for _ in range(repeats)]
     return RemoteTriples(
         worker, settings.recycle_triples, settings.recycle_rss, timed_device(config), repeaters, own_lock

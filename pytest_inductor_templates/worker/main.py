@@ -21,6 +21,7 @@ from .. import phases
 from ..compile.failures import first_line
 from ..compile.pool import start_compile_pool, wait_for_compile_pool
 from ..conftest_files import import_conftests
+from ..diagnose import standby
 from ..engine.triples import TripleCache
 from ..machine import Device
 from ..parent_watch import end_with_parent, started_by
@@ -115,6 +116,8 @@ def main() -> int:
     hello = p.read_message(requests)
     assert isinstance(hello, p.Hello)
     host_lock.use(hello.host_lock, settle=wait_for_compile_pool)
+    if hello.diagnose:  # its imports go on beside this worker's own and its first checks
+        standby.keep_ready(hello.host_lock)
     with host_lock.work():  # importing torch takes the CPU as a compile does
         sys.path[:] = hello.sys_path
         warnings = import_conftests(hello.conftests)
