@@ -93,14 +93,14 @@ def test_a_diagnosis_starts_in_the_process_kept_ready_and_another_is_started_for
 ) -> None:
     """A worker that diagnoses keeps a process ready, its imports done ahead: the diagnosis runs in it (its step log's
     ``start`` says so, with its pid), and a fresh one is started for the next diagnosis."""
-    monkeypatch.setattr(standby, "usable_cpus", lambda: standby.LEAST_CPUS)  # a host with the CPUs for one
     monkeypatch.setattr(standby, "_wanted", False)
     monkeypatch.setattr(standby, "_ready", None)
+    exits = request(tmp_path, monkeypatch, "Exits", budget=120)  # sys.path as the worker's, before it starts one
     standby.keep_ready()
     ready = standby._ready
     assert ready is not None
     try:
-        diagnosis = diagnose(request(tmp_path, monkeypatch, "Exits", budget=120))
+        diagnosis = diagnose(exits)
         assert diagnosis.failed is not None and "exit code 3" in diagnosis.failed, diagnosis
         start = read_log(tmp_path / "repro" / "steps.jsonl")[0]
         assert (start["step"], start["ahead"], start["pid"]) == ("start", True, ready.process.pid)
@@ -108,8 +108,30 @@ def test_a_diagnosis_starts_in_the_process_kept_ready_and_another_is_started_for
     finally:
         if (left := standby.take()) is not None:
             left.discard()
-            left.process.wait(timeout=120)
     assert not ready.folder.exists()
+
+
+def test_a_process_kept_ready_is_not_used_once_a_variable_torch_reads_at_import_has_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A variable that torch, Triton or CUDA read as they load, set after the process was started (by a test, say),
+    is one that process never saw: it is ended (its folder with it), and the diagnosis starts afresh."""
+    monkeypatch.setattr(standby, "_wanted", False)
+    monkeypatch.setattr(standby, "_ready", None)
+    standby.keep_ready()
+    ready = standby._ready
+    assert ready is not None and ready.current()
+    monkeypatch.setattr(sys, "path", [*sys.path, "/appended/by/an/import"])  # found after all it had: still current
+    assert ready.current()
+    monkeypatch.setenv("TORCHINDUCTOR_FREEZING", "1")
+    assert standby.take() is None
+    assert ready.process.poll() is not None and not ready.folder.exists()
+    monkeypatch.setattr(standby, "_wanted", False)
+
+
+def test_a_worker_keeps_one_ready_only_with_four_cpus_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(standby, "usable_cpus", lambda: 16)
+    assert [standby.worth_keeping(workers) for workers in (1, 4, 5)] == [True, True, False]
 
 
 def test_what_is_not_a_compiler_failure_is_not_diagnosed(tmp_path: Path) -> None:

@@ -75,16 +75,17 @@ def _wait(process: subprocess.Popen[bytes], seconds: float, stop_when: Callable[
     return process.poll()
 
 
-def _started(
-    work: Path, ahead: standby.Standby | None, environ: dict[str, str]
-) -> tuple[subprocess.Popen[bytes], Path]:
-    """The diagnosis of ``work`` started, in the process kept ready (``ahead``) or a fresh one, with ``environ``
-    set; the process and the file its output goes to."""
+def _started(work: Path, ahead: standby.Standby | None, threads: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """The diagnosis of ``work`` started, in the process kept ready (``ahead``; a fresh one where it has ended), its
+    compile pool ``threads`` processes; the process and the file its output goes to."""
     if ahead is not None:
-        ahead.hand(work, environ)
-        return ahead.process, ahead.output
+        try:
+            ahead.hand(work, standby.handed_environment(threads))
+            return ahead.process, ahead.output
+        except OSError:  # it ended after it was taken (killed for memory as it imported, say)
+            ahead.discard()
     package_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, **environ)
+    env = dict(os.environ, **{COMPILE_THREADS: threads})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env[PARENT_ENV] = str(os.getpid())  # the child ends with this process, even one killed before it looked
     output = work / "output.txt"
@@ -123,7 +124,7 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
         threads = os.environ.get(COMPILE_THREADS, "1" if request.device.type == "cpu" else str(share))
         ahead = standby.take()
         try:
-            process, output = _started(work, ahead, {COMPILE_THREADS: threads})
+            process, output = _started(work, ahead, threads)
             stopped = crashed = None
             try:
                 code = _wait(process, request.budget_seconds + GRACE_SECONDS, stop_when)

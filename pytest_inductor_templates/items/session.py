@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ..diagnose import standby
 from ..engine.cell import CheckPolicy, Verdict
 from ..engine.diagnosis import LEDGER, DiagnosisPlan, RunLedger, needs_diagnosis, repro_folder
 from ..engine.triples import TripleCache
@@ -332,7 +333,8 @@ def remote_triples(
     work_cpus = len(sharing.split.work) if sharing is not None and sharing.split is not None else None
     share = compile_threads_share(xdist_workers(), work_cpus)  # each xdist worker's sample worker: its share
     environment = {COMPILE_THREADS: str(share)} if share is not None else {}
-    worker = WorkerProcess(lambda: hello(settings.diagnose), environment=environment)  # the repeaters diagnose nothing
+    keeps_ready = settings.diagnose and standby.worth_keeping(xdist_workers())  # a diagnosis process ready
+    worker = WorkerProcess(lambda: hello(keeps_ready), environment=environment)  # the repeaters diagnose nothing
     repeaters = [WorkerProcess(hello, environment={COMPILE_THREADS: "1"}) for _ in range(repeats)]
     return RemoteTriples(
         worker, settings.recycle_triples, settings.recycle_rss, timed_device(config), repeaters, own_lock

@@ -116,11 +116,11 @@ def main() -> int:
     hello = p.read_message(requests)
     assert isinstance(hello, p.Hello)
     host_lock.use(hello.host_lock, settle=wait_for_compile_pool)
-    if hello.diagnose:  # its imports go on beside this worker's own and its first checks
-        standby.keep_ready(hello.host_lock)
     with host_lock.work():  # importing torch takes the CPU as a compile does
         sys.path[:] = hello.sys_path
         warnings = import_conftests(hello.conftests)
+        if hello.diagnose:  # with the conftests' variables; its imports go on beside this worker's and its checks
+            standby.keep_ready(hello.host_lock)
         import torch  # ready before the first request, whose timeout should not pay for it
         import torch._dynamo
 

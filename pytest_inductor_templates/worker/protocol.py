@@ -90,7 +90,7 @@ class Hello:
     memory_budget: int | None = None
     threads: int | None = None  # torch's intra-op threads (--inductor-timing-threads)
     host_lock: Any = None  # timing.host_lock.Sharing: how it shares the host with the session's others, if it does
-    diagnose: bool = False  # whether it diagnoses failed checks (it keeps a diagnosis process ready)
+    diagnose: bool = False  # whether it keeps a diagnosis process ready (``diagnose.standby``)
 
 
 @dataclass
