@@ -15,6 +15,7 @@ from pytest_inductor_templates.diagnose import Diagnosis, DiagnosisRequest, diag
 from pytest_inductor_templates.diagnose.process import run_in_child
 from pytest_inductor_templates.diagnose.steplog import read_log
 from pytest_inductor_templates.diagnose.summary import assemble
+from pytest_inductor_templates.engine.diagnosis import LEDGER, RunLedger
 from pytest_inductor_templates.machine import CPU, Device
 from pytest_inductor_templates.templates.registry import Template
 from pytest_inductor_templates.templates.selection import Selection
@@ -127,6 +128,27 @@ def test_a_process_kept_ready_is_not_used_once_a_variable_torch_reads_at_import_
     assert standby.take() is None
     assert ready.process.poll() is not None and not ready.folder.exists()
     monkeypatch.setattr(standby, "_wanted", False)
+
+
+def test_none_is_kept_ready_once_the_runs_ledger_allows_no_further_diagnosis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(standby, "_wanted", False)
+    monkeypatch.setattr(standby, "_ready", None)
+    ledger = RunLedger(tmp_path / LEDGER, most=2)
+    assert ledger.claim(60) == 60 and not ledger.exhausted()
+    assert ledger.claim(60) == 60 and ledger.exhausted()  # the cap
+    budgeted = RunLedger(tmp_path / "budget.json", most=5, budget=100)
+    budgeted.claim(60)
+    budgeted.spend(60, 99.5)
+    assert budgeted.exhausted()  # the run's budget
+    standby.keep_ready()
+    ready = standby._ready
+    assert ready is not None
+    standby.stop_keeping()
+    assert standby._ready is None and ready.process.poll() is not None and not ready.folder.exists()
+    standby.replenish()
+    assert standby._ready is None
 
 
 def test_a_worker_keeps_one_ready_only_with_four_cpus_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:

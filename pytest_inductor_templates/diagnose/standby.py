@@ -123,6 +123,13 @@ def _discard_ready() -> None:
         standby.discard()
 
 
+def stop_keeping() -> None:
+    """Keep none ready from now on (the run can diagnose no more), ending the one kept."""
+    global _wanted
+    _wanted = False
+    _discard_ready()
+
+
 def replenish() -> None:
     """Start one where one is kept ready and none is."""
     global _ready

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compile import cache
-from ..diagnose import DIAGNOSED, Diagnosis, DiagnosisRequest, ModelBuilder, SavedDraw, diagnose, item_draw
+from ..diagnose import DIAGNOSED, Diagnosis, DiagnosisRequest, ModelBuilder, SavedDraw, diagnose, item_draw, standby
 from ..machine import Device
 from ..templates.selection import Selection
 from ..timing import host_lock
@@ -76,6 +76,13 @@ class RunLedger:
         with self._locked() as state:
             return float(state["spent"])
 
+    def exhausted(self) -> bool:
+        """Whether no further diagnosis can be claimed: the cap reached, or the run's budget taken."""
+        with self._locked() as state:
+            if state["claimed"] >= self.most:
+                return True
+            return self.budget is not None and self.budget - state["spent"] - state["reserved"] < 1.0
+
 
 @dataclass(frozen=True)
 class DiagnosisPlan:
@@ -137,6 +144,8 @@ def diagnose_cell(
         diagnosis.seconds = round(diagnosis.seconds + source.seconds, 1)
     if plan.ledger is not None:
         plan.ledger.spend(plan.budget_seconds, diagnosis.seconds)
+        if plan.ledger.exhausted():  # no diagnosis follows in this run: none kept ready for one
+            standby.stop_keeping()
     return diagnosis
 
 
