@@ -127,7 +127,6 @@ def test_a_process_kept_ready_is_not_used_once_a_variable_torch_reads_at_import_
     monkeypatch.setenv("TORCHINDUCTOR_FREEZING", "1")
     assert standby.take() is None
     assert ready.process.poll() is not None and not ready.folder.exists()
-    monkeypatch.setattr(standby, "_wanted", False)
 
 
 def test_none_is_kept_ready_once_the_runs_ledger_allows_no_further_diagnosis(

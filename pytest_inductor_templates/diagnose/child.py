@@ -24,8 +24,19 @@ REQUEST = "request.pkl"
 SYS_PATH = "sys_path.json"
 HELPERS = "helpers.txt"  # how many helper processes: read before anything imports torch (forked after it has)
 LOG = "steps.jsonl"
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder this plugin is imported from
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"  # torch.cuda.is_available() without initialising the driver
 VOUCHED = "graphs-vouched.txt"  # fingerprints of kept graphs that agreed with a failing check, in any process
+
+
+def started_environment(extra: dict[str, str]) -> dict[str, str]:
+    """The environment a diagnosis's process is started with from this process: this one's and ``extra``, the plugin
+    found first on ``PYTHONPATH``, and this process named its parent (it ends with it: ``parent_watch``)."""
+    from ..parent_watch import PARENT_ENV
+
+    env = dict(os.environ, **extra, **{PARENT_ENV: str(os.getpid())})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    return env
 
 
 def _step(log: StepLog, name: str, counts: Any = None) -> Any:

@@ -15,10 +15,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..parent_watch import PARENT_ENV
 from ..timing.threads import COMPILE_THREADS, usable_cpus
 from . import standby
-from .child import HELPERS, LOG, REQUEST, SYS_PATH
+from .child import HELPERS, LOG, PACKAGE_ROOT, REQUEST, SYS_PATH, started_environment
 from .request import DIAGNOSED, Diagnosis, DiagnosisRequest
 from .steplog import read_log
 from .summary import assemble
@@ -84,10 +83,7 @@ def _started(work: Path, ahead: standby.Standby | None, threads: str) -> tuple[s
             return ahead.process, ahead.output
         except OSError:  # it ended after it was taken (killed for memory as it imported, say)
             ahead.discard()
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, **{COMPILE_THREADS: threads})
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    env[PARENT_ENV] = str(os.getpid())  # the child ends with this process, even one killed before it looked
+    env = started_environment({COMPILE_THREADS: threads})  # it ends with this process, even one killed early
     output = work / "output.txt"
     with open(output, "wb") as sink:
         process = subprocess.Popen(
@@ -115,8 +111,7 @@ def run_in_child(request: DiagnosisRequest, stop_when: Callable[[], bool] | None
                 failed=f"diagnosis failed: the request cannot be pickled: {type(error).__name__}: {error}",
                 seconds=round(time.monotonic() - start, 1),
             )
-        package_root = str(Path(__file__).resolve().parents[2])
-        (work / SYS_PATH).write_text(json.dumps([package_root, *request.sys_path]))
+        (work / SYS_PATH).write_text(json.dumps([PACKAGE_ROOT, *request.sys_path]))
         (work / HELPERS).write_text(str(request.process_count() - 1))
         # on the CPU a compile pool would cost more to start than the C++ kernels save; on a GPU each of the
         # diagnosis's processes compiles its Triton kernels in a pool of its share of the CPUs (_kill ends them)

@@ -27,12 +27,12 @@ from typing import Any
 
 from ..parent_watch import PARENT_ENV
 from ..timing.threads import COMPILE_THREADS, usable_cpus
+from . import child
 
 BOOT = "import sys; from pytest_inductor_templates.diagnose.standby import serve; serve(sys.argv[1])"
 LEAST_CPUS = 4
 OUTPUT = "output.txt"  # what the process prints, its last lines the reason of a crash
 SHARING = "sharing.pkl"  # the host lock it shares (timing.host_lock.Sharing), if any
-SYS_PATH = "sys_path.json"  # its starter's sys.path, put first before it imports
 ENVIRON = "environ.json"  # in the work folder: the environment the diagnosis runs with (``handed_environment``)
 
 
@@ -152,14 +152,11 @@ def _start(sharing: Any) -> Standby | None:
     try:
         if sharing is not None:
             (folder / SHARING).write_bytes(pickle.dumps(sharing))
-        (folder / SYS_PATH).write_text(json.dumps(sys.path))
-        package_root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ, **{PARENT_ENV: str(os.getpid())})
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        (folder / child.SYS_PATH).write_text(json.dumps(sys.path))  # put first before it imports
         with open(folder / OUTPUT, "wb") as sink:
             process = subprocess.Popen(
                 [sys.executable, "-c", BOOT, str(folder)], stdin=subprocess.PIPE, stdout=sink,
-                stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                stderr=subprocess.STDOUT, env=child.started_environment({}), start_new_session=True,
             )  # fmt: skip
     except OSError:
         shutil.rmtree(folder, ignore_errors=True)
@@ -171,10 +168,9 @@ def serve(folder: str) -> None:
     """The process's side: import under the host's work lock, then run the diagnosis whose work folder comes on
     stdin; none (its starter closed it or died): its folder removed, it ends."""
     from ..timing import host_lock
-    from . import child
 
     own = Path(folder)
-    sys.path[:0] = [p for p in json.loads((own / SYS_PATH).read_text()) if p not in sys.path]
+    sys.path[:0] = [p for p in json.loads((own / child.SYS_PATH).read_text()) if p not in sys.path]
     sharing = own / SHARING
     host_lock.use(pickle.loads(sharing.read_bytes()) if sharing.exists() else None)
     with host_lock.work():

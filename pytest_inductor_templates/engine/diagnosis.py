@@ -51,17 +51,22 @@ class RunLedger:
         finally:
             os.close(fd)  # releases the lock
 
+    def _refused(self, state: dict[str, float]) -> str | None:
+        """Why no further diagnosis may be claimed (the cap reached, the run's budget taken), or None."""
+        if state["claimed"] >= self.most:
+            return f"--inductor-diagnose-max ({self.most}) reached in this run"
+        if self.budget is not None and self.budget - state["spent"] - state["reserved"] < 1.0:
+            return f"the run's diagnosis budget (--inductor-diagnose-run-budget {self.budget:g} s) is spent"
+        return None
+
     def claim(self, seconds: float) -> float | str:
         """The seconds the next diagnosis may take (``seconds``, or what is left of the run's budget), reserved;
         or why it is not diagnosed."""
         with self._locked() as state:
-            if state["claimed"] >= self.most:
-                return f"--inductor-diagnose-max ({self.most}) reached in this run"
+            if (why := self._refused(state)) is not None:
+                return why
             if self.budget is not None:
-                left = self.budget - state["spent"] - state["reserved"]
-                if left < 1.0:
-                    return f"the run's diagnosis budget (--inductor-diagnose-run-budget {self.budget:g} s) is spent"
-                seconds = min(seconds, left)
+                seconds = min(seconds, self.budget - state["spent"] - state["reserved"])
             state["claimed"] += 1
             state["reserved"] += seconds
             return seconds
@@ -79,9 +84,7 @@ class RunLedger:
     def exhausted(self) -> bool:
         """Whether no further diagnosis can be claimed: the cap reached, or the run's budget taken."""
         with self._locked() as state:
-            if state["claimed"] >= self.most:
-                return True
-            return self.budget is not None and self.budget - state["spent"] - state["reserved"] < 1.0
+            return self._refused(state) is not None
 
 
 @dataclass(frozen=True)
