@@ -63,12 +63,21 @@ def assert_diagnosed(record: ItemRecord) -> None:
     assert record.outcome is Outcome.ACCURACY_FAIL  # the verdict stays
 
 
+KEEP_READY_ON_TWO_CORES = """
+from pytest_inductor_templates.diagnose import standby
+
+standby.LEAST_CPUS = 1  # keep a diagnosis process ready on any machine (a GPU host's rule: 4 CPUs a worker)
+"""
+
+
 def test_a_sample_is_diagnosed_in_the_worker_within_its_budget_and_the_verdict_stays(tmp_path: Path) -> None:
-    """The wiring, on CI: a budget shorter than any diagnosis takes (its child alone starts in more) stops the
-    diagnosis of the planted sigmoid lowering part way (a whole one takes 15 s to minutes of C++ compiles here,
-    as the machine is loaded; the slow test below runs it); what it found is in both items' records and the
-    terminal, and the verdict is the check's."""
+    """The wiring, on CI: a budget shorter than any diagnosis takes stops the diagnosis of the planted sigmoid
+    lowering part way (a whole one takes 15 s to minutes of C++ compiles here, as the machine is loaded; the slow
+    test below runs it); what it found is in both items' records and the terminal, and the verdict is the check's.
+    The sample worker kept a diagnosis process ready (its CPU rule lowered by the project's conftest), and the
+    diagnosis ran in it."""
     write_sample(tmp_path / "corpus" / "gated", {"model.py": SIGMOID_MODEL, "weight_meta.py": SIGMOID_META})
+    (tmp_path / "conftest.py").write_text(KEEP_READY_ON_TWO_CORES)
     # one process: a helper would only start (importing torch) before the budget ends the diagnosis
     result = planted_run(
         tmp_path, "--inductor-samples=corpus", budget=2, processes=("--inductor-diagnose-processes=1",)
@@ -80,6 +89,9 @@ def test_a_sample_is_diagnosed_in_the_worker_within_its_budget_and_the_verdict_s
     assert "partial: " in check.diagnosis and "stopped at the budget of 2s" in check.diagnosis
     assert check.diagnosis_seconds is not None and check.diagnosis_seconds < 2 + 30  # the budget, the child's start
     assert f"{check.nodeid}: {check.diagnosis}" in result.stdout.split("diagnoses (where and why")[1]
+    (log,) = (tmp_path / "repros").glob("*/steps.jsonl")
+    start = read_log(log)[0]
+    assert (start["step"], start["ahead"]) == ("start", True), start
 
 
 @pytest.mark.slow  # minutes of cold C++ compiles; the budget-stopped test above covers the wiring on CI
