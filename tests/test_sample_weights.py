@@ -25,8 +25,9 @@ from pytest_inductor_templates.samples.sources import weights_line
 CPU = (*QUIET, "--inductor-devices=cpu")
 
 # A captured graph as Dynamo writes one (weights copied into locals, released with ``= None``), with a graph break
-# in the middle: a batch norm's float64 momentum read with .item(). Its weights, by Dynamo's names: two parameters,
-# a float32 buffer, an int64 buffer and the 0-dim float64 momentum (a plain attribute: a buffer, not a parameter).
+# in the middle (a dynamic-shape operator, as in GraphNet's GAT) and a batch norm's momentum, a Python number GraphNet
+# lifted to a 0-dim float64 tensor, read back with .item(). Its weights, by Dynamo's names: two parameters, a float32
+# buffer, an int64 buffer and the momentum (bound as the module's number; passed as an input, a second break).
 BREAK_MODEL = """
 import torch
 
@@ -45,13 +46,14 @@ class GraphModule(torch.nn.Module):
         l_x_ = None
         momentum = l_self_modules_bn_momentum.item()
         l_self_modules_bn_momentum = None
-        second = torch._C._nn.linear(
-            first.relu() * momentum, l_self_modules_fc_parameters_weight_, l_self_modules_fc_parameters_bias_
-        )
+        scaled = first.relu() * momentum
+        positive = torch.nonzero(first > 0)
+        second = torch._C._nn.linear(scaled, l_self_modules_fc_parameters_weight_, l_self_modules_fc_parameters_bias_)
+        scaled = None
         first = l_self_modules_fc_parameters_weight_ = l_self_modules_fc_parameters_bias_ = None
         shifted = second - l_self_modules_bn_buffers_running_mean_ + L_self_modules_bn_buffers_num_batches_tracked_
         second = l_self_modules_bn_buffers_running_mean_ = None
-        return (shifted,)
+        return (shifted, positive)
 """
 
 
@@ -73,11 +75,8 @@ BREAK_META = "\n".join(
     ]
 )
 PARAMETERS = ["L_self_modules_fc_parameters_weight_", "L_self_modules_fc_parameters_bias_"]
-BUFFERS = [
-    "L_self_modules_bn_buffers_running_mean_",
-    "L_self_modules_bn_momentum",
-    "L_self_modules_bn_buffers_num_batches_tracked_",
-]
+BUFFERS = ["L_self_modules_bn_buffers_running_mean_", "L_self_modules_bn_buffers_num_batches_tracked_"]
+SCALAR = "L_self_modules_bn_momentum"  # read only with .item(): the module's Python number
 
 
 @pytest.fixture
@@ -86,16 +85,17 @@ def break_sample(tmp_path: Path) -> Path:
 
 
 def test_parameters_and_buffers_follow_dynamos_names(break_sample: Path) -> None:
-    """``_parameters_`` become parameters (frozen: no grad); every other weight a buffer, the 0-dim float64
-    momentum read with .item() too; the real input stays a forward argument."""
+    """``_parameters_`` become parameters (frozen: no grad); every other weight a buffer (the 0-dim int64 count
+    too, read as a tensor), but the momentum read only with .item(), which is the module's Python number; the real
+    input stays a forward argument."""
     sample = GraphNetSample(break_sample, "bn")
     model = sample.make_model("cpu")
     assert [name for name, _ in model.named_parameters()] == PARAMETERS
     assert not any(p.requires_grad for p in model.parameters())
     buffers = dict(model.named_buffers())
     assert list(buffers) == BUFFERS
-    assert buffers["L_self_modules_bn_momentum"].dtype == torch.float64
-    assert buffers["L_self_modules_bn_momentum"].dim() == 0
+    assert buffers["L_self_modules_bn_buffers_num_batches_tracked_"].dim() == 0
+    assert type(getattr(model, SCALAR)) is float and getattr(model, SCALAR) == pytest.approx(0.1)
     first, second = sample.make_inputs("cpu")
     assert list(first.kwargs) == list(second.kwargs) == ["L_x_"]
     assert model(**first.kwargs)[0].shape == (4, 8)
@@ -108,7 +108,8 @@ def test_both_modes_compute_the_same_from_the_same_tensors(break_sample: Path) -
     model, inputs = bound.make_model("cpu"), bound.make_inputs("cpu")
     graph, arguments = passed.make_model("cpu"), passed.make_inputs("cpu")
     assert not list(graph.parameters()) and not list(graph.buffers())
-    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    scalar = torch.tensor(getattr(model, SCALAR), dtype=torch.float64)  # the number, as the input carries it
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers()), SCALAR: scalar}
     for bound_set, passed_set in zip(inputs, arguments, strict=True):
         assert set(passed_set.kwargs) == set(state) | set(bound_set.kwargs)
         for name, tensor in passed_set.kwargs.items():
@@ -143,6 +144,8 @@ def test_model_and_inputs_in_one_pass_are_make_model_and_make_inputs(
     assert dict(both.named_buffers()).keys() == dict(model.named_buffers()).keys()
     for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
         assert torch.equal(tensor, dict([*both.named_parameters(), *both.named_buffers()])[name]), name
+    if mode == "parameters":
+        assert getattr(both, SCALAR) == getattr(model, SCALAR)
     for one, other in zip(inputs, sets, strict=True):
         assert one.kwargs.keys() == other.kwargs.keys()
         assert all(torch.equal(one.kwargs[k], other.kwargs[k]) for k in one.kwargs)
@@ -245,14 +248,36 @@ def _frozen_per_graph(model: torch.nn.Module, inputs: dict) -> list[int]:
 # Inductor's CPU lowering imports torch.utils.mkldnn, whose ScriptModules warn on torch 2.13
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_the_weights_stay_the_modules_on_both_sides_of_a_graph_break(break_sample: Path) -> None:
-    """The graph breaks at .item(): the weights reach the code Dynamo resumes after it as locals, and are still the
-    module's parameters and buffers there (Dynamo marks them static), so freezing folds them in both graphs; passed
-    as inputs, in neither."""
+    """The graph breaks at the dynamic-shape operator: the weights reach the code Dynamo resumes after it as
+    locals, and are still the module's parameters and buffers there (Dynamo marks them static), so freezing folds
+    them in both graphs; the momentum, the module's number, breaks nothing. Passed as inputs, freezing folds nothing,
+    and the momentum's .item() is a third graph."""
     sample = GraphNetSample(break_sample, "bn")
     frozen = _frozen_per_graph(sample.make_model("cpu"), sample.make_inputs("cpu")[0].kwargs)
     assert len(frozen) == 2 and all(frozen), frozen
     passed = GraphNetSample(break_sample, "bn", weights="inputs")
-    assert sum(_frozen_per_graph(passed.make_model("cpu"), passed.make_inputs("cpu")[0].kwargs)) == 0
+    frozen_inputs = _frozen_per_graph(passed.make_model("cpu"), passed.make_inputs("cpu")[0].kwargs)
+    assert len(frozen_inputs) == 3 and sum(frozen_inputs) == 0, frozen_inputs
+
+
+def test_a_weight_read_as_a_tensor_besides_its_item_stays_a_tensor() -> None:
+    """Only a weight the graph reads with ``.item()`` alone is a number: one also read as a tensor (or copied on to
+    another name) stays one."""
+    import ast
+
+    from pytest_inductor_templates.samples.graphnet_scalars import item_only
+
+    source = (
+        "def forward(self, L_x_, L_a, L_b, L_c, L_d):\n"
+        "    l_a = L_a\n    a = l_a.item()\n    l_a = None\n"  # Dynamo's copy, read, release: a number
+        "    b = L_b.item() + L_b.sum()\n"  # read as a tensor too
+        "    l_c = L_c\n    other = l_c\n    c = other.item()\n"  # copied on: not followed
+        "    d = L_d.item()\n"  # read directly: a number
+        "    return L_x_ * (a + b + c + d)\n"
+    )
+    forward = ast.parse(source).body[0]
+    assert isinstance(forward, ast.FunctionDef)
+    assert item_only(forward, frozenset({"L_a", "L_b", "L_c", "L_d"})) == {"L_a", "L_d"}
 
 
 @pytest.mark.parametrize("mode", ["parameters", "inputs"])

@@ -27,6 +27,7 @@ from ..compile.effects import WEIGHTS_AS_INPUTS
 from ..option_table import SAMPLE_WEIGHTS
 from .base import Inputs, Sample, SampleError, stable_seed
 from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, shown, skip_draws, tensor_bytes, torch_dtype
+from .graphnet_scalars import item_only, read_as_numbers
 
 META_FILES = ("weight_meta.py", "input_meta.py")
 _DEVICE_STRING = re.compile(r"(cuda|cpu|xpu|mps)(:\d+)?")
@@ -104,13 +105,15 @@ class _DeviceRewriter(ast.NodeTransformer):
         return node
 
 
-def _read_weights_from_self(tree: ast.Module, weights: frozenset[str]) -> ast.Module:
+def _read_weights_from_self(tree: ast.Module, weights: frozenset[str]) -> tuple[ast.Module, frozenset[str]]:
     """``tree`` with ``GraphModule.forward`` taking its weights from the module instead of as arguments: each leaves
-    the signature, and ``forward`` begins with ``NAME = self.NAME``. The rest of the captured code is unchanged.
+    the signature, and ``forward`` begins with ``NAME = self.NAME``; and the weights it reads only with ``.item()``
+    (GraphNet's lifted scalars: ``graphnet_scalars``), which the module holds as Python numbers, read as those. The
+    rest of the captured code is unchanged.
 
     Dynamo then traces the graph's own ``forward``, as with the weights as inputs (no wrapper frame, the same graph
-    breaks), and marks the module's parameters and buffers as static: freezing folds them, on both sides of a graph
-    break (a 0-dim tensor's ``.item()``), where they reach the resumed code as locals."""
+    breaks but the lifted scalars'), and marks the module's parameters and buffers as static: freezing folds them,
+    on both sides of a graph break, where they reach the resumed code as locals."""
     forward = next(
         (
             node
@@ -139,8 +142,10 @@ def _read_weights_from_self(tree: ast.Module, weights: frozenset[str]) -> ast.Mo
         for name in taken
     ]
     docstring = forward.body[:1] if ast.get_docstring(forward) is not None else []
+    scalars = item_only(forward, frozenset(taken))
+    read_as_numbers(forward, scalars)
     forward.body = [*docstring, *self_read, *forward.body[len(docstring) :]]
-    return tree
+    return tree, scalars
 
 
 def module_name(path: Path, device: str, bound: bool = False) -> str:
@@ -152,6 +157,7 @@ def module_name(path: Path, device: str, bound: bool = False) -> str:
 
 
 _LOADED: dict[str, tuple[tuple[int, int], types.ModuleType]] = {}  # module name -> (model.py's mtime and size, module)
+_SCALARS: dict[str, frozenset[str]] = {}  # module name -> the weights its module holds as Python numbers
 
 
 def load_graph_module(path: Path, device: str, weights: frozenset[str] = frozenset()) -> type:
@@ -173,9 +179,9 @@ def load_graph_module(path: Path, device: str, weights: frozenset[str] = frozens
     if loaded is not None and loaded[0] == stamp and sys.modules.get(name) is loaded[1]:
         module = loaded[1]
     else:
-        tree = _DeviceRewriter(device).visit(parse_file(path))
+        tree, scalars = _DeviceRewriter(device).visit(parse_file(path)), frozenset[str]()
         if weights:
-            tree = _read_weights_from_self(tree, weights)
+            tree, scalars = _read_weights_from_self(tree, weights)
         module = types.ModuleType(name)
         module.__dict__.update(
             {"__file__": str(path), "torch": torch, "device": torch.device, "inf": float("inf"), "nan": float("nan")}
@@ -188,6 +194,7 @@ def load_graph_module(path: Path, device: str, weights: frozenset[str] = frozens
             ) from None
         sys.modules[name] = module
         _LOADED[name] = (stamp, module)
+        _SCALARS[name] = scalars
     module_class = getattr(module, "GraphModule", None)
     if not isinstance(module_class, type):
         raise SampleError("model.py defines no class GraphModule")
@@ -197,7 +204,8 @@ def load_graph_module(path: Path, device: str, weights: frozenset[str] = frozens
 def is_parameter(meta: TensorMeta) -> bool:
     """Whether a weight is bound as a ``torch.nn.Parameter``: Dynamo names a module's parameters
     ``..._parameters_...``; a parameter is floating (or complex). Every other weight (``_buffers_``, and plain tensor
-    attributes such as a batch norm's 0-dim float64 momentum, read with ``.item()``) is a buffer."""
+    attributes) is a buffer, but a lifted scalar that the graph reads only with ``.item()`` (a batch norm's 0-dim
+    float64 momentum), which is a Python number (``graphnet_scalars``)."""
     return "_parameters_" in meta.name and ("float" in meta.dtype or "complex" in meta.dtype)
 
 
@@ -351,14 +359,17 @@ class GraphNetSample(Sample):
 
     def _bind(self, graph: Any, drawn: dict[str, Any], device: Any) -> Any:
         """``graph`` holding the weights of ``drawn`` (taken out of it) on ``device`` as its own parameters and
-        buffers."""
+        buffers, and its lifted scalars (``graphnet_scalars``) as its Python numbers."""
         import torch
 
+        scalars = _SCALARS.get(type(graph).__module__, frozenset())
         for meta in self.metas:
             if not is_weight(meta.name) or meta.name not in drawn:
                 continue
             tensor = drawn.pop(meta.name).to(device)
-            if is_parameter(meta):
+            if meta.name in scalars:  # a lifted scalar: the module's Python number (graphnet_scalars)
+                setattr(graph, meta.name, tensor.item())
+            elif is_parameter(meta):
                 graph.register_parameter(meta.name, torch.nn.Parameter(tensor, requires_grad=False))
             else:
                 graph.register_buffer(meta.name, tensor)

@@ -1,0 +1,69 @@
+"""GraphNet's lifted scalars: a module's Python number (a batch norm's ``eps`` or ``momentum``, a dropout's ``p``)
+that the capture passed as a 0-dim tensor weight and the captured code reads back with ``.item()``.
+
+Replayed as a tensor, each ``.item()`` is a graph break that neither the captured program nor the deployed model
+has (torchvision's ``fcn_resnet101`` graph reads 214 of them). With the weights bound to the module, such a weight
+is bound as the module's Python number instead, and its ``.item()`` reads are the number itself: Dynamo then
+specialises it as it does a deployed module's attribute."""
+
+from __future__ import annotations
+
+import ast
+
+
+def item_only(forward: ast.FunctionDef, weights: frozenset[str]) -> frozenset[str]:
+    """The weights of ``forward``'s parameters that its body reads only through ``.item()``, itself or through a
+    local it was copied to (Dynamo's ``l_name = L_name``); assigning ``None`` to them (Dynamo's release) is no
+    read."""
+    aliases = {name: name for name in weights} | _copies(forward, weights)  # a name in the body -> its weight
+    read_otherwise: set[str] = set()
+    read_by_item: set[str] = set()
+    items = {id(call.func.value) for call in ast.walk(forward) if _is_item_call(call)}
+    copies = {id(node.value) for node in ast.walk(forward) if isinstance(node, ast.Assign)}
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in aliases:
+            weight = aliases[node.id]
+            if id(node) in items:
+                read_by_item.add(weight)
+            elif not (id(node) in copies and node.id == weight):  # the copy to its local is not a read
+                read_otherwise.add(weight)
+    return frozenset(read_by_item - read_otherwise)
+
+
+def read_as_numbers(forward: ast.FunctionDef, scalars: frozenset[str]) -> None:
+    """``forward`` with each ``NAME.item()`` of a ``scalars`` weight (or of its local copy) read as ``NAME``: the
+    module holds the number."""
+    names = set(scalars) | set(_copies(forward, scalars))
+
+    class _Numbers(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if _is_item_call(node) and node.func.value.id in names:  # type: ignore[attr-defined]
+                return ast.copy_location(ast.Name(node.func.value.id, ast.Load()), node)  # type: ignore[attr-defined]
+            return node
+
+    _Numbers().visit(forward)
+
+
+def _copies(forward: ast.FunctionDef, weights: frozenset[str]) -> dict[str, str]:
+    """Each local of ``forward`` a weight is copied to (``l_name = L_name``) -> that weight."""
+    return {
+        node.targets[0].id: node.value.id
+        for node in ast.walk(forward)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in weights
+    }
+
+
+def _is_item_call(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and not node.args
+        and not node.keywords
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "item"
+        and isinstance(node.func.value, ast.Name)
+    )
