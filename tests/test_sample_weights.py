@@ -278,6 +278,17 @@ def test_a_weight_read_as_a_tensor_besides_its_item_stays_a_tensor() -> None:
     forward = ast.parse(source).body[0]
     assert isinstance(forward, ast.FunctionDef)
     assert item_only(forward, frozenset({"L_a", "L_b", "L_c", "L_d"})) == {"L_a", "L_d"}
+    stored = {  # a weight or its local assigned anything but its copy and None: a tensor
+        "unpacked": "a, = L_w\n    return L_w.item() + a",
+        "chained": "l_w = m = L_w\n    return l_w.item() + m * 2",
+        "kept elsewhere": "self.kept = L_w\n    return L_w.item()",
+        "local reused": "l_w = L_w\n    a = l_w.item()\n    l_w = L_x\n    return a + l_w.item()",
+        "updated in place": "L_w += 1\n    return L_w.item()",
+    }
+    for case, body in stored.items():
+        forward = ast.parse(f"def forward(self, L_w, L_x):\n    {body}\n").body[0]
+        assert isinstance(forward, ast.FunctionDef)
+        assert item_only(forward, frozenset({"L_w", "L_x"})) == set(), case
 
 
 @pytest.mark.parametrize("mode", ["parameters", "inputs"])

@@ -9,25 +9,38 @@ specialises it as it does a deployed module's attribute."""
 from __future__ import annotations
 
 import ast
+from collections import Counter
 
 
 def item_only(forward: ast.FunctionDef, weights: frozenset[str]) -> frozenset[str]:
-    """The weights of ``forward``'s parameters that its body reads only through ``.item()``, itself or through a
-    local it was copied to (Dynamo's ``l_name = L_name``); assigning ``None`` to them (Dynamo's release) is no
-    read."""
+    """The weights of ``forward``'s parameters that its body reads only through ``.item()``, itself or through the
+    one local it was copied to (Dynamo's ``l_name = L_name``), neither of them assigned anything else but ``None``
+    (Dynamo's release, no read); any other read, store or copy keeps the weight a tensor."""
+    assignments = _copy_assignments(forward, weights)
+    copied_to = Counter(node.targets[0].id for node in assignments)  # type: ignore[attr-defined]
+    kept = {node.value.id for node in assignments if copied_to[node.targets[0].id] > 1}  # type: ignore[attr-defined]
     aliases = {name: name for name in weights} | _copies(forward, weights)  # a name in the body -> its weight
-    read_otherwise: set[str] = set()
+    copy_reads = {id(node.value) for node in assignments}
+    allowed_stores = {id(node.targets[0]) for node in assignments} | {
+        id(target)
+        for node in ast.walk(forward)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is None
+        for target in node.targets
+    }
+    items = {id(call.func.value) for call in ast.walk(forward) if _is_item_call(call)}  # type: ignore[attr-defined]
     read_by_item: set[str] = set()
-    items = {id(call.func.value) for call in ast.walk(forward) if _is_item_call(call)}
-    copies = {id(node.value) for node in ast.walk(forward) if isinstance(node, ast.Assign)}
     for node in ast.walk(forward):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in aliases:
-            weight = aliases[node.id]
+        if not isinstance(node, ast.Name) or node.id not in aliases:
+            continue
+        weight = aliases[node.id]
+        if isinstance(node.ctx, ast.Load):
             if id(node) in items:
                 read_by_item.add(weight)
-            elif not (id(node) in copies and node.id == weight):  # the copy to its local is not a read
-                read_otherwise.add(weight)
-    return frozenset(read_by_item - read_otherwise)
+            elif id(node) not in copy_reads:
+                kept.add(weight)
+        elif id(node) not in allowed_stores:  # assigned something else (augmented, unpacked, chained, ...)
+            kept.add(weight)
+    return frozenset(read_by_item - kept)
 
 
 def read_as_numbers(forward: ast.FunctionDef, scalars: frozenset[str]) -> None:
@@ -45,17 +58,22 @@ def read_as_numbers(forward: ast.FunctionDef, scalars: frozenset[str]) -> None:
     _Numbers().visit(forward)
 
 
-def _copies(forward: ast.FunctionDef, weights: frozenset[str]) -> dict[str, str]:
-    """Each local of ``forward`` a weight is copied to (``l_name = L_name``) -> that weight."""
-    return {
-        node.targets[0].id: node.value.id
+def _copy_assignments(forward: ast.FunctionDef, weights: frozenset[str]) -> list[ast.Assign]:
+    """``forward``'s assignments of a weight to one local (``l_name = L_name``)."""
+    return [
+        node
         for node in ast.walk(forward)
         if isinstance(node, ast.Assign)
         and len(node.targets) == 1
         and isinstance(node.targets[0], ast.Name)
         and isinstance(node.value, ast.Name)
         and node.value.id in weights
-    }
+    ]
+
+
+def _copies(forward: ast.FunctionDef, weights: frozenset[str]) -> dict[str, str]:
+    """Each local of ``forward`` a weight is copied to (``l_name = L_name``) -> that weight."""
+    return {node.targets[0].id: node.value.id for node in _copy_assignments(forward, weights)}  # type: ignore[attr-defined]
 
 
 def _is_item_call(node: ast.AST) -> bool:
