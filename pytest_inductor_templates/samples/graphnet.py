@@ -13,7 +13,6 @@ import hashlib
 import inspect
 import json
 import os
-import re
 import sys
 import types
 from collections import Counter
@@ -27,10 +26,9 @@ from ..compile.effects import WEIGHTS_AS_INPUTS
 from ..option_table import SAMPLE_WEIGHTS
 from .base import Inputs, Sample, SampleError, stable_seed
 from .graphnet_meta import TensorMeta, parse_file, read_meta_file, rebuild, shown, skip_draws, tensor_bytes, torch_dtype
-from .graphnet_scalars import item_only, read_as_numbers
+from .graphnet_source import point_devices_at, read_weights_from_self
 
 META_FILES = ("weight_meta.py", "input_meta.py")
-_DEVICE_STRING = re.compile(r"(cuda|cpu|xpu|mps)(:\d+)?")
 
 
 def discover(root: Path) -> list[str]:
@@ -60,94 +58,6 @@ def _nested(inner: str, outer: str) -> bool:
     return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
 
-class _DeviceRewriter(ast.NodeTransformer):
-    """Points hard-coded device strings and ``device(...)`` calls at the item's device."""
-
-    def __init__(self, device: str) -> None:
-        self.device = device
-
-    def _target(self, node: ast.AST) -> ast.expr:
-        call = ast.Call(
-            func=ast.Attribute(value=ast.Name("torch", ast.Load()), attr="device", ctx=ast.Load()),
-            args=[ast.Constant(self.device)],
-            keywords=[],
-        )
-        return ast.copy_location(call, node)
-
-    def _is_device_string(self, node: ast.AST) -> bool:
-        return (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and bool(_DEVICE_STRING.fullmatch(node.value))
-        )
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        self.generic_visit(node)
-        func = node.func
-        is_device_ctor = (isinstance(func, ast.Name) and func.id == "device") or (
-            isinstance(func, ast.Attribute)
-            and func.attr == "device"
-            and isinstance(func.value, ast.Name)
-            and func.value.id == "torch"
-        )
-        if is_device_ctor:
-            return self._target(node)
-        if isinstance(func, ast.Attribute) and func.attr == "cuda" and not node.args:
-            return ast.copy_location(
-                ast.Call(func=ast.Attribute(func.value, "to", ast.Load()), args=[self._target(node)], keywords=[]),
-                node,
-            )
-        if isinstance(func, ast.Attribute) and func.attr == "to":
-            node.args = [self._target(a) if self._is_device_string(a) else a for a in node.args]
-        for keyword in node.keywords:
-            if keyword.arg == "device" and self._is_device_string(keyword.value):
-                keyword.value = self._target(keyword.value)
-        return node
-
-
-def _read_weights_from_self(tree: ast.Module, weights: frozenset[str]) -> tuple[ast.Module, frozenset[str]]:
-    """``tree`` with ``GraphModule.forward`` taking its weights from the module instead of as arguments: each leaves
-    the signature, and ``forward`` begins with ``NAME = self.NAME``; and the weights it reads only with ``.item()``
-    (GraphNet's lifted scalars: ``graphnet_scalars``), which the module holds as Python numbers, read as those. The
-    rest of the captured code is unchanged.
-
-    Dynamo then traces the graph's own ``forward``, as with the weights as inputs (no wrapper frame, the same graph
-    breaks but the lifted scalars'), and marks the module's parameters and buffers as static: freezing folds them,
-    on both sides of a graph break, where they reach the resumed code as locals."""
-    forward = next(
-        (
-            node
-            for cls in tree.body
-            if isinstance(cls, ast.ClassDef) and cls.name == "GraphModule"
-            for node in cls.body
-            if isinstance(node, ast.FunctionDef) and node.name == "forward"
-        ),
-        None,
-    )
-    if forward is None or not forward.args.args:
-        raise SampleError("GraphModule has no forward(self, ...) to bind the weights to")
-    arguments = forward.args
-    owner = arguments.args[0].arg
-    taken = [a.arg for a in [*arguments.args, *arguments.kwonlyargs] if a.arg in weights]
-    defaults = [None] * (len(arguments.args) - len(arguments.defaults)) + list(arguments.defaults)
-    positional = [(a, d) for a, d in zip(arguments.args, defaults, strict=True) if a.arg not in weights]
-    arguments.args = [a for a, _ in positional]
-    arguments.defaults = [d for _, d in positional if d is not None]  # the defaults stay the trailing ones
-    keywords = [
-        (a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if a.arg not in weights
-    ]
-    arguments.kwonlyargs, arguments.kw_defaults = [a for a, _ in keywords], [d for _, d in keywords]
-    self_read = [
-        ast.Assign([ast.Name(name, ast.Store())], ast.Attribute(ast.Name(owner, ast.Load()), name, ast.Load()))
-        for name in taken
-    ]
-    docstring = forward.body[:1] if ast.get_docstring(forward) is not None else []
-    scalars = item_only(forward, frozenset(taken))
-    read_as_numbers(forward, scalars)
-    forward.body = [*docstring, *self_read, *forward.body[len(docstring) :]]
-    return tree, scalars
-
-
 def module_name(path: Path, device: str, bound: bool = False) -> str:
     """The name a sample's loaded ``model.py`` goes by in ``sys.modules``: one per file, device (the device strings
     in it are rewritten per device) and binding (whether forward reads its weights from ``self``), the same in every
@@ -156,13 +66,13 @@ def module_name(path: Path, device: str, bound: bool = False) -> str:
     return f"inductor_sample_{digest}"
 
 
-_LOADED: dict[str, tuple[tuple[int, int], types.ModuleType]] = {}  # module name -> (model.py's mtime and size, module)
-_SCALARS: dict[str, frozenset[str]] = {}  # module name -> the weights its module holds as Python numbers
+# module name -> (model.py's mtime and size, the module, the weights it reads as the module's Python numbers)
+_LOADED: dict[str, tuple[tuple[int, int], types.ModuleType, frozenset[str]]] = {}
 
 
 def load_graph_module(path: Path, device: str, weights: frozenset[str] = frozenset()) -> type:
     """``GraphModule`` from ``path``, with device strings pointed at ``device``; with ``weights``, its forward reads
-    those from ``self`` instead of taking them (``_read_weights_from_self``).
+    those from ``self`` instead of taking them (``graphnet_source.read_weights_from_self``).
 
     The module is registered in ``sys.modules`` under ``module_name``, as an imported module is: Dynamo looks a
     function's module up by name when it inlines it. A file loaded before is loaded again only when it changed, so
@@ -179,9 +89,9 @@ def load_graph_module(path: Path, device: str, weights: frozenset[str] = frozens
     if loaded is not None and loaded[0] == stamp and sys.modules.get(name) is loaded[1]:
         module = loaded[1]
     else:
-        tree, scalars = _DeviceRewriter(device).visit(parse_file(path)), frozenset[str]()
+        tree, scalars = point_devices_at(parse_file(path), device), frozenset[str]()
         if weights:
-            tree, scalars = _read_weights_from_self(tree, weights)
+            tree, scalars = read_weights_from_self(tree, weights)
         module = types.ModuleType(name)
         module.__dict__.update(
             {"__file__": str(path), "torch": torch, "device": torch.device, "inf": float("inf"), "nan": float("nan")}
@@ -193,8 +103,7 @@ def load_graph_module(path: Path, device: str, weights: frozenset[str] = frozens
                 f"{where(error, path)}model.py failed to import: {type(error).__name__}: {error}"
             ) from None
         sys.modules[name] = module
-        _LOADED[name] = (stamp, module)
-        _SCALARS[name] = scalars
+        _LOADED[name] = (stamp, module, scalars)
     module_class = getattr(module, "GraphModule", None)
     if not isinstance(module_class, type):
         raise SampleError("model.py defines no class GraphModule")
@@ -204,8 +113,8 @@ def load_graph_module(path: Path, device: str, weights: frozenset[str] = frozens
 def is_parameter(meta: TensorMeta) -> bool:
     """Whether a weight is bound as a ``torch.nn.Parameter``: Dynamo names a module's parameters
     ``..._parameters_...``; a parameter is floating (or complex). Every other weight (``_buffers_``, and plain tensor
-    attributes) is a buffer, but a lifted scalar that the graph reads only with ``.item()`` (a batch norm's 0-dim
-    float64 momentum), which is a Python number (``graphnet_scalars``)."""
+    attributes) is a buffer; a lifted scalar, which the graph reads only with ``.item()`` (a batch norm's 0-dim
+    float64 momentum), is neither: a Python number (``graphnet_scalars``)."""
     return "_parameters_" in meta.name and ("float" in meta.dtype or "complex" in meta.dtype)
 
 
@@ -362,7 +271,7 @@ class GraphNetSample(Sample):
         buffers, and its lifted scalars (``graphnet_scalars``) as its Python numbers."""
         import torch
 
-        scalars = _SCALARS.get(type(graph).__module__, frozenset())
+        scalars = _LOADED[type(graph).__module__][2]
         for meta in self.metas:
             if not is_weight(meta.name) or meta.name not in drawn:
                 continue

@@ -19,7 +19,7 @@ def item_only(forward: ast.FunctionDef, weights: frozenset[str]) -> frozenset[st
     assignments = _copy_assignments(forward, weights)
     copied_to = Counter(node.targets[0].id for node in assignments)  # type: ignore[attr-defined]
     kept = {node.value.id for node in assignments if copied_to[node.targets[0].id] > 1}  # type: ignore[attr-defined]
-    aliases = {name: name for name in weights} | _copies(forward, weights)  # a name in the body -> its weight
+    aliases = {name: name for name in weights} | _copies(assignments)  # a name in the body -> its weight
     copy_reads = {id(node.value) for node in assignments}
     allowed_stores = {id(node.targets[0]) for node in assignments} | {
         id(target)
@@ -46,7 +46,7 @@ def item_only(forward: ast.FunctionDef, weights: frozenset[str]) -> frozenset[st
 def read_as_numbers(forward: ast.FunctionDef, scalars: frozenset[str]) -> None:
     """``forward`` with each ``NAME.item()`` of a ``scalars`` weight (or of its local copy) read as ``NAME``: the
     module holds the number."""
-    names = set(scalars) | set(_copies(forward, scalars))
+    names = set(scalars) | set(_copies(_copy_assignments(forward, scalars)))
 
     class _Numbers(ast.NodeTransformer):
         def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -71,9 +71,9 @@ def _copy_assignments(forward: ast.FunctionDef, weights: frozenset[str]) -> list
     ]
 
 
-def _copies(forward: ast.FunctionDef, weights: frozenset[str]) -> dict[str, str]:
-    """Each local of ``forward`` a weight is copied to (``l_name = L_name``) -> that weight."""
-    return {node.targets[0].id: node.value.id for node in _copy_assignments(forward, weights)}  # type: ignore[attr-defined]
+def _copies(assignments: list[ast.Assign]) -> dict[str, str]:
+    """Each local a weight is copied to by ``assignments`` (``_copy_assignments``) -> that weight."""
+    return {node.targets[0].id: node.value.id for node in assignments}  # type: ignore[attr-defined]
 
 
 def _is_item_call(node: ast.AST) -> bool:
